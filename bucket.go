@@ -1,0 +1,47 @@
+package sluice
+
+import "time"
+
+// bucket is the model of token-bucket, gcra and leaky-bucket: one
+// theoretical arrival time (TAT). With emission interval T = Period/Limit, a
+// request of cost c at t is admitted iff max(TAT, t) + c·T − t ≤ Burst·T, and
+// then TAT = max(TAT, t) + c·T. The bucket holds Burst−⌈(TAT−t)/T⌉ tokens.
+// The leaky-bucket queue admits exactly the same requests; an admitted
+// request waits max(0, TAT−t), the TAT before it, to be released.
+func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
+	d := Decision{Limit: m.limit}
+	tat := rtime{s.Time, s.Frac}
+	t := rtime{now, 0}
+	if tat.less(t) {
+		tat = t
+	}
+	debt := m.sub(tat, t) // time until the bucket is full again
+	if cost > m.burst {
+		d.Impossible = true
+		d.Remaining = m.units(m.sub(m.burstDur, debt))
+		d.ResetAfter = time.Duration(debt.ceil())
+		return s, d
+	}
+	next := m.add(tat, m.dur(cost))
+	limit := m.add(t, m.burstDur)
+	if limit.less(next) {
+		// Rejected: admitted from the first instant at which
+		// next − Burst·T ≤ t', which is after now and no later than the TAT.
+		d.RetryAfter = time.Duration(m.sub(next, m.burstDur).ceil() - now)
+		d.Remaining = m.units(m.sub(m.burstDur, debt))
+		d.ResetAfter = time.Duration(debt.ceil())
+		return s, d
+	}
+	d.Allowed = true
+	if m.policy.Algorithm == LeakyBucket {
+		d.Delay = time.Duration(debt.ceil())
+	}
+	newDebt := m.sub(next, t)
+	d.Remaining = m.units(m.sub(m.burstDur, newDebt))
+	d.ResetAfter = time.Duration(newDebt.ceil())
+	if cost == 0 {
+		return s, d
+	}
+	s.Time, s.Frac = next.ns, next.frac
+	return s, d
+}

@@ -1,0 +1,8 @@
+module github.com/sluicehq/sluice
+
+go 1.26.0
+
+require (
+	github.com/sethvargo/go-limiter v0.7.1 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)

@@ -1,0 +1,137 @@
+package sluice
+
+import "time"
+
+// State is the per-key state of a policy. The zero State is the idle state
+// (a full bucket, empty windows) for every algorithm. Stores persist it and
+// hand it back; only the models interpret it.
+type State struct {
+	// Time is, for the bucket kinds, the theoretical arrival time (TAT) in
+	// whole nanoseconds since the Unix epoch; for fixed-window and
+	// sliding-window, the start of the current window.
+	Time int64
+	// Frac is, for the bucket kinds, the TAT's fraction of a nanosecond in
+	// units of 1/Model.Denominator().
+	Frac int64
+	// Count is, for the window kinds, the units admitted in the current
+	// window. For sliding-log it is the running total (modulo 2⁶⁴) of the
+	// units admitted before Log's first entry.
+	Count int64
+	// Prev is, for sliding-window, the units admitted in the previous window.
+	Prev int64
+	// Log is, for sliding-log, the admitted requests still inside the window,
+	// oldest first.
+	Log []LogEntry
+}
+
+// LogEntry is one admitted sliding-log request.
+type LogEntry struct {
+	// At is when the request was admitted, in nanoseconds since the epoch.
+	At int64
+	// Total is the running total (modulo 2⁶⁴) of units admitted up to and
+	// including this request.
+	Total uint64
+}
+
+// Model is a validated policy ready for evaluation: the pure algorithm. It
+// never reads a clock and never does I/O; stores call Take under their own
+// atomicity and supply the time. The Go models are the oracle that every
+// store is tested against.
+type Model struct {
+	policy Policy
+	limit  int64
+	burst  int64
+	period int64
+	// The emission interval Period/Limit is num/den nanoseconds, reduced.
+	num, den int64
+	burstDur rtime // burst × num/den
+}
+
+// NewModel validates p and returns its model.
+func NewModel(p Policy) (*Model, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{policy: p, limit: p.Limit, burst: p.burst(), period: int64(p.Period)}
+	g := gcd(m.period, m.limit)
+	m.num, m.den = m.period/g, m.limit/g
+	m.burstDur = m.dur(m.burst)
+	return m, nil
+}
+
+// Policy returns the policy m evaluates.
+func (m *Model) Policy() Policy { return m.policy }
+
+// Denominator returns the denominator of State.Frac for the bucket kinds:
+// Frac is always in [0, Denominator()).
+func (m *Model) Denominator() int64 { return m.den }
+
+// Take evaluates a request of cost units at instant now (nanoseconds since
+// the Unix epoch) against state s and returns the new state and the decision.
+// A rejected request, or one of cost 0 (a peek), returns s unchanged.
+//
+// Instants are clamped to [0, MaxTime]. If now is earlier than the instant s
+// was last updated at (a clock that stepped back), the models never admit
+// more than they would have at the later instant.
+//
+// For sliding-log the returned state may share s.Log's backing array (it
+// appends in place when there is room); a caller that keeps the new state
+// must not use s again.
+func (m *Model) Take(s State, now, cost int64) (State, Decision) {
+	now = min(max(now, 0), MaxTime)
+	if cost < 0 {
+		return s, Decision{Limit: m.limit, Impossible: true}
+	}
+	switch m.policy.Algorithm {
+	case FixedWindow:
+		return m.fixedWindow(s, now, cost)
+	case SlidingWindow:
+		return m.slidingWindow(s, now, cost)
+	case SlidingLog:
+		return m.slidingLog(s, now, cost)
+	default:
+		return m.bucket(s, now, cost)
+	}
+}
+
+// ExpiresAt returns the instant (nanoseconds since the epoch) from which s is
+// equivalent to the zero State: a store may forget the key then, and must not
+// forget it before. An idle state returns a time no later than any it has
+// seen.
+func (m *Model) ExpiresAt(s State) int64 {
+	switch m.policy.Algorithm {
+	case FixedWindow:
+		if s.Count > 0 {
+			return s.Time + m.period
+		}
+		return 0
+	case SlidingWindow:
+		switch {
+		case s.Count > 0:
+			return s.Time + 2*m.period
+		case s.Prev > 0:
+			return s.Time + m.period
+		}
+		return 0
+	case SlidingLog:
+		if n := len(s.Log); n > 0 {
+			return s.Log[n-1].At + m.period
+		}
+		return 0
+	default:
+		return rtime{s.Time, s.Frac}.ceil()
+	}
+}
+
+// IdleAfter returns the longest time any key can take to return to idle
+// after its last admission: the longest a store must remember a key.
+func (m *Model) IdleAfter() time.Duration {
+	switch m.policy.Algorithm {
+	case FixedWindow, SlidingLog:
+		return time.Duration(m.period)
+	case SlidingWindow:
+		return time.Duration(2 * m.period)
+	default:
+		return time.Duration(m.burstDur.ceil())
+	}
+}

@@ -1,0 +1,126 @@
+package sluice
+
+import (
+	"fmt"
+	"time"
+)
+
+// Algorithm names a rate-limiting algorithm. The names are the ones used in
+// configuration files, on the command line and in Redis keys.
+type Algorithm string
+
+// The algorithms. Their exact semantics are in the package documentation.
+const (
+	TokenBucket   Algorithm = "token-bucket"
+	GCRA          Algorithm = "gcra"
+	LeakyBucket   Algorithm = "leaky-bucket"
+	FixedWindow   Algorithm = "fixed-window"
+	SlidingLog    Algorithm = "sliding-log"
+	SlidingWindow Algorithm = "sliding-window"
+)
+
+// Algorithms lists every algorithm, in the order the documentation presents them.
+var Algorithms = []Algorithm{TokenBucket, GCRA, LeakyBucket, FixedWindow, SlidingLog, SlidingWindow}
+
+// ParseAlgorithm returns the algorithm with the given name.
+func ParseAlgorithm(name string) (Algorithm, error) {
+	for _, a := range Algorithms {
+		if string(a) == name {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("sluice: unknown algorithm %q (want one of token-bucket, gcra, leaky-bucket, fixed-window, sliding-log, sliding-window)", name)
+}
+
+// IsBucket reports whether a uses a burst: token-bucket, gcra and leaky-bucket.
+func (a Algorithm) IsBucket() bool {
+	return a == TokenBucket || a == GCRA || a == LeakyBucket
+}
+
+// Limits on policy parameters. They keep every intermediate value of the
+// models' integer arithmetic inside int64 (and the 128-bit products the models
+// use inside 128 bits), so no input can overflow.
+const (
+	// MaxLimit is the largest Limit and Burst.
+	MaxLimit = 1 << 62
+	// MaxPeriod is the longest Period, about 36 years.
+	MaxPeriod = time.Duration(1 << 60)
+	// MaxBurstDuration is the longest time a full bucket may take to drain
+	// (Burst × Period / Limit), about 36 years.
+	MaxBurstDuration = time.Duration(1 << 60)
+	// MaxTime is the latest instant, in nanoseconds since the Unix epoch (the
+	// year 2116), that the models accept; earlier than 0 counts as 0.
+	MaxTime = 1 << 62
+)
+
+// Policy is an algorithm with its parameters: Limit units per Period, and for
+// the bucket kinds a Burst.
+//
+// Policies with the same non-empty Name and Algorithm share their per-key
+// state in a Store, so a policy can be reconfigured (a new Limit, say)
+// without forgetting who is being limited. Unnamed policies share state only
+// with identical policies.
+type Policy struct {
+	// Name identifies the policy in a store, in Redis keys, in metrics and in
+	// response headers. Optional.
+	Name string
+	// Algorithm is one of the Algorithm constants.
+	Algorithm Algorithm
+	// Limit is the number of units admitted per Period (the refill or drain
+	// rate of the bucket kinds, the quota of the window kinds). At least 1.
+	Limit int64
+	// Period is the length of the window, or the time over which a bucket
+	// refills Limit units. Positive.
+	Period time.Duration
+	// Burst is the capacity of the bucket kinds (for leaky-bucket: the queue
+	// size). Zero means Limit. It must be zero for the window kinds.
+	Burst int64
+}
+
+// burst returns the effective capacity: Burst for the bucket kinds (default
+// Limit) and Limit for the window kinds.
+func (p Policy) burst() int64 {
+	if p.Algorithm.IsBucket() && p.Burst != 0 {
+		return p.Burst
+	}
+	return p.Limit
+}
+
+// Validate reports the first problem with p, naming the field and its value.
+func (p Policy) Validate() error {
+	if _, err := ParseAlgorithm(string(p.Algorithm)); err != nil {
+		return fmt.Errorf("sluice: policy %q: algorithm: %w", p.Name, err)
+	}
+	if p.Limit < 1 || p.Limit > MaxLimit {
+		return fmt.Errorf("sluice: policy %q: limit %d: must be between 1 and %d", p.Name, p.Limit, int64(MaxLimit))
+	}
+	if p.Period <= 0 || p.Period > MaxPeriod {
+		return fmt.Errorf("sluice: policy %q: period %v: must be positive and at most %v", p.Name, p.Period, MaxPeriod)
+	}
+	if !p.Algorithm.IsBucket() {
+		if p.Burst != 0 {
+			return fmt.Errorf("sluice: policy %q: burst %d: %s has no burst (leave it 0)", p.Name, p.Burst, p.Algorithm)
+		}
+		return nil
+	}
+	if p.Burst < 0 || p.Burst > MaxLimit {
+		return fmt.Errorf("sluice: policy %q: burst %d: must be between 1 and %d (0 means the limit)", p.Name, p.Burst, int64(MaxLimit))
+	}
+	// The time a full bucket takes to drain, Burst×Period/Limit, must fit.
+	if hi, lo := mul64(uint64(p.burst()), uint64(p.Period)); hi >= uint64(p.Limit) || quo128(hi, lo, uint64(p.Limit)) > uint64(MaxBurstDuration) {
+		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.burst(), p.Limit, p.Period, MaxBurstDuration)
+	}
+	return nil
+}
+
+// String formats p as "name: algorithm limit/period burst B".
+func (p Policy) String() string {
+	s := fmt.Sprintf("%s %d/%v", p.Algorithm, p.Limit, p.Period)
+	if p.Algorithm.IsBucket() {
+		s += fmt.Sprintf(" burst %d", p.burst())
+	}
+	if p.Name != "" {
+		s = p.Name + ": " + s
+	}
+	return s
+}
