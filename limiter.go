@@ -1,0 +1,240 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+)
+
+// FailureMode says what a Limiter answers when its store fails.
+type FailureMode uint8
+
+const (
+	// FailOpen admits requests while the store is failing: the limit is
+	// briefly not enforced, but the service stays up. The default.
+	FailOpen FailureMode = iota
+	// FailClosed rejects requests while the store is failing.
+	FailClosed
+)
+
+// String returns "open" or "closed".
+func (m FailureMode) String() string {
+	if m == FailClosed {
+		return "closed"
+	}
+	return "open"
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithFailureMode sets what the Limiter answers when its store fails.
+func WithFailureMode(m FailureMode) Option { return func(l *Limiter) { l.failure = m } }
+
+// Limiter applies one Policy to any number of keys, over a Store. It is safe
+// for concurrent use; all its state lives in the store, so many Limiters (in
+// many processes, over a shared store) enforce one limit together.
+type Limiter struct {
+	store   Store
+	policy  Policy
+	failure FailureMode
+}
+
+// NewLimiter returns a Limiter that applies p over store. It fails if p is
+// invalid.
+func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, errors.New("sluice: NewLimiter: store is nil")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Limiter{store: store, policy: p}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
+}
+
+// Policy returns the limiter's policy.
+func (l *Limiter) Policy() Policy { return l.policy }
+
+// FailureMode returns what the limiter answers when its store fails.
+func (l *Limiter) FailureMode() FailureMode { return l.failure }
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN asks whether n units for key are admitted now, and records them if
+// so. n = 0 peeks at the key's state without changing it.
+//
+// A non-nil error means the request could not be decided: n is negative, or
+// the store failed. On a store failure the Decision is the one the failure
+// mode dictates (Allowed under FailOpen, rejected under FailClosed), so a
+// caller can log the error and still act on Decision.Allowed.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	if n < 0 {
+		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
+	}
+	d, err := l.store.Take(ctx, l.policy, key, n)
+	if err != nil {
+		return l.failed(), fmt.Errorf("sluice: policy %q: key %q: %w", l.policy.Name, key, err)
+	}
+	return d, nil
+}
+
+// failed is the decision of a request the store could not decide: the one
+// place where the failure mode is applied.
+func (l *Limiter) failed() Decision {
+	return Decision{Allowed: l.failure == FailOpen, Limit: l.policy.Limit}
+}
+
+// Wait blocks until n units for key are admitted, or ctx ends. It returns
+// ErrImpossible at once if n exceeds the policy's capacity, and an error
+// without waiting if ctx's deadline comes before the request could be
+// admitted.
+//
+// For the window kinds and token-bucket/gcra, Wait sleeps for the decision's
+// RetryAfter and tries again, so a cancelled Wait consumes nothing. For
+// leaky-bucket, an admitted request has a place in the queue and Wait sleeps
+// for its Delay; cancelling it during that delay does not give the place
+// back (the queue has no refunds), but Wait first checks that the current
+// queue delay fits before ctx's deadline.
+//
+// On a store failure Wait returns at once with the error and the decision of
+// the failure mode, as AllowN does.
+func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
+	if n > l.policy.burst() {
+		return Decision{Limit: l.policy.Limit, Impossible: true}, fmt.Errorf("sluice: policy %q: key %q: cost %d: %w", l.policy.Name, key, n, ErrImpossible)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return Decision{Limit: l.policy.Limit}, err
+		}
+		if l.policy.Algorithm == LeakyBucket {
+			// Peek at the queue: don't take a place that can't be
+			// released before the deadline.
+			p, err := l.AllowN(ctx, key, 0)
+			if err != nil {
+				return p, err
+			}
+			if !fits(ctx, p.Delay) {
+				return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: the queue delay %v would exceed the context deadline", l.policy.Name, key, p.Delay)
+			}
+		}
+		d, err := l.AllowN(ctx, key, n)
+		switch {
+		case err != nil:
+			return d, err
+		case d.Impossible:
+			return d, fmt.Errorf("sluice: policy %q: key %q: cost %d: %w", l.policy.Name, key, n, ErrImpossible)
+		case d.Allowed:
+			if d.Delay > 0 {
+				if err := sleep(ctx, d.Delay); err != nil {
+					return d, err
+				}
+			}
+			return d, nil
+		}
+		if !fits(ctx, d.RetryAfter) {
+			return d, fmt.Errorf("sluice: policy %q: key %q: waiting %v would exceed the context deadline", l.policy.Name, key, d.RetryAfter)
+		}
+		if err := sleep(ctx, d.RetryAfter); err != nil {
+			return d, err
+		}
+	}
+}
+
+// fits reports whether waiting d ends before ctx's deadline.
+func fits(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || !time.Now().Add(d).After(deadline)
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Check is one (limiter, key, cost) of an AllowAll call.
+type Check struct {
+	Limiter *Limiter
+	Key     string
+	Cost    int64
+}
+
+// Result is the outcome of AllowAll.
+type Result struct {
+	// Allowed reports whether every check admitted its request; only then
+	// was anything recorded.
+	Allowed bool
+	// Refused is the index of the first check that refused, or -1.
+	Refused int
+	// Decisions holds each check's decision, in order. When the batch is
+	// refused, the checks that would have admitted report their state
+	// unconsumed, with Allowed true.
+	Decisions []Decision
+}
+
+// AllowAll checks several limits at once, all-or-nothing: the request is
+// admitted only if every check admits it, and otherwise nothing is consumed
+// anywhere. This is how per-IP, per-API-key and per-organisation limits
+// compose. All limiters must share one Store, which applies the batch
+// atomically.
+//
+// On a store failure each check's failure mode decides its own decision, and
+// the batch is admitted only if all of them fail open.
+func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
+	res := Result{Refused: -1}
+	if len(checks) == 0 {
+		res.Allowed = true
+		return res, nil
+	}
+	store := checks[0].Limiter.store
+	reqs := make([]Request, len(checks))
+	for i, c := range checks {
+		if !sameStore(c.Limiter.store, store) {
+			return res, fmt.Errorf("sluice: AllowAll: check %d: its limiter uses a different store than check 0", i)
+		}
+		if c.Cost < 0 {
+			return res, fmt.Errorf("sluice: AllowAll: check %d: policy %q: key %q: cost %d: must be >= 0", i, c.Limiter.policy.Name, c.Key, c.Cost)
+		}
+		reqs[i] = Request{Policy: c.Limiter.policy, Key: c.Key, Cost: c.Cost}
+	}
+	res.Decisions = make([]Decision, len(checks))
+	if err := store.TakeAll(ctx, reqs, res.Decisions); err != nil {
+		for i, c := range checks {
+			res.Decisions[i] = c.Limiter.failed()
+		}
+		res.settle()
+		return res, fmt.Errorf("sluice: AllowAll: %w", err)
+	}
+	res.settle()
+	return res, nil
+}
+
+// settle derives Allowed and Refused from the decisions.
+func (r *Result) settle() {
+	r.Allowed, r.Refused = true, -1
+	for i, d := range r.Decisions {
+		if !d.Allowed {
+			r.Allowed, r.Refused = false, i
+			return
+		}
+	}
+}
+
+func sameStore(a, b Store) bool {
+	return reflect.TypeOf(a).Comparable() && a == b
+}
