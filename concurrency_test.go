@@ -3,11 +3,11 @@ package sluice
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
-	"runtime"
 )
 
 func TestConcurrencyLimit(t *testing.T) {
