@@ -1,0 +1,285 @@
+package memstore
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice"
+)
+
+// shard is a lock and the tables of the keys that hash to it, one table per
+// policy (indexed by policy id).
+type shard struct {
+	mu    sync.Mutex
+	tabs  []*table
+	n     int // keys held
+	quota int // most keys held; 0: unbounded
+	rng   uint64
+
+	// The sweep cursor: table index and entry.
+	curTab, curEnt int
+
+	keys                     atomic.Int64 // n, readable without the lock
+	expired, evicted, forced atomic.Uint64
+
+	_ [64]byte // keep shards' locks on separate cache lines
+}
+
+// table returns the shard's table of policy id, or nil.
+func (sh *shard) table(id int) *table {
+	if id < len(sh.tabs) {
+		return sh.tabs[id]
+	}
+	return nil
+}
+
+// tableFor returns the shard's table for c, creating it.
+func (sh *shard) tableFor(c *compiled, seed maphash.Seed) *table {
+	id := c.pt.id
+	if id >= len(sh.tabs) {
+		tabs := make([]*table, id+1)
+		copy(tabs, sh.tabs)
+		sh.tabs = tabs
+	}
+	t := sh.tabs[id]
+	if t == nil {
+		t = newTable(c.pt, c, seed)
+		sh.tabs[id] = t
+	}
+	t.setDen(c.den)
+	return t
+}
+
+func (sh *shard) added() {
+	sh.n++
+	sh.keys.Store(int64(sh.n))
+}
+
+func (sh *shard) removed() {
+	sh.n--
+	sh.keys.Store(int64(sh.n))
+}
+
+// take applies one request; ok is false when the key could not be stored.
+func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost, now int64) (d sluice.Decision, ok bool) {
+	t := sh.table(c.pt.id)
+	slot, e := -1, -1
+	if t != nil {
+		t.setDen(c.den)
+		slot, e = t.find(h, key)
+	}
+	var st sluice.State
+	if e >= 0 {
+		st = t.get(e)
+		if c.kind == logKind && cost > 0 {
+			st.Log, st.Count = logRoom(st.Log, st.Count, now-c.period)
+			t.set(e, st)
+		}
+	}
+	next, d := c.model.Take(st, now, cost)
+	consumed := d.Allowed && cost > 0
+	exp := c.model.ExpiresAt(next)
+	if e >= 0 {
+		switch {
+		case exp <= now:
+			t.remove(slot, e)
+			sh.removed()
+			sh.expired.Add(1)
+		case consumed:
+			if c.kind == logKind {
+				// The model appended in place (logRoom made room); keep the
+				// stored log starting at its backing array, pruned entries
+				// included, so the array is reused rather than reallocated.
+				next.Log, next.Count = st.Log[:len(st.Log)+1], st.Count
+			}
+			t.set(e, next)
+		}
+		return d, true
+	}
+	if !consumed || exp <= now {
+		return d, true
+	}
+	if sh.quota > 0 && sh.n >= sh.quota {
+		sh.makeRoom(now, nil)
+	}
+	t = sh.tableFor(c, seed)
+	if e = t.insert(h, key); e < 0 {
+		return d, false
+	}
+	t.set(e, next)
+	sh.added()
+	return d, true
+}
+
+// logRoom makes room for one more entry in a sliding-log log without
+// changing its meaning: when the backing array is full it drops the entries
+// at or before cutoff (now − Period) into the base total, and grows or
+// shrinks the array so that pruning and reallocating stay amortized O(1).
+func logRoom(log []sluice.LogEntry, count, cutoff int64) ([]sluice.LogEntry, int64) {
+	if len(log) < cap(log) {
+		return log, count
+	}
+	// The first entry still inside the window.
+	lo, hi := 0, len(log)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if log[m].At > cutoff {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo > 0 {
+		count = int64(log[lo-1].Total)
+		log = log[:copy(log, log[lo:])]
+	}
+	switch n := len(log); {
+	case 4*n > 3*cap(log):
+		log = append(make([]sluice.LogEntry, 0, max(4, 2*n)), log...)
+	case cap(log) > 32 && 8*n < cap(log):
+		log = append(make([]sluice.LogEntry, 0, max(4, 2*n)), log...)
+	}
+	return log, count
+}
+
+func (sh *shard) rand() uint64 {
+	// xorshift64*
+	x := sh.rng
+	x ^= x >> 12
+	x ^= x << 25
+	x ^= x >> 27
+	sh.rng = x
+	return x * 0x2545f4914f6cdd1d
+}
+
+// entry returns the r-th entry of the shard, counting over its tables.
+func (sh *shard) entry(r int) (*table, int) {
+	for _, t := range sh.tabs {
+		if t == nil {
+			continue
+		}
+		if r < t.len() {
+			return t, r
+		}
+		r -= t.len()
+	}
+	return nil, -1
+}
+
+// cursor returns the entry at the sweep cursor and advances the cursor.
+func (sh *shard) cursor() (*table, int) {
+	if len(sh.tabs) == 0 {
+		return nil, -1
+	}
+	for range len(sh.tabs) + 1 {
+		if sh.curTab >= len(sh.tabs) {
+			sh.curTab, sh.curEnt = 0, 0
+		}
+		if t := sh.tabs[sh.curTab]; t != nil && sh.curEnt < t.len() {
+			sh.curEnt++
+			return t, sh.curEnt - 1
+		}
+		sh.curTab++
+		sh.curEnt = 0
+	}
+	return nil, -1
+}
+
+// Room-making effort: random entries sampled, then entries scanned at the
+// sweep cursor for an expired one.
+const (
+	evictSamples = 8
+	evictScan    = 64
+)
+
+// makeRoom drops one key of the shard to make room for a new one: an
+// expired key if it finds one, else the sampled key that expires first.
+// Keys of batch b are spared if possible. It reports whether it dropped one.
+func (sh *shard) makeRoom(now int64, b *batch) bool {
+	var victim *table
+	ve, vexp := -1, int64(0)
+	consider := func(t *table, e int) bool {
+		if b != nil && b.holds(t, e) {
+			return false
+		}
+		if exp := t.expiresAt(e); victim == nil || exp < vexp {
+			victim, ve, vexp = t, e, exp
+		}
+		return vexp <= now
+	}
+	done := false
+	for range evictSamples {
+		if t, e := sh.entry(int(sh.rand() % uint64(sh.n))); t != nil && consider(t, e) {
+			done = true
+			break
+		}
+	}
+	if !done {
+		for range min(evictScan, sh.n) {
+			if t, e := sh.cursor(); t != nil && consider(t, e) {
+				break
+			}
+		}
+	}
+	if victim == nil && b != nil {
+		// Every key looked at belongs to the batch: look at all of them.
+		for _, t := range sh.tabs {
+			if t == nil {
+				continue
+			}
+			for e := range t.len() {
+				consider(t, e)
+			}
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	victim.remove(victim.slotOf(ve), ve)
+	sh.removed()
+	if vexp <= now {
+		sh.evicted.Add(1)
+	} else {
+		sh.forced.Add(1)
+	}
+	return true
+}
+
+// sweepSome examines up to budget entries from the sweep cursor and drops
+// the expired ones.
+func (sh *shard) sweepSome(now int64, budget int) {
+	for range budget {
+		if sh.n == 0 {
+			return
+		}
+		t, e := sh.cursor()
+		if t == nil {
+			return
+		}
+		if t.expiresAt(e) <= now {
+			t.remove(t.slotOf(e), e)
+			sh.removed()
+			sh.expired.Add(1)
+			sh.curEnt = e // the last entry moved into e
+		}
+	}
+}
+
+// sweepAll drops every expired entry of the shard.
+func (sh *shard) sweepAll(now int64) {
+	for _, t := range sh.tabs {
+		if t == nil {
+			continue
+		}
+		for e := 0; e < t.len(); {
+			if t.expiresAt(e) <= now {
+				t.remove(t.slotOf(e), e)
+				sh.removed()
+				sh.expired.Add(1)
+			} else {
+				e++
+			}
+		}
+	}
+}

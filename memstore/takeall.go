@@ -1,0 +1,219 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"slices"
+
+	"github.com/sluicehq/sluice"
+)
+
+// work is the evaluation of one request of a TakeAll batch. The first
+// request of each (policy, key) owns the working copy of its state, which
+// later requests on the same policy and key update.
+type work struct {
+	c     *compiled
+	h     uint64
+	sh    int // shard index
+	owner int // index of the request owning the working copy
+
+	// The working copy, on the owner only.
+	st    sluice.State
+	den   int64     // st.Frac is in units of 1/den (bucket kind)
+	last  *compiled // the policy that last evaluated st
+	dirty bool      // st consumed something
+}
+
+// batch is a TakeAll call in progress.
+type batch struct {
+	reqs []sluice.Request
+	ws   []work
+}
+
+// holds reports whether entry e of table t is the key of a request of b.
+func (b *batch) holds(t *table, e int) bool {
+	k := t.keyBytes(e)
+	for i := range b.ws {
+		if w := &b.ws[i]; w.owner == i && w.c.pt == t.pt && string(k) == b.reqs[i].Key {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerKey identifies a working copy in large batches.
+type ownerKey struct {
+	pt  *policyTable
+	key string
+}
+
+// smallBatch is the batch size TakeAll handles without allocating.
+const smallBatch = 8
+
+// TakeAll applies reqs all-or-nothing, as sluice.Store documents: in order,
+// each seeing the effect of those before it (the same policy and key twice
+// sees its earlier admission); if every request is admitted they are all
+// recorded, otherwise none is, and the requests that would have been
+// admitted report their unconsumed state as a cost-0 peek would. It locks
+// every shard involved, in shard order, for the whole batch.
+//
+// If a key of the batch cannot be stored because WithMaxKeys leaves no room
+// in its shard beside the batch's other keys, its admission is forgotten
+// (counted in Stats.ForcedEvictions).
+func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	if s.closed.Load() {
+		return fmt.Errorf("memstore: take all: %w", ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: take all: %w", err)
+	}
+	if len(out) != len(reqs) {
+		return fmt.Errorf("memstore: take all: %d decisions for %d requests: lengths must be equal", len(out), len(reqs))
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	var wbuf [smallBatch]work
+	var sbuf [smallBatch]int
+	ws, shards := wbuf[:0], sbuf[:0]
+	if len(reqs) > smallBatch {
+		ws, shards = make([]work, 0, len(reqs)), make([]int, 0, len(reqs))
+	}
+	var owners map[ownerKey]int
+	if len(reqs) > 4*smallBatch {
+		owners = make(map[ownerKey]int, len(reqs))
+	}
+	for i, r := range reqs {
+		if r.Cost < 0 {
+			return fmt.Errorf("memstore: take all: request %d (key %q): cost %d: must be >= 0", i, r.Key, r.Cost)
+		}
+		c, err := s.compile(r.Policy)
+		if err != nil {
+			return fmt.Errorf("memstore: take all: request %d (key %q): %w", i, r.Key, err)
+		}
+		h := maphash.String(s.seed, r.Key)
+		w := work{c: c, h: h, sh: int(h >> s.shift), owner: i}
+		if owners != nil {
+			k := ownerKey{c.pt, r.Key}
+			if j, ok := owners[k]; ok {
+				w.owner = j
+			} else {
+				owners[k] = i
+			}
+		} else {
+			for j := range i {
+				if ws[j].owner == j && ws[j].c.pt == c.pt && reqs[j].Key == r.Key {
+					w.owner = j
+					break
+				}
+			}
+		}
+		ws = append(ws, w)
+		shards = append(shards, w.sh)
+	}
+	slices.Sort(shards)
+	shards = slices.Compact(shards)
+	for _, i := range shards {
+		s.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range shards {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+
+	now := s.now()
+	refused := false
+	for i, r := range reqs {
+		w := &ws[i]
+		o := &ws[w.owner]
+		if w.owner == i {
+			if t := s.shards[w.sh].table(w.c.pt.id); t != nil {
+				t.setDen(w.c.den)
+				if _, e := t.find(w.h, r.Key); e >= 0 {
+					o.st = t.get(e)
+				}
+			}
+			o.den = w.c.den
+		} else if w.c.kind == bucketKind && o.den != w.c.den {
+			o.st.Time, o.st.Frac = convFrac(o.st.Time, o.st.Frac, o.den, w.c.den)
+			o.den = w.c.den
+		}
+		next, d := w.c.model.Take(o.st, now, r.Cost)
+		o.st, o.last = next, w.c
+		if d.Allowed && r.Cost > 0 {
+			o.dirty = true
+		}
+		refused = refused || !d.Allowed
+		out[i] = d
+	}
+
+	if refused {
+		for i, r := range reqs {
+			if !out[i].Allowed {
+				continue
+			}
+			w := &ws[i]
+			var st sluice.State
+			if t := s.shards[w.sh].table(w.c.pt.id); t != nil {
+				t.setDen(w.c.den)
+				if _, e := t.find(w.h, r.Key); e >= 0 {
+					st = t.get(e)
+				}
+			}
+			_, out[i] = w.c.model.Take(st, now, 0)
+		}
+		return nil
+	}
+
+	b := batch{reqs: reqs, ws: ws}
+	var err error
+	for i, r := range reqs {
+		w := &ws[i]
+		if w.owner != i {
+			continue
+		}
+		sh := &s.shards[w.sh]
+		c := w.last
+		exp := c.model.ExpiresAt(w.st)
+		if t := sh.table(c.pt.id); t != nil {
+			if slot, e := t.find(w.h, r.Key); e >= 0 {
+				switch {
+				case exp <= now:
+					t.remove(slot, e)
+					sh.removed()
+					sh.expired.Add(1)
+				case w.dirty:
+					t.set(e, w.stateIn(t.den))
+				}
+				continue
+			}
+		}
+		if !w.dirty || exp <= now {
+			continue
+		}
+		if sh.quota > 0 && sh.n >= sh.quota && !sh.makeRoom(now, &b) {
+			sh.forced.Add(1)
+			continue
+		}
+		t := sh.tableFor(c, s.seed)
+		e := t.insert(w.h, r.Key)
+		if e < 0 {
+			err = fmt.Errorf("memstore: take all: request %d (key %q): %w", i, r.Key, errFull)
+			continue
+		}
+		t.set(e, w.stateIn(t.den))
+		sh.added()
+	}
+	return err
+}
+
+// stateIn returns the working state with its fraction in units of 1/den.
+func (w *work) stateIn(den int64) sluice.State {
+	st := w.st
+	if w.c.kind == bucketKind {
+		st.Time, st.Frac = convFrac(st.Time, st.Frac, w.den, den)
+	}
+	return st
+}
