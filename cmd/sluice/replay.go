@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/replay"
 )
 
@@ -191,7 +192,9 @@ func algorithmNames() string {
 func openStore(raw string, clock sluice.Clock) (sluice.Store, func() error, error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
-		s := newMemoryStore(clock)
+		// No background sweeper: it would run on wall-clock ticks, and
+		// keys expire exactly when touched anyway.
+		s := memstore.New(memstore.WithClock(clock), memstore.WithSweepInterval(0))
 		return s, s.Close, nil
 	}
 	u, err := url.Parse(raw)
