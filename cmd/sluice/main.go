@@ -59,8 +59,8 @@ func (e env) fail(code int, prefix, format string, args ...any) int {
 // row in commands and its run function.
 type command struct {
 	name    string
-	summary string                        // one line, for the command list
-	usage   string                        // the full help text
+	summary string                         // one line, for the command list
+	usage   string                         // the full help text
 	run     func(e env, args []string) int // args exclude the command name
 }
 
