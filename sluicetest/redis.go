@@ -1,0 +1,225 @@
+package sluicetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// redisStartTimeout bounds how long a started server may take to answer.
+const redisStartTimeout = 10 * time.Second
+
+// StartRedis starts a standalone redis-server on a free loopback port, with
+// persistence off and its working files in a temporary directory, waits
+// until it answers PING, and returns its address ("127.0.0.1:port"). The
+// server is killed when the test ends.
+//
+// It needs redis-server on PATH. When it is missing the test fails (it is
+// never skipped): run .ci/install-redis, which `make test` does.
+func StartRedis(t testing.TB) string {
+	t.Helper()
+	bin := lookRedisBinary(t, "redis-server")
+	dir := t.TempDir()
+	for attempt := 0; ; attempt++ {
+		port := freePort(t)
+		addr, err := startRedisServer(t, bin, dir, port)
+		if err == nil {
+			return addr
+		}
+		if attempt >= 5 {
+			t.Fatalf("sluicetest: starting redis-server: %v", err)
+		}
+	}
+}
+
+// StartRedisCluster starts a Redis Cluster of masters redis-server processes
+// (at least 3) on free loopback ports, with no replicas, joins them with
+// `redis-cli --cluster create`, waits until every node reports
+// cluster_state:ok, and returns the nodes' addresses. The servers are killed
+// when the test ends.
+//
+// It needs redis-server and redis-cli on PATH; see StartRedis.
+func StartRedisCluster(t testing.TB, masters int) []string {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("sluicetest: a Redis Cluster needs at least 3 masters, not %d", masters)
+	}
+	bin := lookRedisBinary(t, "redis-server")
+	cli := lookRedisBinary(t, "redis-cli")
+	addrs := make([]string, 0, masters)
+	for i := range masters {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("node", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for attempt := 0; ; attempt++ {
+			// A cluster node also listens on port+10000 (the bus port).
+			port := freePort(t)
+			if port+10000 > 65535 || !portFree(port+10000) {
+				continue
+			}
+			addr, err := startRedisServer(t, bin, dir, port,
+				"--cluster-enabled", "yes",
+				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+				"--cluster-node-timeout", "5000")
+			if err == nil {
+				addrs = append(addrs, addr)
+				break
+			}
+			if attempt >= 5 {
+				t.Fatalf("sluicetest: starting cluster node %d: %v", i, err)
+			}
+		}
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("sluicetest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(redisStartTimeout)
+	for _, addr := range addrs {
+		for {
+			info, err := redisCommand(addr, "CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sluicetest: cluster node %s not ready after %v: %q %v", addr, redisStartTimeout, info, err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling a starting server
+		}
+	}
+	return addrs
+}
+
+// lookRedisBinary returns the path of name or fails the test.
+func lookRedisBinary(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("sluicetest: %s is not on PATH: the Redis tests need a real server. "+
+			"Install it with .ci/install-redis (make test runs it; it uses apt-get install redis-server redis-tools as root)", name)
+	}
+	return p
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("sluicetest: finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// startRedisServer starts bin on port and waits for PING. On success the
+// process is killed at cleanup; on failure it is already gone.
+func startRedisServer(t testing.TB, bin, dir string, port int, extra ...string) (string, error) {
+	t.Helper()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := append([]string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", dir,
+		"--daemonize", "no",
+		"--logfile", "",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(redisStartTimeout)
+	for {
+		if reply, err := redisCommand(addr, "PING"); err == nil && reply == "PONG" {
+			break
+		}
+		select {
+		case err := <-exited:
+			return "", fmt.Errorf("redis-server on port %d exited: %v\n%s", port, err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-exited
+			return "", fmt.Errorf("redis-server on port %d did not answer PING within %v\n%s", port, redisStartTimeout, out.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a starting server
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return addr, nil
+}
+
+// redisCommand sends one command over a fresh connection and returns the
+// reply as text (simple strings, errors as errors, bulk strings).
+func redisCommand(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "-"):
+		return "", fmt.Errorf("redis: %s", line[1:])
+	case strings.HasPrefix(line, "$"):
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("redis: bad reply %q", line)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return line, nil
+}
