@@ -52,19 +52,26 @@ func (e *LineError) Unwrap() error { return e.Err }
 // defaults to 1. Blank lines, and lines whose first field starts with '#',
 // are skipped. Lines end with "\n" or "\r\n".
 type Reader struct {
-	sc      *bufio.Scanner
-	line    int
-	last    time.Duration
-	lastKey string
-	err     error
+	sc   *bufio.Scanner
+	line int
+	last time.Duration
+	keys map[string]string // interned keys
+	err  error
 }
+
+// Keys up to maxInternLen bytes are interned, up to maxInterned of them, so
+// that a trace's recurring keys cost one allocation each, not one per line.
+const (
+	maxInterned  = 1 << 14
+	maxInternLen = 64
+)
 
 // NewReader returns a Reader that reads a trace from r. It buffers its
 // input.
 func NewReader(r io.Reader) *Reader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), MaxLineLength)
-	return &Reader{sc: sc}
+	return &Reader{sc: sc, keys: make(map[string]string)}
 }
 
 // Read returns the next request. At the end of the trace it returns io.EOF.
@@ -141,13 +148,21 @@ func (r *Reader) parse(b []byte) (req Request, skip bool, err error) {
 			return req, false, err
 		}
 	}
-	// Reuse the previous key's string when the key repeats, as it does in
-	// bursts, to save an allocation per line.
-	if string(fields[1]) != r.lastKey {
-		r.lastKey = string(fields[1])
-	}
 	r.last = at
-	return Request{Line: r.line, At: at, Key: r.lastKey, Cost: cost}, false, nil
+	return Request{Line: r.line, At: at, Key: r.intern(fields[1]), Cost: cost}, false, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' }
+
+// intern returns b as a string, reusing the string of an earlier line with
+// the same key where it can.
+func (r *Reader) intern(b []byte) string {
+	if k, ok := r.keys[string(b)]; ok { // no allocation for the lookup
+		return k
+	}
+	k := string(b)
+	if len(k) <= maxInternLen && len(r.keys) < maxInterned {
+		r.keys[k] = k
+	}
+	return k
+}

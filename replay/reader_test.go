@@ -126,23 +126,32 @@ func TestReaderReadError(t *testing.T) {
 	}
 }
 
-func TestReaderReusesRepeatedKeys(t *testing.T) {
-	const trace = "0 a\n0 a\n0 b\n0 b\n0 a\n"
-	var r *Reader
-	base := testing.AllocsPerRun(10, func() {
-		r = NewReader(strings.NewReader(""))
-		_, _ = r.Read()
-	})
-	allocs := testing.AllocsPerRun(10, func() {
-		r = NewReader(strings.NewReader(trace))
-		for {
-			if _, err := r.Read(); err != nil {
-				return
+func TestReaderInternsKeys(t *testing.T) {
+	long := strings.Repeat("k", maxInternLen+1)
+	for _, tt := range []struct {
+		name  string
+		trace string
+		max   float64 // allocations beyond those of an empty trace
+	}{
+		// Two distinct keys: two strings, and the interning map's first
+		// bucket; nothing per line.
+		{"repeated keys", strings.Repeat("0 a\n0 b\n", 50), 3},
+		// Long keys are not interned: one string per line.
+		{"long keys", strings.Repeat("0 "+long+"\n", 50), 51},
+	} {
+		base := testing.AllocsPerRun(10, func() {
+			_, _ = NewReader(strings.NewReader("")).Read()
+		})
+		allocs := testing.AllocsPerRun(10, func() {
+			r := NewReader(strings.NewReader(tt.trace))
+			for {
+				if _, err := r.Read(); err != nil {
+					return
+				}
 			}
+		})
+		if allocs-base > tt.max {
+			t.Errorf("%s: reading 100 lines allocated %v times more than an empty trace, want at most %v", tt.name, allocs-base, tt.max)
 		}
-	})
-	// Three distinct runs of keys: three strings, nothing per line.
-	if allocs-base > 3 {
-		t.Errorf("reading 5 lines with 3 key runs allocated %v times more than an empty trace, want at most 3", allocs-base)
 	}
 }
