@@ -23,7 +23,8 @@ type Config struct {
 	// SetTime moves the store's clock to a request's instant before the
 	// request is taken: time.Unix(0, at) for a request at offset at, so the
 	// trace starts at the Unix epoch, a window boundary for every period.
-	// Typically the Set method of a Clock given to the store.
+	// Typically the Set method of a Clock given to the store. If nil, the
+	// store keeps its own clock.
 	SetTime func(time.Time)
 }
 
