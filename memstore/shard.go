@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -19,6 +20,16 @@ type shard struct {
 
 	// The sweep cursor: table index and entry.
 	curTab, curEnt int
+
+	// minExp is a lower bound of the expiry of every key held, valid while
+	// the store's policy generation is minGen (a reconfigured policy can
+	// move expiries earlier). Writes lower it; full sweeps recompute it.
+	minExp int64
+	minGen uint64
+	gen    *atomic.Uint64
+	// credit paces full sweeps when making room: one costs n credits, and
+	// each call of makeRoom earns evictScan.
+	credit int
 
 	keys                     atomic.Int64 // n, readable without the lock
 	expired, evicted, forced atomic.Uint64
@@ -49,6 +60,18 @@ func (sh *shard) tableFor(c *compiled, seed maphash.Seed) *table {
 	}
 	t.setDen(c.den)
 	return t
+}
+
+// wrote notes that a key now expires at exp.
+func (sh *shard) wrote(exp int64) {
+	if exp < sh.minExp {
+		sh.minExp = exp
+	}
+}
+
+// mayHaveExpired reports whether some key may have expired by now.
+func (sh *shard) mayHaveExpired(now int64) bool {
+	return sh.minExp <= now || sh.minGen != sh.gen.Load()
 }
 
 func (sh *shard) added() {
@@ -94,6 +117,7 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 				next.Log, next.Count = st.Log[:len(st.Log)+1], st.Count
 			}
 			t.set(e, next)
+			sh.wrote(exp)
 		}
 		return d, true
 	}
@@ -108,6 +132,7 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 		return d, false
 	}
 	t.set(e, next)
+	sh.wrote(exp)
 	sh.added()
 	return d, true
 }
@@ -191,12 +216,17 @@ func (sh *shard) cursor() (*table, int) {
 const (
 	evictSamples = 8
 	evictScan    = 64
+	maxCredit    = 1 << 40
 )
 
-// makeRoom drops one key of the shard to make room for a new one: an
-// expired key if it finds one, else the sampled key that expires first.
-// Keys of batch b are spared if possible. It reports whether it dropped one.
+// makeRoom drops at least one key of the shard to make room for a new one.
+// It prefers expired keys: a sampled one, or all of them if the shard may
+// hold some and a full sweep is due (full sweeps are paced so that they cost
+// O(1) amortized per call), or one found by a bounded scan. Failing that it
+// evicts the sampled key that expires first. Keys of batch b are spared if
+// possible. It reports whether it dropped a key.
 func (sh *shard) makeRoom(now int64, b *batch) bool {
+	sh.credit = min(sh.credit+evictScan, maxCredit)
 	var victim *table
 	ve, vexp := -1, int64(0)
 	consider := func(t *table, e int) bool {
@@ -208,17 +238,24 @@ func (sh *shard) makeRoom(now int64, b *batch) bool {
 		}
 		return vexp <= now
 	}
-	done := false
+	found := false
 	for range evictSamples {
 		if t, e := sh.entry(int(sh.rand() % uint64(sh.n))); t != nil && consider(t, e) {
-			done = true
+			found = true
 			break
 		}
 	}
-	if !done {
-		for range min(evictScan, sh.n) {
-			if t, e := sh.cursor(); t != nil && consider(t, e) {
-				break
+	if !found && sh.mayHaveExpired(now) {
+		if sh.credit >= sh.n {
+			sh.credit = 0
+			if sh.sweepAll(now, &sh.evicted) > 0 {
+				return true
+			}
+		} else {
+			for range min(evictScan, sh.n) {
+				if t, e := sh.cursor(); t != nil && consider(t, e) {
+					break
+				}
 			}
 		}
 	}
@@ -246,9 +283,17 @@ func (sh *shard) makeRoom(now int64, b *batch) bool {
 	return true
 }
 
-// sweepSome examines up to budget entries from the sweep cursor and drops
-// the expired ones.
+// sweepSome drops the expired entries among up to budget entries from the
+// sweep cursor (all entries when there are no more than budget), unless the
+// shard's expiry bound shows that none has expired.
 func (sh *shard) sweepSome(now int64, budget int) {
+	if !sh.mayHaveExpired(now) {
+		return
+	}
+	if sh.n <= budget {
+		sh.sweepAll(now, &sh.expired) // also makes the expiry bound exact
+		return
+	}
 	for range budget {
 		if sh.n == 0 {
 			return
@@ -266,20 +311,29 @@ func (sh *shard) sweepSome(now int64, budget int) {
 	}
 }
 
-// sweepAll drops every expired entry of the shard.
-func (sh *shard) sweepAll(now int64) {
+// sweepAll drops every expired entry of the shard, counting them in
+// counter, and recomputes the shard's expiry bound. It returns the number
+// dropped.
+func (sh *shard) sweepAll(now int64, counter *atomic.Uint64) int {
+	gen := sh.gen.Load()
+	minExp := int64(math.MaxInt64)
+	dropped := 0
 	for _, t := range sh.tabs {
 		if t == nil {
 			continue
 		}
 		for e := 0; e < t.len(); {
-			if t.expiresAt(e) <= now {
-				t.remove(t.slotOf(e), e)
-				sh.removed()
-				sh.expired.Add(1)
-			} else {
+			if exp := t.expiresAt(e); exp > now {
+				minExp = min(minExp, exp)
 				e++
+				continue
 			}
+			t.remove(t.slotOf(e), e)
+			sh.removed()
+			dropped++
 		}
 	}
+	counter.Add(uint64(dropped))
+	sh.minExp, sh.minGen = minExp, gen
+	return dropped
 }

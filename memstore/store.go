@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -40,7 +41,8 @@ type Store struct {
 	shift  uint // shard of hash h: h >> shift
 
 	tables atomic.Pointer[map[sluice.Policy]*policyTable]
-	mu     sync.Mutex // serializes table creation
+	gen    atomic.Uint64 // incremented when a policy is recompiled
+	mu     sync.Mutex    // serializes table creation
 	ntab   int
 
 	closed atomic.Bool
@@ -147,6 +149,9 @@ func New(opts ...Option) *Store {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1
+		sh.gen = &s.gen
+		sh.minExp = math.MaxInt64
+		sh.credit = maxCredit
 		if o.maxKeys > 0 {
 			sh.quota = o.maxKeys / n
 			if i < o.maxKeys%n {
@@ -210,6 +215,7 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	}
 	c := newCompiled(pt, p, m)
 	pt.cur.Store(c)
+	s.gen.Add(1) // the expiries of its keys may have moved
 	return c, nil
 }
 
@@ -264,7 +270,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.sweepAll(now)
+		sh.sweepAll(now, &sh.expired)
 		sh.mu.Unlock()
 	}
 }

@@ -186,6 +186,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 					sh.expired.Add(1)
 				case w.dirty:
 					t.set(e, w.stateIn(t.den))
+					sh.wrote(exp)
 				}
 				continue
 			}
@@ -204,6 +205,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			continue
 		}
 		t.set(e, w.stateIn(t.den))
+		sh.wrote(exp)
 		sh.added()
 	}
 	return err

@@ -1,0 +1,70 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestSweeper runs the background sweeper on a fake-time ticker: it drops
+// expired keys a bounded number per shard per tick, judging expiry by the
+// store's clock, and Close stops it (synctest fails the test if a goroutine
+// of the bubble is left).
+func TestSweeper(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := sluicetest.NewClock(t0)
+		s := New(WithClock(clock), WithSweepInterval(time.Second), withShards(1))
+		p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Minute}
+		const n = 3*sweepBudget + 10
+		for i := range n {
+			if _, err := s.Take(context.Background(), p, fmt.Sprint("k", i), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Ticks before the keys expire drop nothing.
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if s.Len() != n {
+			t.Fatalf("before expiry: Len() = %d, want %d", s.Len(), n)
+		}
+		clock.Set(t0.Add(time.Minute))
+		for _, want := range []int{n - sweepBudget, n - 2*sweepBudget, n - 3*sweepBudget, 0} {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if s.Len() != want {
+				t.Fatalf("after a tick: Len() = %d, want %d", s.Len(), want)
+			}
+		}
+		if st := s.Stats(); st.Expired != n {
+			t.Errorf("Stats() = %+v, want %d expired", st, n)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestCloseStopsSweeper checks with a real clock that Close leaves no
+// goroutine behind, and that a store without a sweeper starts none.
+func TestCloseStopsSweeper(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s := New(WithSweepInterval(time.Millisecond))
+	if runtime.NumGoroutine() != before+1 {
+		t.Errorf("New started %d goroutines, want 1", runtime.NumGoroutine()-before)
+	}
+	s.Close()
+	if got := runtime.NumGoroutine(); got != before {
+		t.Errorf("after Close: %d goroutines, want %d", got, before)
+	}
+	s = New(WithSweepInterval(0))
+	if got := runtime.NumGoroutine(); got != before {
+		t.Errorf("WithSweepInterval(0) started %d goroutines", got-before)
+	}
+	s.Close()
+}
