@@ -1,0 +1,332 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+)
+
+//go:embed take.lua
+var takeSource string
+
+// ErrCrossSlot is returned (wrapped) by TakeAll on a Redis Cluster when the
+// batch's keys live in more than one hash slot: one script can then not
+// apply them atomically, and the store does not pretend to.
+var ErrCrossSlot = errors.New("redisstore: the batch's keys are in more than one Redis Cluster hash slot")
+
+// Store is a sluice.Store on Redis or Redis Cluster. It is safe for
+// concurrent use.
+type Store struct {
+	client  rueidis.Client
+	owned   bool // Close closes the client
+	cluster bool
+	clock   sluice.Clock
+	prefix  string
+	slot    string
+	slack   time.Duration
+	script  *rueidis.Lua
+
+	mu       sync.RWMutex
+	compiled map[sluice.Policy]*compiled
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// compiled is a validated policy with what the script needs from it.
+type compiled struct {
+	model *sluice.Model
+	kind  string // "b", "f", "w" or "l"
+	tag   string
+	cap   int64 // burst (bucket kinds) or limit
+	num   uint64
+	den   uint64
+	burst [2]string // dur(burst): ns, frac
+	capS  string
+	perS  string
+	denS  string
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the store take the time from c instead of Redis TIME: for
+// replaying a trace on its own clock, and for tests. Keys then expire in
+// Redis once their state is idle by c's time, plus WithExpirySlack of real
+// time, because c need not advance with real time.
+//
+// By default the time is the Redis server's TIME, read inside the script, so
+// that replicas whose clocks disagree still make identical decisions.
+func WithClock(c sluice.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// WithExpirySlack sets how much real time, beyond the moment a key's state
+// becomes idle, Redis keeps it when the store uses WithClock. The default is
+// one hour. It has no effect with Redis TIME, where keys expire exactly then.
+func WithExpirySlack(d time.Duration) Option { return func(s *Store) { s.slack = d } }
+
+// WithPrefix sets the prefix of every Redis key the store writes. The
+// default is "sluice:". It must not contain '{' or '}'.
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithSingleSlot puts every key of the store into the one Redis Cluster hash
+// slot of the hash tag {name}, so that any TakeAll batch is atomic on a
+// Cluster, at the price of putting all of the store's keys on one shard.
+// Without it, each (policy, key) has its own hash tag and a Cluster spreads
+// them over its shards. name must not contain '{' or '}'.
+func WithSingleSlot(name string) Option { return func(s *Store) { s.slot = name } }
+
+// New returns a store that uses client, which may be a standalone, Sentinel
+// or Cluster rueidis client. Close does not close it.
+func New(client rueidis.Client, opts ...Option) (*Store, error) {
+	s := &Store{
+		client:   client,
+		cluster:  client.Mode() == rueidis.ClientModeCluster,
+		prefix:   "sluice:",
+		slack:    time.Hour,
+		script:   rueidis.NewLuaScript(takeSource),
+		compiled: map[sluice.Policy]*compiled{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if strings.ContainsAny(s.prefix, "{}") {
+		return nil, fmt.Errorf("redisstore: prefix %q: must not contain '{' or '}'", s.prefix)
+	}
+	if strings.ContainsAny(s.slot, "{}") {
+		return nil, fmt.Errorf("redisstore: single slot %q: must not contain '{' or '}'", s.slot)
+	}
+	if s.slack < 0 {
+		return nil, fmt.Errorf("redisstore: expiry slack %v: must not be negative", s.slack)
+	}
+	return s, nil
+}
+
+// Open connects to the Redis server at addrs (host:port; several for a
+// Cluster, whose mode is detected) and returns a store that owns the
+// connection: Close closes it.
+func Open(addrs []string, opts ...Option) (*Store, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connecting to %v: %w", addrs, err)
+	}
+	s, err := New(c, opts...)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// Close releases the store; it closes the client if Open created it.
+func (s *Store) Close() error {
+	if s.owned {
+		s.client.Close()
+	}
+	return nil
+}
+
+func (s *Store) compile(p sluice.Policy) (*compiled, error) {
+	s.mu.RLock()
+	c, ok := s.compiled[p]
+	s.mu.RUnlock()
+	if ok {
+		return c, nil
+	}
+	m, err := sluice.NewModel(p)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	c = &compiled{model: m, tag: policyTag(p), cap: p.Limit, perS: strconv.FormatInt(int64(p.Period), 10)}
+	switch p.Algorithm {
+	case sluice.FixedWindow:
+		c.kind = "f"
+	case sluice.SlidingWindow:
+		c.kind = "w"
+	case sluice.SlidingLog:
+		c.kind = "l"
+	default:
+		c.kind = "b"
+		if p.Burst != 0 {
+			c.cap = p.Burst
+		}
+		c.den = uint64(m.Denominator())
+		c.num = uint64(p.Period) / (uint64(p.Limit) / c.den)
+		ns, frac := c.dur(c.cap)
+		c.burst = [2]string{strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)}
+	}
+	c.capS = strconv.FormatInt(c.cap, 10)
+	c.denS = strconv.FormatUint(c.den, 10)
+	s.mu.Lock()
+	if len(s.compiled) > 4096 {
+		clear(s.compiled) // policies built per request: do not grow forever
+	}
+	s.compiled[p] = c
+	s.mu.Unlock()
+	return c, nil
+}
+
+// dur returns k×Period/Limit nanoseconds as a whole part and a fraction in
+// units of 1/den, for 0 ≤ k ≤ the capacity (so the quotient fits).
+func (c *compiled) dur(k int64) (ns, frac uint64) {
+	hi, lo := bits.Mul64(uint64(k), c.num)
+	return bits.Div64(hi, lo, c.den)
+}
+
+// Take applies one request; see sluice.Store.
+func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	var out [1]sluice.Decision
+	if err := s.take(ctx, []sluice.Request{{Policy: p, Key: key, Cost: cost}}, out[:]); err != nil {
+		return sluice.Decision{}, fmt.Errorf("redisstore: take %q: %w", key, err)
+	}
+	return out[0], nil
+}
+
+// TakeAll applies reqs all-or-nothing; see sluice.Store.
+//
+// On standalone Redis (and with WithSingleSlot) the whole batch is one
+// script, so it is atomic. On a Redis Cluster a batch whose keys are in more
+// than one hash slot is refused with ErrCrossSlot before anything is read
+// or written: requests for the same policy and key always share a slot, but
+// different keys or policies generally do not.
+func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	if len(out) != len(reqs) {
+		return fmt.Errorf("redisstore: take all: %d requests but room for %d decisions", len(reqs), len(out))
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	if err := s.take(ctx, reqs, out); err != nil {
+		return fmt.Errorf("redisstore: take all: %w", err)
+	}
+	return nil
+}
+
+const fieldsPerRequest = 9
+
+func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	cs := make([]*compiled, len(reqs))
+	keys := make([]string, 0, 2*len(reqs))
+	args := make([]string, 3, 3+fieldsPerRequest*len(reqs))
+	for i, r := range reqs {
+		if r.Cost < 0 {
+			return fmt.Errorf("request %d (%q): cost %d: must not be negative", i, r.Key, r.Cost)
+		}
+		c, err := s.compile(r.Policy)
+		if err != nil {
+			return err
+		}
+		cs[i] = c
+		st, lg := stateKey(s.prefix, s.slot, c.tag, r.Key)
+		keys = append(keys, st, lg)
+		durNS, durFrac := "0", "0"
+		if c.kind == "b" && r.Cost <= c.cap {
+			ns, frac := c.dur(r.Cost)
+			durNS, durFrac = strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)
+		}
+		args = append(args, c.kind, strconv.FormatInt(r.Cost, 10), c.capS, c.perS,
+			durNS, durFrac, c.burst[0], c.burst[1], c.denS)
+	}
+	if s.cluster && s.slot == "" {
+		slot := keySlot(keys[0])
+		for _, k := range keys[1:] {
+			if keySlot(k) != slot {
+				return ErrCrossSlot
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.clock != nil {
+		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
+		args[0] = strconv.FormatInt(now, 10)
+	}
+	args[1] = strconv.FormatInt(int64((s.slack+time.Millisecond-1)/time.Millisecond), 10)
+	if s.clock == nil {
+		args[1] = "0"
+	}
+	args[2] = strconv.Itoa(len(reqs))
+	reply, err := s.script.Exec(ctx, s.client, keys, args).AsStrSlice()
+	if err != nil {
+		return err
+	}
+	if len(reply) != 2+4*len(reqs) {
+		return fmt.Errorf("script returned %d values, want %d", len(reply), 2+4*len(reqs))
+	}
+	now, err := strconv.ParseInt(reply[0], 10, 64)
+	if err != nil {
+		return fmt.Errorf("script returned the time %q: %v", reply[0], err)
+	}
+	committed := reply[1] == "1"
+	// Each request's decision is the model's on the state it saw.
+	first := map[string]sluice.State{} // a key's stored state: what its first request saw
+	all := true
+	for i, r := range reqs {
+		st, err := cs[i].state(reply[2+4*i : 6+4*i])
+		if err != nil {
+			return err
+		}
+		if _, ok := first[keys[2*i]]; !ok {
+			first[keys[2*i]] = st
+		}
+		_, out[i] = cs[i].model.Take(st, now, r.Cost)
+		all = all && out[i].Allowed
+	}
+	if all != committed {
+		return fmt.Errorf("internal error: the script (committed %v) and the model (admitted %v) disagree", committed, all)
+	}
+	if !committed {
+		for i := range reqs {
+			if out[i].Allowed {
+				_, out[i] = cs[i].model.Take(first[keys[2*i]], now, 0)
+			}
+		}
+	}
+	return nil
+}
+
+// state converts the script's view of a key's state into a sluice.State
+// on which the model makes the same decision as on the real one.
+func (c *compiled) state(f []string) (sluice.State, error) {
+	var v [4]int64
+	for i, x := range f {
+		if x == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return sluice.State{}, fmt.Errorf("script returned state field %q: %v", x, err)
+		}
+		v[i] = n
+	}
+	switch c.kind {
+	case "b":
+		return sluice.State{Time: v[0], Frac: v[1]}, nil
+	case "f":
+		return sluice.State{Time: v[0], Count: v[1]}, nil
+	case "w":
+		return sluice.State{Time: v[0], Count: v[1], Prev: v[2]}, nil
+	}
+	// Sliding log: the live entries summarized. used = v[0] units, the last
+	// admitted at v[1]; on a rejection that can succeed later, the oldest
+	// entries up to the one at v[2] hold v[3] units, and their leaving makes
+	// room.
+	used, last := uint64(v[0]), v[1]
+	if used == 0 {
+		return sluice.State{}, nil
+	}
+	if f[2] != "" && uint64(v[3]) < used {
+		return sluice.State{Log: []sluice.LogEntry{{At: v[2], Total: uint64(v[3])}, {At: last, Total: used}}}, nil
+	}
+	return sluice.State{Log: []sluice.LogEntry{{At: last, Total: used}}}, nil
+}
