@@ -1,0 +1,69 @@
+// Package httplimit is net/http middleware that rate-limits requests with
+// sluice: per-route policies, several limits per request checked
+// all-or-nothing, client IPs resolved safely behind trusted proxies, and
+// refusals answered with 429 and the standard headers.
+//
+// # Wiring
+//
+// A Limit pairs a sluice.Limiter (a policy over a store, with its failure
+// mode) with a KeyFunc that says which key a request counts against: the
+// client IP (ClientIP.Key), a header such as an API key (Header), or any
+// function of the request (a JWT subject, a tenant). Routes are Go 1.22
+// ServeMux patterns, matched by an internal http.ServeMux, each with a cost
+// and its limits; Global limits apply to every request and Default to
+// requests no route matches:
+//
+//	ip, _ := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, "10.0.0.0/8"))
+//	perIP := httplimit.Limit{Limiter: ipLimiter, Key: ip.Key}
+//	perKey := httplimit.Limit{Limiter: keyLimiter, Key: httplimit.Header("X-API-Key")}
+//	m, err := httplimit.New(
+//		httplimit.Global(perIP),
+//		httplimit.Route("POST /v1/uploads", 10, perKey),
+//		httplimit.Route("GET /v1/items/{id}", 1, perKey),
+//	)
+//	...
+//	http.ListenAndServe(addr, m.Handler(mux))
+//
+// All the limits that apply to a request are checked in one
+// sluice.AllowAll batch, so a request refused by one consumes nothing from
+// the others. Their limiters must therefore share one store.
+//
+// # Responses
+//
+// Every limited response carries RateLimit-Policy and RateLimit as defined
+// by draft-ietf-httpapi-ratelimit-headers-10: one Structured Field Values
+// list item per enforced policy, named by the policy's Name, with q (the
+// policy's capacity) and w (the seconds that capacity takes to refill or
+// the window length) on the policy, and r (remaining units) and t (seconds
+// until more quota is available) on the state. A refused request gets 429
+// Too Many Requests, Retry-After in whole seconds rounded up (never earlier
+// than the store's RetryAfter, plus optional jitter) and an RFC 9457
+// application/problem+json body of type quota-exceeded listing the
+// violated policies. WithLegacyHeaders adds X-RateLimit-Limit, -Remaining
+// and -Reset for the most constrained policy.
+//
+// For a leaky-bucket policy an admitted request is held for its Delay
+// before the handler runs, so the handler sees a steady rate; a request
+// whose delay would exceed WithMaxDelay is refused, without taking a place
+// in the queue.
+//
+// # Shadow mode and failures
+//
+// A Shadow limit decides and records but never refuses or delays: requests
+// it would have refused are counted in Stats and reported to the
+// OnShadowRefusal hook, and the request proceeds as if the limit were
+// absent. When the store fails, each limiter's failure mode decides: the
+// request is admitted if every enforced limit fails open (OnError sees the
+// error), and answered 503 Service Unavailable with Retry-After otherwise.
+//
+// # Client IPs
+//
+// ClientIP resolves the client address from RemoteAddr, and from
+// X-Forwarded-For, Forwarded (RFC 7239) or X-Real-IP only when the peer is
+// a configured trusted proxy: the list is walked right to left and the
+// first address that is not a trusted proxy is the client, so nothing a
+// client writes into those headers can change its key. Addresses are
+// normalised (IPv4-mapped IPv6 to IPv4, zones dropped) and IPv6 addresses
+// are aggregated to a prefix (/64 by default), so one host cannot mint
+// millions of keys.
+package httplimit
