@@ -1,0 +1,314 @@
+package redisstore
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+func newStore(t testing.TB, c rueidis.Client, opts ...Option) *Store {
+	t.Helper()
+	s, err := New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func take(t testing.TB, s *Store, p sluice.Policy, key string, cost int64) sluice.Decision {
+	t.Helper()
+	d, err := s.Take(t.Context(), p, key, cost)
+	if err != nil {
+		t.Fatalf("Take(%v, %q, %d): %v", p, key, cost, err)
+	}
+	return d
+}
+
+// TestNoScript: after SCRIPT FLUSH the script is loaded again and no error
+// reaches the caller.
+func TestNoScript(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	s := newStore(t, c)
+	p := sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour}
+	ctx := t.Context()
+	sum := sha1.Sum([]byte(takeSource))
+	sha := hex.EncodeToString(sum[:])
+	for i := range 3 {
+		if err := c.Do(ctx, c.B().ScriptFlush().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		exists, err := c.Do(ctx, c.B().ScriptExists().Sha1(sha).Build()).AsIntSlice()
+		if err != nil || exists[0] != 0 {
+			t.Fatalf("SCRIPT EXISTS after SCRIPT FLUSH: %v %v", exists, err)
+		}
+		if d := take(t, s, p, "k", 1); !d.Allowed || d.Remaining != int64(9-i) {
+			t.Fatalf("request %d after SCRIPT FLUSH: %+v", i, d)
+		}
+		exists, err = c.Do(ctx, c.B().ScriptExists().Sha1(sha).Build()).AsIntSlice()
+		if err != nil || exists[0] != 1 {
+			t.Fatalf("SCRIPT EXISTS after a Take: %v %v (the script was not reloaded)", exists, err)
+		}
+	}
+}
+
+// TestServerTime: with Redis TIME, two stores on separate connections
+// whose callers' clocks are an hour apart make one coherent sequence of
+// decisions on one key; stores that supply their own clocks, an hour apart,
+// do not.
+func TestServerTime(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	p := sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour}
+	run := func(a, b *Store) []sluice.Decision {
+		var ds []sluice.Decision
+		for i := range 12 {
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			ds = append(ds, take(t, s, p, "shared", 1))
+		}
+		return ds
+	}
+	coherent := func(ds []sluice.Decision) error {
+		for i, d := range ds {
+			switch {
+			case i < 10 && (!d.Allowed || d.Remaining != int64(9-i)):
+				return fmt.Errorf("request %d: %+v, want admitted with remaining %d", i, d, 9-i)
+			case i >= 10 && (d.Allowed || d.RetryAfter <= 5*time.Minute || d.RetryAfter > 6*time.Minute):
+				return fmt.Errorf("request %d: %+v, want rejected, retry in (5m, 6m]", i, d)
+			}
+		}
+		return nil
+	}
+	a := newStore(t, newClient(t, addr), WithPrefix("time:"))
+	b := newStore(t, newClient(t, addr), WithPrefix("time:"))
+	if err := coherent(run(a, b)); err != nil {
+		t.Fatalf("Redis TIME: %v", err)
+	}
+	// The stored TAT is on the server's clock.
+	c := newClient(t, addr)
+	ctx := t.Context()
+	tm, err := c.Do(ctx, c.B().Time().Build()).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, _ := strconv.ParseInt(tm[0], 10, 64)
+	tat, err := c.Do(ctx, c.B().Hget().Key("time:{"+policyTag(p)+":shared}").Field("t").Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (sec + 3600) * 1e9; tat < want-5e9 || tat > want+5e9 {
+		t.Fatalf("stored TAT %d, want about %d (server time + 1h)", tat, want)
+	}
+	pttl, err := c.Do(ctx, c.B().Pttl().Key("time:{"+policyTag(p)+":shared}").Build()).AsInt64()
+	if err != nil || pttl <= 3590_000 || pttl > 3600_000 {
+		t.Fatalf("PTTL %d %v, want just under an hour", pttl, err)
+	}
+
+	// Control: caller clocks an hour apart disagree.
+	ca := sluicetest.NewClock(time.Unix(1_700_000_000, 0))
+	cb := sluicetest.NewClock(time.Unix(1_700_000_000+3600, 0))
+	a = newStore(t, newClient(t, addr), WithPrefix("clock:"), WithClock(ca))
+	b = newStore(t, newClient(t, addr), WithPrefix("clock:"), WithClock(cb))
+	if err := coherent(run(a, b)); err == nil {
+		t.Fatal("stores on caller clocks an hour apart made coherent decisions; the control is broken")
+	}
+}
+
+// TestExpiryFlood: after many keys through every algorithm on Redis TIME,
+// every key has a TTL no later than its state's expiry, and once the
+// longest idle time has passed there are none.
+func TestExpiryFlood(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	s := newStore(t, c)
+	const keys = 100_000
+	period := 200 * time.Millisecond
+	var policies []sluice.Policy
+	for _, alg := range sluice.Algorithms {
+		policies = append(policies, sluice.Policy{Algorithm: alg, Limit: 5, Period: period})
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < keys; i += 32 {
+				p := policies[i%len(policies)]
+				if _, err := s.Take(t.Context(), p, strconv.Itoa(i), 1+int64(i%3)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	// Keys whose state expired while the flood ran may be gone already.
+	if elapsed < period && n < keys {
+		t.Fatalf("DBSIZE %d right after %d keys, want at least %d", n, keys, keys)
+	}
+	var cursor uint64
+	for {
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range e.Elements {
+			pttl, err := c.Do(ctx, c.B().Pttl().Key(k).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pttl == -1 || pttl > int64(2*period/time.Millisecond) {
+				t.Fatalf("key %q has PTTL %d, want at most %v", k, pttl, 2*period)
+			}
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	// The longest idle time is sliding-window's 2 periods; poll until Redis
+	// has evicted the expired keys (it does so lazily and by sampling).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := c.Do(ctx, c.B().Dbsize().Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys left 10s after the flood", n)
+		}
+		// Touching an expired key deletes it; SCAN touches every key.
+		for cursor = 0; ; {
+			e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Count(10000).Build()).AsScanEntry()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for real-time expiry
+	}
+}
+
+// TestCluster: on a 3-master Cluster each (policy, key) has its own slot,
+// decisions equal the model's, single-slot batches are atomic, and
+// cross-slot batches are refused with ErrCrossSlot without effect.
+func TestCluster(t *testing.T) {
+	addrs := sluicetest.StartRedisCluster(t, 3)
+	c := newClient(t, addrs...)
+	clock := sluicetest.NewClock(time.Unix(0, 1_700_000_000_000_000_000))
+	s := newStore(t, c, WithClock(clock))
+	if !s.cluster {
+		t.Fatal("the client is not in cluster mode")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	models := map[sluice.Policy]*sluice.Model{}
+	states := map[string]sluice.State{}
+	var policies []sluice.Policy
+	for _, alg := range sluice.Algorithms {
+		p := sluice.Policy{Algorithm: alg, Limit: 7, Period: 3 * time.Second}
+		if alg.IsBucket() {
+			p.Burst = 4
+		}
+		m, err := sluice.NewModel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, p)
+		models[p] = m
+	}
+	now := clock.Now().UnixNano()
+	for i := range 3000 {
+		if rng.IntN(4) == 0 {
+			now += rng.Int64N(int64(time.Second))
+			clock.Set(time.Unix(0, now))
+		}
+		p := policies[rng.IntN(len(policies))]
+		key := fmt.Sprint("user-", rng.IntN(40))
+		cost := rng.Int64N(5)
+		sk := policyTag(p) + key
+		var want sluice.Decision
+		states[sk], want = models[p].Take(states[sk], now, cost)
+		if got := take(t, s, p, key, cost); got != want {
+			t.Fatalf("request %d: %v %q cost %d: got %+v, want %+v", i, p, key, cost, got, want)
+		}
+	}
+	// The keys are spread over all masters.
+	for _, n := range c.Nodes() {
+		if k, err := n.Do(t.Context(), n.B().Dbsize().Build()).AsInt64(); err != nil || k == 0 {
+			t.Fatalf("a master holds %d keys (%v): the keys are not spread", k, err)
+		}
+	}
+	// One key under one policy: atomic.
+	p := policies[0]
+	out := make([]sluice.Decision, 2)
+	if err := s.TakeAll(t.Context(), []sluice.Request{{Policy: p, Key: "solo", Cost: 3}, {Policy: p, Key: "solo", Cost: 2}}, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[0].Allowed != true || out[1].Allowed != false || out[0].Remaining != 4 {
+		t.Fatalf("a refused single-slot batch: %+v", out)
+	}
+	// Two keys in different slots: refused, nothing consumed.
+	var a, b string
+	for i := 0; a == "" || b == ""; i++ {
+		k := fmt.Sprint("x", i)
+		st, _ := stateKey(s.prefix, "", policyTag(p), k)
+		if a == "" {
+			a = k
+		} else if st0, _ := stateKey(s.prefix, "", policyTag(p), a); keySlot(st) != keySlot(st0) {
+			b = k
+		}
+	}
+	err := s.TakeAll(t.Context(), []sluice.Request{{Policy: p, Key: a, Cost: 1}, {Policy: p, Key: b, Cost: 1}}, out)
+	if !errors.Is(err, ErrCrossSlot) {
+		t.Fatalf("a cross-slot batch: error %v, want ErrCrossSlot", err)
+	}
+	for _, k := range []string{a, b} {
+		if d := take(t, s, p, k, 0); d.Remaining != 4 {
+			t.Fatalf("key %q after a refused cross-slot batch: %+v, want untouched", k, d)
+		}
+	}
+}
+
+// TestConformanceCluster runs the conformance suite on a 3-master Cluster
+// with every key of a harness in one slot (WithSingleSlot), since the suite
+// needs atomic batches over several keys.
+func TestConformanceCluster(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedisCluster(t, 3)...)
+	conformance(t, c, WithSingleSlot("conformance"))
+}
+
+func TestNewRejectsBraces(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	for _, o := range []Option{WithPrefix("a{b"), WithPrefix("}"), WithSingleSlot("{x}"), WithExpirySlack(-1)} {
+		if _, err := New(c, o); err == nil {
+			t.Fatal("New accepted a bad option")
+		}
+	}
+}
