@@ -196,9 +196,9 @@ func isTchar(c byte) bool {
 func TestSFParser(t *testing.T) {
 	good := map[string]int{
 		`"burst";q=100;w=60,"daily";q=1000;w=86400`: 2,
-		`"a\"b";r=0;t=3`:                             1,
-		`tok;x;y=?0, "s"`:                            2,
-		`"default";r=-5`:                             1,
+		`"a\"b";r=0;t=3`:  1,
+		`tok;x;y=?0, "s"`: 2,
+		`"default";r=-5`:  1,
 	}
 	for s, n := range good {
 		items, err := parseSFList([]string{s})
