@@ -40,10 +40,9 @@ type Store struct {
 	shards []shard
 	shift  uint // shard of hash h: h >> shift
 
-	tables atomic.Pointer[map[sluice.Policy]*policyTable]
-	gen    atomic.Uint64 // incremented when a policy is recompiled
-	mu     sync.Mutex    // serializes table creation
-	ntab   int
+	snap atomic.Pointer[snapshot]
+	gen  atomic.Uint64 // incremented when a policy is recompiled
+	mu   sync.Mutex    // serializes table creation
 
 	closed atomic.Bool
 	stop   chan struct{}
@@ -159,8 +158,7 @@ func New(opts ...Option) *Store {
 			}
 		}
 	}
-	m := map[sluice.Policy]*policyTable{}
-	s.tables.Store(&m)
+	s.snap.Store(&snapshot{tables: map[sluice.Policy]*policyTable{}})
 	if o.interval > 0 {
 		s.stop = make(chan struct{})
 		s.done = make(chan struct{})
@@ -176,16 +174,37 @@ func (s *Store) now() int64 {
 
 func (s *Store) shardOf(h uint64) *shard { return &s.shards[h>>s.shift] }
 
+// snapshot is the store's policy tables, replaced whole (copy on write)
+// when one is added or recompiled, so lookups take no lock.
+type snapshot struct {
+	tables map[sluice.Policy]*policyTable
+	// fast holds the current compiled form of the first fastTables tables,
+	// searched by comparing policies, which is faster than hashing one.
+	fast []*compiled
+}
+
+const fastTables = 8
+
+// identity returns the key of p's table: (Name, Algorithm) for a named
+// policy, the whole policy otherwise.
+func identity(p sluice.Policy) sluice.Policy {
+	if p.Name != "" {
+		return sluice.Policy{Name: p.Name, Algorithm: p.Algorithm}
+	}
+	return p
+}
+
 // compile returns the compiled form of p, creating its table or recompiling
 // its model when its parameters changed. It takes no lock and allocates
 // nothing when p is the policy its table last saw.
 func (s *Store) compile(p sluice.Policy) (*compiled, error) {
-	id := p
-	if p.Name != "" {
-		id = sluice.Policy{Name: p.Name, Algorithm: p.Algorithm}
+	sn := s.snap.Load()
+	for _, c := range sn.fast {
+		if c.policy == p {
+			return c, nil
+		}
 	}
-	pt := (*s.tables.Load())[id]
-	if pt != nil {
+	if pt := sn.tables[identity(p)]; pt != nil {
 		if c := pt.cur.Load(); c.policy == p {
 			return c, nil
 		}
@@ -194,28 +213,35 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn = s.snap.Load()
+	next := &snapshot{tables: sn.tables, fast: sn.fast}
+	pt := sn.tables[identity(p)]
 	if pt == nil {
-		s.mu.Lock()
-		old := *s.tables.Load()
-		if pt = old[id]; pt == nil {
-			pt = &policyTable{id: s.ntab}
-			s.ntab++
-			tabs := make(map[sluice.Policy]*policyTable, len(old)+1)
-			for k, v := range old {
-				tabs[k] = v
-			}
-			tabs[id] = pt
-			c := newCompiled(pt, p, m)
-			pt.cur.Store(c)
-			s.tables.Store(&tabs)
-			s.mu.Unlock()
-			return c, nil
+		pt = &policyTable{id: len(sn.tables)}
+		next.tables = make(map[sluice.Policy]*policyTable, len(sn.tables)+1)
+		for k, v := range sn.tables {
+			next.tables[k] = v
 		}
-		s.mu.Unlock()
+		next.tables[identity(p)] = pt
+	} else if c := pt.cur.Load(); c.policy == p {
+		return c, nil // compiled meanwhile
+	} else {
+		s.gen.Add(1) // the expiries of its keys may have moved
 	}
 	c := newCompiled(pt, p, m)
 	pt.cur.Store(c)
-	s.gen.Add(1) // the expiries of its keys may have moved
+	next.fast = make([]*compiled, 0, len(sn.fast)+1)
+	for _, f := range sn.fast {
+		if f.pt != pt {
+			next.fast = append(next.fast, f)
+		}
+	}
+	if len(next.fast) < fastTables {
+		next.fast = append(next.fast, c)
+	}
+	s.snap.Store(next)
 	return c, nil
 }
 

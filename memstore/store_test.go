@@ -732,7 +732,7 @@ func TestSlidingLogMemory(t *testing.T) {
 		c, _ := s.compile(p)
 		for i := range s.shards {
 			if tb := s.shards[i].table(c.pt.id); tb != nil && tb.len() > 0 {
-				return cap(tb.logs[0])
+				return cap(tb.lrows[0].log)
 			}
 		}
 		return -1

@@ -44,36 +44,89 @@ const (
 )
 
 // table holds the keys of one policy within one shard: an open-addressing
-// index (linear probing, backward-shift deletion) of uint32 slots into dense
-// per-entry columns, with the key bytes in a byte arena. Entries are kept
-// dense: removing one moves the last entry into its place. Every method
-// runs under the shard's lock.
+// index (linear probing, backward-shift deletion) of uint32 slots into a
+// dense slice of rows, with the key bytes in a byte arena. A row is the key's
+// arena offset and its state, with no pointer for the bucket and window
+// kinds. Rows are kept dense: removing one moves the last row into its
+// place. Every method runs under the shard's lock.
 type table struct {
 	pt   *policyTable
 	kind kind
-	den  int64 // denominator of the Frac columns (bucket kind)
+	lay  layout
+	den  int64 // denominator of the rows' Frac (bucket kind)
 	seed maphash.Seed
+	n    int // rows
 
 	slots []uint32
-	keys  []uint32 // entry → offset in arena of uvarint(len(key)) ‖ key
-	arena []byte
-	dead  int // arena bytes of removed keys
+	arena []byte // per key: uvarint(len(key)) ‖ key
+	dead  int    // arena bytes of removed keys
 
-	// State columns, indexed by entry. Only those of the kind are used.
-	time  []int64
-	frac  []uint32 // bucket kind with den < 2³²
-	fracW []int64  // bucket kind with den ≥ 2³²
-	count []int64
-	prev  []int64
-	logs  [][]sluice.LogEntry
+	// The rows; only the slice of the layout is used.
+	nrows []narrowRow
+	wrows []wideRow
+	frows []fixedRow
+	srows []slidingRow
+	lrows []logRow
 }
 
+// layout selects the row type of a table.
+type layout uint8
+
+const (
+	narrowLayout  layout = iota // bucket kind, den < 2³²
+	wideLayout                  // bucket kind, den ≥ 2³²
+	fixedLayout                 // fixed-window
+	slidingLayout               // sliding-window
+	logLayout                   // sliding-log
+)
+
+func layoutOf(k kind, den int64) layout {
+	switch k {
+	case fixedKind:
+		return fixedLayout
+	case slidingKind:
+		return slidingLayout
+	case logKind:
+		return logLayout
+	}
+	if den >= wideDen {
+		return wideLayout
+	}
+	return narrowLayout
+}
+
+// The rows. key is the offset of the key in the arena.
+type (
+	narrowRow struct {
+		time int64
+		frac uint32
+		key  uint32
+	}
+	wideRow struct {
+		time, frac int64
+		key        uint32
+	}
+	fixedRow struct {
+		time, count int64
+		key         uint32
+	}
+	slidingRow struct {
+		time, count, prev int64
+		key               uint32
+	}
+	logRow struct {
+		count int64
+		log   []sluice.LogEntry
+		key   uint32
+	}
+)
+
 func newTable(pt *policyTable, c *compiled, seed maphash.Seed) *table {
-	return &table{pt: pt, kind: c.kind, den: c.den, seed: seed}
+	return &table{pt: pt, kind: c.kind, lay: layoutOf(c.kind, c.den), den: c.den, seed: seed}
 }
 
 // len returns the number of entries.
-func (t *table) len() int { return len(t.keys) }
+func (t *table) len() int { return t.n }
 
 // home returns the preferred slot of hash h in an index of n slots.
 func home(h uint64, n int) int { return int((h & math.MaxUint32) * uint64(n) >> 32) }
@@ -83,7 +136,7 @@ func tagOf(h uint64) uint32 { return (uint32(h>>32) & 0xff) << idxBits }
 
 // keyBytes returns the key of entry e; the slice aliases the arena.
 func (t *table) keyBytes(e int) []byte {
-	b := t.arena[t.keys[e]:]
+	b := t.arena[t.keyOff(e):]
 	if b[0] < 0x80 {
 		return b[1 : 1+int(b[0])]
 	}
@@ -133,7 +186,7 @@ func (t *table) slotOf(e int) int {
 // insert adds key (hash h, known to be absent) as a new entry with the zero
 // state and returns it, or -1 when the table cannot grow any further.
 func (t *table) insert(h uint64, key string) int {
-	e := len(t.keys)
+	e := t.n
 	if e >= maxEntries {
 		return -1
 	}
@@ -156,8 +209,7 @@ func (t *table) insert(h uint64, key string) int {
 	off := len(t.arena)
 	t.arena = binary.AppendUvarint(t.arena, uint64(len(key)))
 	t.arena = append(t.arena, key...)
-	t.keys = append(t.keys, uint32(off))
-	t.pushRow()
+	t.pushRow(uint32(off))
 	t.slots[i] = tagOf(h) | uint32(e+1)
 	return e
 }
@@ -167,14 +219,12 @@ func (t *table) remove(slot, e int) {
 	kb := t.keyBytes(e)
 	t.dead += len(kb) + uvarintLen(len(kb))
 	t.deleteSlot(slot)
-	last := len(t.keys) - 1
+	last := t.n - 1
 	if e != last {
 		ls := t.slotOf(last)
 		t.slots[ls] = t.slots[ls]&^idxMask | uint32(e+1)
-		t.keys[e] = t.keys[last]
 		t.moveRow(e, last)
 	}
-	t.keys = t.keys[:last]
 	t.truncRows(last)
 	switch {
 	case last == 0:
@@ -215,7 +265,7 @@ func (t *table) deleteSlot(i int) {
 // rehash rebuilds the index with n slots.
 func (t *table) rehash(n int) {
 	t.slots = make([]uint32, n)
-	for e := range t.keys {
+	for e := range t.n {
 		h := t.hashOf(e)
 		i := home(h, n)
 		for t.slots[i] != 0 {
@@ -230,9 +280,9 @@ func (t *table) rehash(n int) {
 // compact copies the live keys into a fresh arena.
 func (t *table) compact() {
 	arena := make([]byte, 0, len(t.arena)-t.dead)
-	for e := range t.keys {
+	for e := range t.n {
 		kb := t.keyBytes(e)
-		t.keys[e] = uint32(len(arena))
+		t.setKeyOff(e, uint32(len(arena)))
 		arena = binary.AppendUvarint(arena, uint64(len(kb)))
 		arena = append(arena, kb...)
 	}
@@ -241,90 +291,98 @@ func (t *table) compact() {
 
 // reset releases everything of an empty table.
 func (t *table) reset() {
-	*t = table{pt: t.pt, kind: t.kind, den: t.den, seed: t.seed}
+	*t = table{pt: t.pt, kind: t.kind, lay: t.lay, den: t.den, seed: t.seed}
 }
 
 func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
 
-func (t *table) wide() bool { return t.den >= wideDen }
-
-func (t *table) pushRow() {
-	switch t.kind {
-	case bucketKind:
-		t.time = append(t.time, 0)
-		if t.wide() {
-			t.fracW = append(t.fracW, 0)
-		} else {
-			t.frac = append(t.frac, 0)
-		}
-	case fixedKind:
-		t.time = append(t.time, 0)
-		t.count = append(t.count, 0)
-	case slidingKind:
-		t.time = append(t.time, 0)
-		t.count = append(t.count, 0)
-		t.prev = append(t.prev, 0)
-	case logKind:
-		t.count = append(t.count, 0)
-		t.logs = append(t.logs, nil)
+func (t *table) keyOff(e int) uint32 {
+	switch t.lay {
+	case narrowLayout:
+		return t.nrows[e].key
+	case wideLayout:
+		return t.wrows[e].key
+	case fixedLayout:
+		return t.frows[e].key
+	case slidingLayout:
+		return t.srows[e].key
+	default:
+		return t.lrows[e].key
 	}
+}
+
+func (t *table) setKeyOff(e int, off uint32) {
+	switch t.lay {
+	case narrowLayout:
+		t.nrows[e].key = off
+	case wideLayout:
+		t.wrows[e].key = off
+	case fixedLayout:
+		t.frows[e].key = off
+	case slidingLayout:
+		t.srows[e].key = off
+	default:
+		t.lrows[e].key = off
+	}
+}
+
+// pushRow appends a row with the zero state for the key at off.
+func (t *table) pushRow(off uint32) {
+	switch t.lay {
+	case narrowLayout:
+		t.nrows = append(t.nrows, narrowRow{key: off})
+	case wideLayout:
+		t.wrows = append(t.wrows, wideRow{key: off})
+	case fixedLayout:
+		t.frows = append(t.frows, fixedRow{key: off})
+	case slidingLayout:
+		t.srows = append(t.srows, slidingRow{key: off})
+	default:
+		t.lrows = append(t.lrows, logRow{key: off})
+	}
+	t.n++
 }
 
 func (t *table) moveRow(dst, src int) {
-	switch t.kind {
-	case bucketKind:
-		t.time[dst] = t.time[src]
-		if t.wide() {
-			t.fracW[dst] = t.fracW[src]
-		} else {
-			t.frac[dst] = t.frac[src]
-		}
-	case fixedKind:
-		t.time[dst] = t.time[src]
-		t.count[dst] = t.count[src]
-	case slidingKind:
-		t.time[dst] = t.time[src]
-		t.count[dst] = t.count[src]
-		t.prev[dst] = t.prev[src]
-	case logKind:
-		t.count[dst] = t.count[src]
-		t.logs[dst] = t.logs[src]
+	switch t.lay {
+	case narrowLayout:
+		t.nrows[dst] = t.nrows[src]
+	case wideLayout:
+		t.wrows[dst] = t.wrows[src]
+	case fixedLayout:
+		t.frows[dst] = t.frows[src]
+	case slidingLayout:
+		t.srows[dst] = t.srows[src]
+	default:
+		t.lrows[dst] = t.lrows[src]
 	}
 }
 
-// truncRows cuts the columns to n entries.
+// truncRows cuts the rows to n.
 func (t *table) truncRows(n int) {
-	switch t.kind {
-	case bucketKind:
-		t.time = t.time[:n]
-		if t.wide() {
-			t.fracW = t.fracW[:n]
-		} else {
-			t.frac = t.frac[:n]
-		}
-	case fixedKind:
-		t.time = t.time[:n]
-		t.count = t.count[:n]
-	case slidingKind:
-		t.time = t.time[:n]
-		t.count = t.count[:n]
-		t.prev = t.prev[:n]
-	case logKind:
-		t.count = t.count[:n]
-		t.logs[n] = nil // release the removed entry's log
-		t.logs = t.logs[:n]
+	switch t.lay {
+	case narrowLayout:
+		t.nrows = t.nrows[:n]
+	case wideLayout:
+		t.wrows = t.wrows[:n]
+	case fixedLayout:
+		t.frows = t.frows[:n]
+	case slidingLayout:
+		t.srows = t.srows[:n]
+	default:
+		t.lrows[n] = logRow{} // release the removed entry's log
+		t.lrows = t.lrows[:n]
 	}
+	t.n = n
 }
 
-// shrinkColumns reallocates columns that are mostly unused capacity.
+// shrinkColumns reallocates rows that are mostly unused capacity.
 func (t *table) shrinkColumns() {
-	t.keys = shrink(t.keys)
-	t.time = shrink(t.time)
-	t.frac = shrink(t.frac)
-	t.fracW = shrink(t.fracW)
-	t.count = shrink(t.count)
-	t.prev = shrink(t.prev)
-	t.logs = shrink(t.logs)
+	t.nrows = shrink(t.nrows)
+	t.wrows = shrink(t.wrows)
+	t.frows = shrink(t.frows)
+	t.srows = shrink(t.srows)
+	t.lrows = shrink(t.lrows)
 }
 
 func shrink[T any](s []T) []T {
@@ -337,38 +395,44 @@ func shrink[T any](s []T) []T {
 // get returns the state of entry e. A sliding-log state shares the stored
 // log's backing array.
 func (t *table) get(e int) sluice.State {
-	switch t.kind {
-	case bucketKind:
-		if t.wide() {
-			return sluice.State{Time: t.time[e], Frac: t.fracW[e]}
-		}
-		return sluice.State{Time: t.time[e], Frac: int64(t.frac[e])}
-	case fixedKind:
-		return sluice.State{Time: t.time[e], Count: t.count[e]}
-	case slidingKind:
-		return sluice.State{Time: t.time[e], Count: t.count[e], Prev: t.prev[e]}
+	switch t.lay {
+	case narrowLayout:
+		r := &t.nrows[e]
+		return sluice.State{Time: r.time, Frac: int64(r.frac)}
+	case wideLayout:
+		r := &t.wrows[e]
+		return sluice.State{Time: r.time, Frac: r.frac}
+	case fixedLayout:
+		r := &t.frows[e]
+		return sluice.State{Time: r.time, Count: r.count}
+	case slidingLayout:
+		r := &t.srows[e]
+		return sluice.State{Time: r.time, Count: r.count, Prev: r.prev}
 	default:
-		return sluice.State{Count: t.count[e], Log: t.logs[e]}
+		r := &t.lrows[e]
+		return sluice.State{Count: r.count, Log: r.log}
 	}
 }
 
 // set stores s as the state of entry e. For the bucket kind s.Frac must be
 // in units of 1/t.den.
 func (t *table) set(e int, s sluice.State) {
-	switch t.kind {
-	case bucketKind:
-		t.time[e] = s.Time
-		if t.wide() {
-			t.fracW[e] = s.Frac
-		} else {
-			t.frac[e] = uint32(s.Frac)
-		}
-	case fixedKind:
-		t.time[e], t.count[e] = s.Time, s.Count
-	case slidingKind:
-		t.time[e], t.count[e], t.prev[e] = s.Time, s.Count, s.Prev
-	case logKind:
-		t.count[e], t.logs[e] = s.Count, s.Log
+	switch t.lay {
+	case narrowLayout:
+		r := &t.nrows[e]
+		r.time, r.frac = s.Time, uint32(s.Frac)
+	case wideLayout:
+		r := &t.wrows[e]
+		r.time, r.frac = s.Time, s.Frac
+	case fixedLayout:
+		r := &t.frows[e]
+		r.time, r.count = s.Time, s.Count
+	case slidingLayout:
+		r := &t.srows[e]
+		r.time, r.count, r.prev = s.Time, s.Count, s.Prev
+	default:
+		r := &t.lrows[e]
+		r.count, r.log = s.Count, s.Log
 	}
 }
 
@@ -380,45 +444,41 @@ func (t *table) expiresAt(e int) int64 {
 
 // setDen re-expresses the stored fractions in units of 1/den, rounding up
 // (a TAT never moves earlier), when a reconfigured policy changed the
-// denominator.
+// denominator, switching between the narrow and wide rows as needed.
 func (t *table) setDen(den int64) {
 	if t.kind != bucketKind || t.den == den {
 		return
 	}
 	old := t.den
-	n := len(t.keys)
-	fracW := t.fracW
-	if den >= wideDen && old < wideDen {
-		fracW = make([]int64, n, cap(t.frac))
-	}
-	var frac []uint32
-	if den < wideDen {
-		frac = t.frac
-		if old >= wideDen {
-			frac = make([]uint32, n, cap(t.fracW))
+	lay := layoutOf(bucketKind, den)
+	switch {
+	case t.lay == narrowLayout && lay == narrowLayout:
+		for i := range t.nrows {
+			r := &t.nrows[i]
+			ns, f := convFrac(r.time, int64(r.frac), old, den)
+			r.time, r.frac = ns, uint32(f)
 		}
-	}
-	for e := range n {
-		var f int64
-		if old >= wideDen {
-			f = t.fracW[e]
-		} else {
-			f = int64(t.frac[e])
+	case t.lay == wideLayout && lay == wideLayout:
+		for i := range t.wrows {
+			r := &t.wrows[i]
+			r.time, r.frac = convFrac(r.time, r.frac, old, den)
 		}
-		ns, nf := convFrac(t.time[e], f, old, den)
-		t.time[e] = ns
-		if den >= wideDen {
-			fracW[e] = nf
-		} else {
-			frac[e] = uint32(nf)
+	case lay == wideLayout:
+		rows := make([]wideRow, t.n, max(t.n, cap(t.nrows)))
+		for i, r := range t.nrows {
+			ns, f := convFrac(r.time, int64(r.frac), old, den)
+			rows[i] = wideRow{time: ns, frac: f, key: r.key}
 		}
+		t.wrows, t.nrows = rows, nil
+	default:
+		rows := make([]narrowRow, t.n, max(t.n, cap(t.wrows)))
+		for i, r := range t.wrows {
+			ns, f := convFrac(r.time, r.frac, old, den)
+			rows[i] = narrowRow{time: ns, frac: uint32(f), key: r.key}
+		}
+		t.nrows, t.wrows = rows, nil
 	}
-	if den >= wideDen {
-		t.fracW, t.frac = fracW, nil
-	} else {
-		t.frac, t.fracW = frac, nil
-	}
-	t.den = den
+	t.lay, t.den = lay, den
 }
 
 // convFrac re-expresses the instant ns + frac/from as ns' + frac'/to,

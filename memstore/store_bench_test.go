@@ -1,0 +1,78 @@
+package memstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// BenchmarkTake measures decisions on keys the store already holds, from
+// parallel goroutines (-cpu sets how many), on the default monotonic clock.
+// The limit is high enough that every decision admits and changes the state.
+func BenchmarkTake(b *testing.B) {
+	for _, a := range sluice.Algorithms {
+		for _, keys := range []int{1, 100_000} {
+			b.Run(fmt.Sprintf("alg=%s/keys=%d", a, keys), func(b *testing.B) {
+				s := New(WithSweepInterval(0))
+				defer s.Close()
+				p := sluice.Policy{Algorithm: a, Limit: 1 << 40, Period: time.Millisecond}
+				ctx := context.Background()
+				names := make([]string, keys)
+				for i := range names {
+					var k [16]byte
+					copy(k[:], "user-")
+					binary.BigEndian.PutUint64(k[5:13], uint64(i))
+					names[i] = string(k[:])
+					s.Take(ctx, p, names[i], 1)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := 0
+					for pb.Next() {
+						i++
+						if _, err := s.Take(ctx, p, names[i%keys], 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkTakeAll measures batches of three policies on held keys.
+func BenchmarkTakeAll(b *testing.B) {
+	s := New(WithSweepInterval(0))
+	defer s.Close()
+	ctx := context.Background()
+	mk := func(name string) sluice.Policy {
+		return sluice.Policy{Name: name, Algorithm: sluice.GCRA, Limit: 1 << 40, Period: time.Second}
+	}
+	reqs := []sluice.Request{{Policy: mk("ip"), Key: "10.0.0.1", Cost: 1}, {Policy: mk("user"), Key: "user-42", Cost: 1}, {Policy: mk("org"), Key: "acme", Cost: 1}}
+	out := make([]sluice.Decision, len(reqs))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.TakeAll(ctx, reqs, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMemory reports the heap in use per key for a million 16-byte keys.
+func BenchmarkMemory(b *testing.B) {
+	for _, a := range sluice.Algorithms {
+		b.Run("alg="+string(a), func(b *testing.B) {
+			p := sluice.Policy{Algorithm: a, Limit: 3, Period: time.Hour}
+			var bpk float64
+			for range b.N {
+				bpk = bytesPerKey(b, p, 1_000_000)
+			}
+			b.ReportMetric(bpk, "bytes/key")
+		})
+	}
+}
