@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -153,4 +154,8 @@ func problemOf(t *testing.T, w *httptest.ResponseRecorder) problem {
 		t.Fatalf("problem body %q: %v", w.Body, err)
 	}
 	return p
+}
+
+func contextWithCancel(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithCancel(r.Context())
 }

@@ -1,0 +1,95 @@
+package httplimit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// Leaky-bucket requests are held for their queue delay, up to the maximum;
+// one that would wait longer is refused and takes no place in the queue.
+func TestLeakyBucketDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
+		defer store.Close()
+		ip, _ := NewClientIP()
+		// A queue of 5 draining 1 per second.
+		lim := newLimiter(t, store, sluice.Policy{Name: "ingest", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 5})
+		start := time.Now()
+		var mu sync.Mutex
+		var ran []time.Duration
+		app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			ran = append(ran, time.Since(start))
+			mu.Unlock()
+		})
+		m := newMiddleware(t, WithMaxDelay(2*time.Second), Global(Limit{Limiter: lim, Key: ip.Key}))
+		h := m.Handler(app)
+
+		codes := make([]*httptest.ResponseRecorder, 5)
+		launch := func(i int) {
+			go func() { codes[i] = send(h, "POST", "/", "192.0.2.1:1") }()
+			synctest.Wait() // decided, and held or answered
+		}
+		for i := range 4 { // delays 0, 1 s, 2 s, and 3 s (too long)
+			launch(i)
+		}
+		if codes[3] == nil || codes[3].Code != 429 {
+			t.Fatalf("4th request (a 3 s delay, more than 2 s): %v; want 429", codes[3])
+		}
+		if ra := retryAfter(t, codes[3]); ra != time.Second {
+			t.Errorf("Retry-After %v; want 1s (3 s delay − 2 s max)", ra)
+		}
+		time.Sleep(time.Second)
+		// One second later the queue is 2 s long: had the refused request
+		// taken a place it would be 3 s, and this one refused.
+		launch(4)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		for _, i := range []int{0, 1, 2, 4} {
+			if codes[i] == nil || codes[i].Code != 200 {
+				t.Fatalf("request %d: %v; want 200", i, codes[i])
+			}
+		}
+		want := []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second}
+		if !slices.Equal(ran, want) {
+			t.Errorf("handler ran at %v; want %v", ran, want)
+		}
+		if st := m.Stats(); st.Delayed != 3 || st.Refused != 1 || st.Admitted != 4 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}
+
+// A held request whose client goes away never reaches the handler.
+func TestLeakyBucketCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
+		defer store.Close()
+		ip, _ := NewClientIP()
+		lim := newLimiter(t, store, sluice.Policy{Name: "ingest", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 5})
+		calls := 0
+		h := newMiddleware(t, Global(Limit{Limiter: lim, Key: ip.Key})).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls++ }))
+		send(h, "GET", "/", "192.0.2.1:1")
+		r := httptestRequest("192.0.2.1:1")
+		ctx, cancel := contextWithCancel(r)
+		done := make(chan struct{})
+		go func() {
+			h.ServeHTTP(httptest.NewRecorder(), r.WithContext(ctx))
+			close(done)
+		}()
+		synctest.Wait()
+		cancel()
+		<-done
+		if calls != 1 {
+			t.Errorf("handler called %d times; want once (the cancelled request never)", calls)
+		}
+	})
+}
