@@ -66,7 +66,7 @@ func conformance(t *testing.T, c rueidis.Client, opts ...Option) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		clock := sluicetest.NewClock(time.Unix(0, 0))
 		prefix := fmt.Sprintf("t%d:", harnessSeq.Add(1))
-		s, err := New(c, append([]Option{WithClock(clock), WithPrefix(prefix)}, opts...)...)
+		s, err := New(c, append([]Option{WithClock(clock), WithPrefix(prefix), WithTimeout(10 * time.Second)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,5 +79,6 @@ func conformance(t *testing.T, c rueidis.Client, opts ...Option) {
 }
 
 func TestConformanceStandalone(t *testing.T) {
+	t.Parallel()
 	conformance(t, newClient(t, sluicetest.StartRedis(t)))
 }

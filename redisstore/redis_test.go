@@ -131,7 +131,7 @@ func TestServerTime(t *testing.T) {
 // longest idle time has passed there are none.
 func TestExpiryFlood(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
-	s := newStore(t, c)
+	s := newStore(t, c, WithTimeout(10*time.Second))
 	const keys = 100_000
 	period := 200 * time.Millisecond
 	var policies []sluice.Policy
@@ -223,7 +223,7 @@ func TestCluster(t *testing.T) {
 	addrs := sluicetest.StartRedisCluster(t, 3)
 	c := newClient(t, addrs...)
 	clock := sluicetest.NewClock(time.Unix(0, 1_700_000_000_000_000_000))
-	s := newStore(t, c, WithClock(clock))
+	s := newStore(t, c, WithClock(clock), WithTimeout(10*time.Second))
 	if !s.cluster {
 		t.Fatal("the client is not in cluster mode")
 	}
@@ -300,6 +300,7 @@ func TestCluster(t *testing.T) {
 // with every key of a harness in one slot (WithSingleSlot), since the suite
 // needs atomic batches over several keys.
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, sluicetest.StartRedisCluster(t, 3)...)
 	conformance(t, c, WithSingleSlot("conformance"))
 }

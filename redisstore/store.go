@@ -35,6 +35,9 @@ type Store struct {
 	slot    string
 	slack   time.Duration
 	script  *rueidis.Lua
+	timeout time.Duration
+	brk     breaker
+	stats   counters
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
@@ -93,8 +96,10 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 		prefix:   "sluice:",
 		slack:    time.Hour,
 		script:   rueidis.NewLuaScript(takeSource),
+		timeout:  DefaultTimeout,
 		compiled: map[sluice.Policy]*compiled{},
 	}
+	s.brk.threshold, s.brk.cooldown = DefaultBreakerFailures, DefaultBreakerCooldown
 	for _, o := range opts {
 		o(s)
 	}
@@ -104,19 +109,34 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if strings.ContainsAny(s.slot, "{}") {
 		return nil, fmt.Errorf("redisstore: single slot %q: must not contain '{' or '}'", s.slot)
 	}
+	if s.brk.cooldown < 0 {
+		return nil, fmt.Errorf("redisstore: breaker cooldown %v: must not be negative", s.brk.cooldown)
+	}
 	if s.slack < 0 {
 		return nil, fmt.Errorf("redisstore: expiry slack %v: must not be negative", s.slack)
 	}
 	return s, nil
 }
 
-// Open connects to the Redis server at addrs (host:port; several for a
-// Cluster, whose mode is detected) and returns a store that owns the
-// connection: Close closes it.
-func Open(addrs []string, opts ...Option) (*Store, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs})
+// Open connects to Redis as url says and returns a store that owns the
+// connection: Close closes it. The forms, all with optional user:password@
+// and query parameters as rueidis.ParseURL reads them (db, dial_timeout,
+// skip_verify, ...):
+//
+//	redis://host:port/db                         standalone
+//	rediss://host:port                           standalone over TLS
+//	redis://host1:port1?addr=host2:port2&addr=…  Cluster (detected), from seed nodes
+//	redis+cluster://host1:port1,host2:port2      the same, with the seeds listed
+//	rediss+cluster://host1:port1,host2:port2     Cluster over TLS
+//	redis://s1:26379?addr=s2:26379&master_set=M  Sentinel: the master M
+func Open(url string, opts ...Option) (*Store, error) {
+	o, err := parseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: connecting to %v: %w", addrs, err)
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connecting to %s: %w", redact(url), err)
 	}
 	s, err := New(c, opts...)
 	if err != nil {
@@ -256,7 +276,11 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		args[1] = "0"
 	}
 	args[2] = strconv.Itoa(len(reqs))
-	reply, err := s.script.Exec(ctx, s.client, keys, args).AsStrSlice()
+	var reply []string
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		reply, err = s.script.Exec(ctx, s.client, keys, args).AsStrSlice()
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,99 @@
+package redisstore
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestBreaker: a Redis that stops answering costs a few timeouts, then
+// calls fail at once with ErrUnavailable; once Redis answers again the store
+// uses it within a second; every failure is counted.
+func TestBreaker(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	c := newClient(t, addr)
+	admin := newClient(t, addr)
+	s := newStore(t, c, WithTimeout(20*time.Millisecond), WithBreaker(3, 100*time.Millisecond))
+	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	ctx := t.Context()
+	take(t, s, p, "k", 1)
+
+	const pause = 1500 * time.Millisecond
+	paused := time.Now()
+	if err := admin.Do(ctx, admin.B().ClientPause().Timeout(pause.Milliseconds()).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Take(ctx, p, "k", 1); err == nil || errors.Is(err, ErrUnavailable) {
+			t.Fatalf("call %d to a paused Redis: error %v, want a timeout", i, err)
+		}
+	}
+	for range 100 {
+		start := time.Now()
+		_, err := s.Take(ctx, p, "k", 1)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("with the breaker open: error %v, want ErrUnavailable", err)
+		}
+		if d := time.Since(start); d > 5*time.Millisecond {
+			t.Fatalf("a short-circuited call took %v", d)
+		}
+	}
+	st := s.Stats()
+	if st.Errors < 3 || st.Timeouts < 3 || st.ShortCircuited < 100 || st.BreakerOpens < 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// Poll until the store answers again; it must within a second of the
+	// end of the pause.
+	var recovered time.Time
+	for {
+		if _, err := s.Take(ctx, p, "k", 1); err == nil {
+			recovered = time.Now()
+			break
+		}
+		if time.Since(paused) > pause+5*time.Second {
+			t.Fatalf("no recovery %v after the pause ended; stats %+v", time.Since(paused)-pause, s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond) // polling a recovering server
+	}
+	if late := recovered.Sub(paused) - pause; late > time.Second {
+		t.Fatalf("recovered %v after Redis answered again, want at most 1s", late)
+	}
+	if recovered.Sub(paused) < pause {
+		t.Fatalf("a call succeeded %v into a %v pause", recovered.Sub(paused), pause)
+	}
+}
+
+// TestUnavailable: a store whose Redis has gone away fails fast
+// with errors, never panics, and the Limiter applies its failure mode.
+func TestUnavailable(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	c := newClient(t, addr)
+	s := newStore(t, c, WithBreaker(2, time.Hour))
+	p := sluice.Policy{Algorithm: sluice.SlidingLog, Limit: 3, Period: time.Second}
+	take(t, s, p, "k", 1)
+	if err := c.Do(t.Context(), c.B().Shutdown().Nosave().Build()).Error(); err == nil {
+		t.Fatal("SHUTDOWN returned no error (the connection should close)")
+	}
+	open, err := sluice.NewLimiter(s, p, sluice.WithFailureMode(sluice.FailOpen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := sluice.NewLimiter(s, p, sluice.WithFailureMode(sluice.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if d, err := open.Allow(t.Context(), "k"); err == nil || !d.Allowed {
+			t.Fatalf("fail-open limiter on a dead Redis: %+v %v", d, err)
+		}
+		if d, err := closed.Allow(t.Context(), "k"); err == nil || d.Allowed {
+			t.Fatalf("fail-closed limiter on a dead Redis: %+v %v", d, err)
+		}
+	}
+	if st := s.Stats(); st.Errors < 2 || st.ShortCircuited < 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
