@@ -1,0 +1,89 @@
+// Package redisstore is the sluice.Store on Redis and Redis Cluster: many
+// processes that share one Redis enforce one limit together.
+//
+// # Using it
+//
+//	store, err := redisstore.Open("redis://127.0.0.1:6379")
+//	if err != nil { ... }
+//	defer store.Close()
+//	lim, err := sluice.NewLimiter(store, sluice.Policy{
+//		Name: "api", Algorithm: sluice.GCRA, Limit: 100, Period: time.Minute,
+//	}, sluice.WithFailureMode(sluice.FailOpen))
+//	d, err := lim.Allow(ctx, clientIP)
+//
+// Open takes redis://, rediss:// (TLS), redis+cluster://h1:p1,h2:p2 and the
+// Sentinel and multi-seed forms of rueidis.ParseURL; New takes an existing
+// rueidis client.
+//
+// # How a decision is made
+//
+// Every decision is one round trip: one Lua script, run by its SHA (EVALSHA)
+// and sent again transparently when Redis answers NOSCRIPT (after a
+// restart, a failover or SCRIPT FLUSH). The script does only the atomic
+// part: it reads each key's state, evaluates the algorithm's admission
+// predicate exactly, and, if the request (or every request of a TakeAll
+// batch) is admitted, writes the new state and sets the key to expire at
+// the instant its state becomes idle (sluice.Model.ExpiresAt). It returns
+// the instant it used and the state each request saw; the Go side then
+// computes the Decision (remaining, retry-after, reset-after, delay) with the
+// very model the other stores use, so the decisions are the model's by
+// construction, and the storetest conformance suite checks them.
+//
+// Lua numbers are doubles, exact only up to 2⁵³, but the models use 63-bit
+// nanoseconds and products of up to 126 bits. The script therefore holds
+// every number as 24-bit limbs and stores them as decimal strings: the
+// comparisons are exact over the models' whole parameter range
+// (sluice.MaxLimit, sluice.MaxPeriod, sluice.MaxTime); nothing is rounded and
+// no policy is refused for its size. What Go can work out in advance (the
+// time cost units take to drain, as whole and fractional nanoseconds) is
+// passed in.
+//
+// # Time
+//
+// By default the time is the Redis server's TIME, read inside the script, so
+// processes whose clocks disagree still make one coherent sequence of
+// decisions. WithClock supplies the time from the caller instead: for
+// replaying traces and for tests. Keys then expire in Redis WithExpirySlack
+// (real time) after their state is idle by that clock; the state itself is
+// judged by the clock, so decisions do not depend on the slack.
+//
+// # Keys
+//
+// A state lives at prefix{tag:key}, and a sliding log's entries at
+// prefix{tag:key}l, so everything one decision touches is in one Cluster hash
+// slot. tag is n:NAME:ALGORITHM for a named policy (policies with the same
+// name and algorithm share state, so a limit can be changed without
+// forgetting anyone) and u:ALGORITHM:LIMIT:PERIOD:BURST for an unnamed one.
+// The user's key and the policy name are escaped (bytes other than letters,
+// digits and . _ - / @ become %XX), so they cannot contain braces or
+// separators and two inputs never share a key; one longer than 128 bytes
+// escaped is replaced by # and its SHA-256. No key is longer than the prefix
+// plus MaxKeyLen.
+//
+// The state is a hash: for the bucket kinds the theoretical arrival time as
+// nanoseconds and a fraction (t, f) with the fraction's denominator (d); for
+// the window kinds the window start and counts (t, c, p); for the sliding log
+// the units in the log and the last entry's time (u, a), with the entries
+// ("time cost") in a list. Every hash also records the instant its state
+// becomes idle (x). A sliding-log call costs O(1) plus the entries that have
+// left the window, plus, for a rejected request, the entries that must leave
+// before it fits (at most its cost).
+//
+// # Batches and Redis Cluster
+//
+// TakeAll runs a batch as one script, so it is all-or-nothing on standalone
+// Redis. On a Cluster a batch whose keys are in one slot is equally atomic;
+// a batch over several slots is refused with ErrCrossSlot before anything is
+// read or written, since no single script can reach them and anything else
+// would not be all-or-nothing. WithSingleSlot puts all of a store's keys in
+// one slot (atomic batches on a Cluster, no spreading).
+//
+// # Failures
+//
+// Each call is bounded by WithTimeout (default 10 ms). After
+// DefaultBreakerFailures consecutive failures a circuit breaker answers
+// ErrUnavailable at once, lets one probe through every cooldown (default
+// 200 ms) and closes when a probe succeeds. Stats counts calls, errors,
+// timeouts and short-circuited calls. The Limiter's failure mode (fail open
+// or closed) decides what a failed call means to the caller.
+package redisstore
