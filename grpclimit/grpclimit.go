@@ -1,0 +1,477 @@
+// Package grpclimit rate-limits gRPC servers with sluice: unary and stream
+// server interceptors that check several limits per call all-or-nothing,
+// keyed by incoming metadata (an API key), the peer's address, or any
+// function of the call.
+//
+// A refused call fails with codes.ResourceExhausted carrying a
+// google.rpc.RetryInfo detail (the exact wait after which the same call
+// would be admitted) and a google.rpc.QuotaFailure detail naming the
+// violated policies; a call no wait can admit carries no RetryInfo. When
+// the store fails, each limiter's failure mode decides: the call proceeds
+// if every enforced limit fails open, and fails with codes.Unavailable and
+// a RetryInfo otherwise.
+//
+// A stream is checked once, when it opens, at its method's cost; the
+// messages on it are not limited.
+//
+//	perKey := grpclimit.Limit{Limiter: keyLimiter, Key: grpclimit.Metadata("x-api-key")}
+//	perIP := grpclimit.Limit{Limiter: ipLimiter, Key: grpclimit.PeerIP(ip)}
+//	i, err := grpclimit.New(
+//		grpclimit.Global(perIP),
+//		grpclimit.Method("/shop.v1.Orders/Create", 5, perKey),
+//		grpclimit.Method("/shop.v1.Catalog/", 1, perKey), // every method of the service
+//	)
+//	...
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(i.Unary()), grpc.ChainStreamInterceptor(i.Stream()))
+package grpclimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// KeyFunc returns the key a call counts against under one limit, and false
+// when the limit does not apply to the call. fullMethod is
+// "/package.Service/Method". It must be safe for concurrent use.
+type KeyFunc func(ctx context.Context, fullMethod string) (key string, ok bool)
+
+// Metadata returns a KeyFunc that keys a call by the first value of the
+// named incoming metadata key (an API key, say; names are lower-cased as
+// gRPC does). A call without it, or with an empty value, is not subject to
+// the limit. Values longer than httplimit.MaxKeyLen are hashed.
+func Metadata(name string) KeyFunc {
+	name = strings.ToLower(name)
+	return func(ctx context.Context, _ string) (string, bool) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		vals := md.Get(name)
+		if len(vals) == 0 {
+			return "", false
+		}
+		v := strings.TrimSpace(vals[0])
+		if v == "" {
+			return "", false
+		}
+		if len(v) > httplimit.MaxKeyLen {
+			sum := sha256.Sum256([]byte(v))
+			return "sha256:" + hex.EncodeToString(sum[:]), true
+		}
+		return v, true
+	}
+}
+
+// PeerIP returns a KeyFunc that keys a call by its client's address as ip
+// resolves it: the peer's address, normalised and aggregated (IPv6 to a
+// /64 by default), or behind trusted proxies the address they pass on in
+// the x-forwarded-for, forwarded or x-real-ip metadata (whichever ip was
+// told to trust). A nil ip keys by the peer's address with the defaults of
+// httplimit.NewClientIP. A peer that is not an IP address (a Unix socket,
+// an in-memory connection) is not subject to the limit.
+func PeerIP(ip *httplimit.ClientIP) KeyFunc {
+	if ip == nil {
+		ip, _ = httplimit.NewClientIP()
+	}
+	return func(ctx context.Context, _ string) (string, bool) {
+		p, ok := peer.FromContext(ctx)
+		if !ok || p.Addr == nil {
+			return "", false
+		}
+		r := &http.Request{RemoteAddr: p.Addr.String()}
+		if md, ok := metadata.FromIncomingContext(ctx); ok {
+			r.Header = http.Header{}
+			for _, k := range [...]string{"x-forwarded-for", "forwarded", "x-real-ip"} {
+				if v := md.Get(k); len(v) > 0 {
+					r.Header[http.CanonicalHeaderKey(k)] = v
+				}
+			}
+		}
+		return ip.Key(r)
+	}
+}
+
+// Limit is one limit a call is checked against. All the Limits of one call
+// are checked in one sluice.AllowAll batch, so their Limiters must share
+// one Store.
+type Limit struct {
+	// Limiter applies the policy; its Name names it in QuotaFailure.
+	Limiter *sluice.Limiter
+	// Key picks the call's key; when it reports false the limit does not
+	// apply.
+	Key KeyFunc
+	// Shadow makes the limit decide and record but never refuse: a call it
+	// would have refused is counted in Stats, reported to OnShadowRefusal,
+	// and proceeds.
+	Shadow bool
+}
+
+// ShadowRefusal describes a call a shadow limit would have refused.
+type ShadowRefusal struct {
+	FullMethod string
+	Policy     sluice.Policy
+	Key        string
+	Decision   sluice.Decision
+}
+
+// Stats counts what an Interceptor did since New.
+type Stats struct {
+	Admitted, Refused, Delayed, ShadowRefused, Errors, Unavailable uint64
+}
+
+// Option configures an Interceptor.
+type Option func(*Interceptor) error
+
+// Method limits the calls of one method ("/pkg.Service/Method") or, with a
+// trailing slash, of every method of a service ("/pkg.Service/"), with
+// limits (and the Global ones), each call costing cost units. An exact
+// method wins over its service.
+func Method(name string, cost int64, limits ...Limit) Option {
+	return func(i *Interceptor) error {
+		if !strings.HasPrefix(name, "/") || strings.Count(name, "/") != 2 || name == "//" {
+			return fmt.Errorf("grpclimit: method %q: want \"/package.Service/Method\" or \"/package.Service/\"", name)
+		}
+		if _, dup := i.methods[name]; dup {
+			return fmt.Errorf("grpclimit: method %q given twice", name)
+		}
+		i.methods[name] = &route{name: name, cost: cost, own: limits}
+		return nil
+	}
+}
+
+// Default limits the calls no Method matches with limits (and the Global
+// ones), each costing cost units. Without Default such calls face only the
+// Global limits, at cost 1.
+func Default(cost int64, limits ...Limit) Option {
+	return func(i *Interceptor) error {
+		if i.def != nil {
+			return errors.New("grpclimit: Default given twice")
+		}
+		i.def = &route{cost: cost, own: limits}
+		return nil
+	}
+}
+
+// Global adds limits that apply to every call, at its method's cost.
+func Global(limits ...Limit) Option {
+	return func(i *Interceptor) error {
+		i.global = append(i.global, limits...)
+		return nil
+	}
+}
+
+// WithMaxDelay sets the longest a call is held for a leaky-bucket policy
+// (httplimit.DefaultMaxDelay unless set); a call that would wait longer is
+// refused and takes no place in the queue.
+func WithMaxDelay(d time.Duration) Option {
+	return func(i *Interceptor) error {
+		if d < 0 {
+			return fmt.Errorf("grpclimit: WithMaxDelay: %v: must not be negative", d)
+		}
+		i.maxDelay = d
+		return nil
+	}
+}
+
+// WithUnavailableRetryAfter sets the RetryInfo delay of the Unavailable
+// error returned when the store fails and a limit fails closed (one second
+// unless set).
+func WithUnavailableRetryAfter(d time.Duration) Option {
+	return func(i *Interceptor) error {
+		if d <= 0 {
+			return fmt.Errorf("grpclimit: WithUnavailableRetryAfter: %v: must be positive", d)
+		}
+		i.unavailable = d
+		return nil
+	}
+}
+
+// OnShadowRefusal calls f for each refusal of a shadow limit.
+func OnShadowRefusal(f func(ctx context.Context, s ShadowRefusal)) Option {
+	return func(i *Interceptor) error {
+		i.onShadow = f
+		return nil
+	}
+}
+
+// OnError calls f with each store error.
+func OnError(f func(ctx context.Context, fullMethod string, err error)) Option {
+	return func(i *Interceptor) error {
+		i.onError = f
+		return nil
+	}
+}
+
+// Interceptor holds the limits of a gRPC server. It is safe for concurrent
+// use.
+type Interceptor struct {
+	methods     map[string]*route
+	def         *route
+	global      []Limit
+	maxDelay    time.Duration
+	unavailable time.Duration
+	onShadow    func(context.Context, ShadowRefusal)
+	onError     func(context.Context, string, error)
+
+	admitted, refused, delayed, shadowRefused, errs, unavail atomic.Uint64
+}
+
+type route struct {
+	name      string
+	cost      int64
+	own       []Limit
+	limits    []Limit // enforced first, then shadow
+	nEnforced int
+	leaky     bool
+}
+
+// New returns an Interceptor. It fails, naming the culprit, on a malformed
+// method name, a negative cost or one a limit could never admit, a Limit
+// without a Limiter or Key, or two limits of one method with the same
+// policy name.
+func New(opts ...Option) (*Interceptor, error) {
+	i := &Interceptor{methods: map[string]*route{}, maxDelay: httplimit.DefaultMaxDelay, unavailable: time.Second}
+	for _, o := range opts {
+		if err := o(i); err != nil {
+			return nil, err
+		}
+	}
+	if i.def == nil && len(i.global) > 0 {
+		i.def = &route{cost: 1}
+	}
+	for _, rt := range i.methods {
+		if err := i.compile(rt); err != nil {
+			return nil, err
+		}
+	}
+	if i.def != nil {
+		if err := i.compile(i.def); err != nil {
+			return nil, err
+		}
+	}
+	return i, nil
+}
+
+func (i *Interceptor) compile(rt *route) error {
+	name := "method " + fmt.Sprintf("%q", rt.name)
+	if rt.name == "" {
+		name = "Default"
+	}
+	if rt.cost < 0 {
+		return fmt.Errorf("grpclimit: %s: cost %d: must be >= 0", name, rt.cost)
+	}
+	all := append(append([]Limit(nil), i.global...), rt.own...)
+	seen := map[string]bool{}
+	for shadow := range 2 {
+		for n, l := range all {
+			if l.Shadow != (shadow == 1) {
+				continue
+			}
+			if l.Limiter == nil || l.Key == nil {
+				return fmt.Errorf("grpclimit: %s: limit %d: Limiter and Key must both be set", name, n)
+			}
+			p := l.Limiter.Policy()
+			if seen[p.Name] {
+				return fmt.Errorf("grpclimit: %s: policy name %q used by two limits", name, p.Name)
+			}
+			seen[p.Name] = true
+			capacity := p.Limit
+			if p.Algorithm.IsBucket() && p.Burst != 0 {
+				capacity = p.Burst
+			}
+			if rt.cost > capacity {
+				return fmt.Errorf("grpclimit: %s: cost %d exceeds the capacity %d of policy %q: no call could ever be admitted", name, rt.cost, capacity, p.Name)
+			}
+			rt.limits = append(rt.limits, l)
+			if !l.Shadow {
+				rt.nEnforced++
+				rt.leaky = rt.leaky || p.Algorithm == sluice.LeakyBucket
+			}
+		}
+	}
+	return nil
+}
+
+// Stats returns the counts so far.
+func (i *Interceptor) Stats() Stats {
+	return Stats{
+		Admitted: i.admitted.Load(), Refused: i.refused.Load(), Delayed: i.delayed.Load(),
+		ShadowRefused: i.shadowRefused.Load(), Errors: i.errs.Load(), Unavailable: i.unavail.Load(),
+	}
+}
+
+// Unary returns the unary server interceptor.
+func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := i.check(ctx, info.FullMethod); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor: a stream is checked once,
+// when it opens.
+func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if err := i.check(ss.Context(), info.FullMethod); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+func (i *Interceptor) match(method string) *route {
+	if rt, ok := i.methods[method]; ok {
+		return rt
+	}
+	if j := strings.LastIndexByte(method, '/'); j > 0 {
+		if rt, ok := i.methods[method[:j+1]]; ok {
+			return rt
+		}
+	}
+	return i.def
+}
+
+// check decides a call: nil to proceed (after any leaky-bucket delay), or
+// the status error to return.
+func (i *Interceptor) check(ctx context.Context, method string) error {
+	rt := i.match(method)
+	if rt == nil || len(rt.limits) == 0 {
+		return nil
+	}
+	var checkBuf [8]sluice.Check
+	var whichBuf [8]int
+	checks, which := checkBuf[:0], whichBuf[:0]
+	nEnf := 0
+	for n, l := range rt.limits {
+		key, ok := l.Key(ctx, method)
+		if !ok {
+			continue
+		}
+		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: rt.cost})
+		which = append(which, n)
+		if !l.Shadow {
+			nEnf++
+		}
+	}
+	if len(checks) == 0 {
+		i.admitted.Add(1)
+		return nil
+	}
+	if rt.leaky {
+		for j := range nEnf {
+			l := rt.limits[which[j]]
+			if l.Limiter.Policy().Algorithm != sluice.LeakyBucket {
+				continue
+			}
+			d, err := l.Limiter.AllowN(ctx, checks[j].Key, 0)
+			if err == nil && d.Delay > i.maxDelay {
+				i.refused.Add(1)
+				return refusal([]string{l.Limiter.Policy().Name}, d.Delay-i.maxDelay, false)
+			}
+		}
+	}
+	res, err := sluice.AllowAll(ctx, checks...)
+	if err == nil && !res.Allowed && nEnf < len(checks) {
+		enforcedOK := true
+		for j, d := range res.Decisions {
+			switch {
+			case d.Allowed:
+			case j < nEnf:
+				enforcedOK = false
+			default:
+				i.shadowRefused.Add(1)
+				if i.onShadow != nil {
+					i.onShadow(ctx, ShadowRefusal{FullMethod: method, Policy: rt.limits[which[j]].Limiter.Policy(), Key: checks[j].Key, Decision: d})
+				}
+			}
+		}
+		if enforcedOK {
+			res, err = sluice.AllowAll(ctx, checks[:nEnf]...)
+		}
+	}
+	if err != nil {
+		i.errs.Add(1)
+		if i.onError != nil {
+			i.onError(ctx, method, err)
+		}
+		for _, c := range checks[:nEnf] {
+			if c.Limiter.FailureMode() == sluice.FailClosed {
+				i.unavail.Add(1)
+				st, _ := status.New(codes.Unavailable, "grpclimit: the rate limiter's store failed and policy "+
+					fmt.Sprintf("%q", c.Limiter.Policy().Name)+" fails closed").
+					WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(i.unavailable)})
+				return st.Err()
+			}
+		}
+		i.admitted.Add(1)
+		return nil
+	}
+	if !res.Allowed {
+		var violated []string
+		var wait time.Duration
+		impossible := false
+		for j, d := range res.Decisions[:nEnf] {
+			if !d.Allowed {
+				violated = append(violated, checks[j].Limiter.Policy().Name)
+				wait = max(wait, d.RetryAfter)
+				impossible = impossible || d.Impossible
+			}
+		}
+		i.refused.Add(1)
+		return refusal(violated, wait, impossible)
+	}
+	var delay time.Duration
+	for _, d := range res.Decisions[:nEnf] {
+		delay = max(delay, d.Delay)
+	}
+	if delay > 0 {
+		i.delayed.Add(1)
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	i.admitted.Add(1)
+	return nil
+}
+
+// refusal is the ResourceExhausted error of a refused call.
+func refusal(violated []string, wait time.Duration, impossible bool) error {
+	q := &errdetails.QuotaFailure{}
+	for _, name := range violated {
+		q.Violations = append(q.Violations, &errdetails.QuotaFailure_Violation{Subject: "policy:" + name, Description: "quota exceeded"})
+	}
+	msg := fmt.Sprintf("grpclimit: quota exceeded for %q", violated)
+	var st *status.Status
+	var err error
+	if impossible {
+		st, err = status.New(codes.ResourceExhausted, msg+": the call costs more than the policy's capacity").WithDetails(q)
+	} else {
+		st, err = status.New(codes.ResourceExhausted, msg+fmt.Sprintf("; retry after %v", wait)).
+			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}, q)
+	}
+	if err != nil { // cannot happen: the details are valid messages
+		return status.Error(codes.ResourceExhausted, msg)
+	}
+	return st.Err()
+}
