@@ -108,28 +108,40 @@ func reset(d sluice.Decision) (t int64, ok bool) {
 }
 
 // writeHeaders sets RateLimit-Policy and RateLimit (and the legacy headers
-// when asked) for the outcomes.
-func writeHeaders(h http.Header, outs []outcome, legacy bool) {
+// when asked) for the outcomes. policy, when not empty, is the
+// RateLimit-Policy value already joined.
+func writeHeaders(h http.Header, outs []outcome, policy string, legacy bool) {
 	if len(outs) == 0 {
 		return
 	}
-	var pb, sb []byte
+	var buf [256]byte
+	b := buf[:0]
+	if policy == "" {
+		for i, o := range outs {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, o.l.item...)
+		}
+		policy = string(b)
+		b = b[:0]
+	}
 	for i, o := range outs {
 		if i > 0 {
-			pb = append(pb, ", "...)
-			sb = append(sb, ", "...)
+			b = append(b, ", "...)
 		}
-		pb = append(pb, o.l.item...)
-		sb = appendSFString(sb, o.l.policy.Name)
-		sb = append(sb, ";r="...)
-		sb = appendSFInt(sb, o.d.Remaining)
+		b = appendSFString(b, o.l.policy.Name)
+		b = append(b, ";r="...)
+		b = appendSFInt(b, o.d.Remaining)
 		if t, ok := reset(o.d); ok {
-			sb = append(sb, ";t="...)
-			sb = appendSFInt(sb, t)
+			b = append(b, ";t="...)
+			b = appendSFInt(b, t)
 		}
 	}
-	h["Ratelimit-Policy"] = []string{string(pb)}
-	h["Ratelimit"] = []string{string(sb)}
+	vals := make([]string, 2)
+	vals[0], vals[1] = policy, string(b)
+	h["Ratelimit-Policy"] = vals[0:1:1]
+	h["Ratelimit"] = vals[1:2:2]
 	if !legacy {
 		return
 	}

@@ -217,7 +217,8 @@ type route struct {
 	cost      int64
 	limits    []limit
 	nEnforced int
-	leaky     bool // an enforced limit is leaky-bucket
+	leaky     bool   // an enforced limit is leaky-bucket
+	policy    string // RateLimit-Policy when every enforced limit applies
 }
 
 type limit struct {
@@ -317,6 +318,10 @@ func compile(s routeSpec, global []Limit) (*route, error) {
 			}
 			rt.limits = append(rt.limits, limit{Limit: l, policy: p, item: policyItem(p)})
 			if !l.Shadow {
+				if rt.nEnforced > 0 {
+					rt.policy += ", "
+				}
+				rt.policy += policyItem(p)
 				rt.nEnforced++
 				rt.leaky = rt.leaky || p.Algorithm == sluice.LeakyBucket
 			}
@@ -401,7 +406,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 			d, err := l.Limiter.AllowN(ctx, checks[j].Key, 0)
 			if err == nil && d.Delay > m.maxDelay {
 				d.Allowed, d.RetryAfter = false, d.Delay-m.maxDelay
-				m.refuse(w, []outcome{{l, d}})
+				m.refuse(w, []outcome{{l, d}}, "")
 				return
 			}
 		}
@@ -442,11 +447,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 		outs = append(outs, outcome{&rt.limits[which[j]], d})
 		delay = max(delay, d.Delay)
 	}
+	policy := ""
+	if nEnf == rt.nEnforced {
+		policy = rt.policy
+	}
 	if !res.Allowed {
-		m.refuse(w, outs)
+		m.refuse(w, outs, policy)
 		return
 	}
-	writeHeaders(w.Header(), outs, m.legacy)
+	writeHeaders(w.Header(), outs, policy, m.legacy)
 	if delay > 0 {
 		m.delayed.Add(1)
 		t := time.NewTimer(delay)
@@ -462,11 +471,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 }
 
 // refuse answers 429 for outs, in which at least one decision is a
-// refusal.
-func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome) {
+// refusal; policy is as for writeHeaders.
+func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string) {
 	m.refused.Add(1)
 	h := w.Header()
-	writeHeaders(h, outs, m.legacy)
+	writeHeaders(h, outs, policy, m.legacy)
 	var violated []string
 	var wait time.Duration
 	impossible := false
