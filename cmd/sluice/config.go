@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+const configUsage = `usage: sluice config check [DIR]
+
+Config check loads the rate-limit configuration in DIR (every *.yaml and
+*.yml file, in the format of Envoy's ratelimit service with sluice's
+extensions) exactly as sluice serve would, without starting anything. With
+no DIR it checks the built-in default configuration.
+
+On success it prints one summary line and exits 0. Otherwise it prints
+every problem on its own line on standard error, each naming the file, the
+line, the field and the reason, and exits 1.
+`
+
+func runConfig(e env, args []string) int {
+	if len(args) == 0 {
+		return e.fail(exitUsage, "sluice config", "missing subcommand: want 'sluice config check DIR'")
+	}
+	if args[0] != "check" {
+		return e.fail(exitUsage, "sluice config", "unknown subcommand %q: want 'sluice config check DIR'", args[0])
+	}
+	args = args[1:]
+	if len(args) > 1 {
+		return e.fail(exitUsage, "sluice config check", "too many arguments: want one directory")
+	}
+	var (
+		c     *config.Config
+		err   error
+		where = "built-in defaults"
+	)
+	if len(args) == 0 {
+		c, err = config.Default()
+	} else {
+		where = args[0]
+		c, err = config.LoadDir(args[0])
+	}
+	if err != nil {
+		return failEach(e, "sluice config check", err)
+	}
+	fmt.Fprintf(e.stdout, "%s: ok: %s (%s)\n", where, c.Summary(), strings.Join(c.Domains(), ", "))
+	return exitOK
+}
+
+// failEach prints each error joined in err on its own line and returns
+// exitFailure.
+func failEach(e env, prefix string, err error) int {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, x := range errs {
+		e.fail(exitFailure, prefix, "%v", x)
+	}
+	return exitFailure
+}
+

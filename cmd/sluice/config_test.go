@@ -1,0 +1,42 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigCheck(t *testing.T) {
+	code, out, errOut := runSluice(t, "", "config", "check")
+	if code != exitOK || errOut != "" || !strings.HasPrefix(out, "built-in defaults: ok: 5 files, 5 domains") || strings.Count(out, "\n") != 1 {
+		t.Errorf("defaults: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runSluice(t, "", "config", "check", "../../internal/config/testdata/envoy")
+	if code != exitOK || errOut != "" || !strings.Contains(out, ": ok: 6 files, 6 domains") {
+		t.Errorf("envoy examples: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("domain: a\nx: 1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.yaml"), []byte("domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: sec, requests_per_unit: 1}\n"), 0o644)
+	code, out, errOut = runSluice(t, "", "config", "check", dir)
+	want := []string{
+		"sluice config check: " + filepath.Join(dir, "a.yaml") + ":2: x: unknown field",
+		"sluice config check: " + filepath.Join(dir, "b.yaml") + `:4: descriptors[0].rate_limit.unit: "sec": want second, minute, hour, day, week, month or year`,
+	}
+	if code != exitFailure || out != "" || errOut != strings.Join(want, "\n")+"\n" {
+		t.Errorf("bad config: code %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+
+	for _, args := range [][]string{{"config"}, {"config", "lint"}, {"config", "check", "a", "b"}} {
+		code, _, errOut := runSluice(t, "", args...)
+		if code != exitUsage || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: code %d, stderr %q", args, code, errOut)
+		}
+	}
+	code, _, errOut = runSluice(t, "", "config", "check", filepath.Join(dir, "missing"))
+	if code != exitFailure || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("missing dir: code %d, stderr %q", code, errOut)
+	}
+}

@@ -1,0 +1,345 @@
+// Package config loads sluice serve's rate-limit configuration: a directory
+// of YAML files in the format of Envoy's ratelimit service, so that an
+// existing envoyproxy/ratelimit configuration loads unchanged.
+//
+// Each file holds one domain and a tree of descriptors:
+//
+//	domain: rides
+//	descriptors:
+//	  - key: rider_id              # any value: one limit per rider
+//	    rate_limit:
+//	      unit: second
+//	      requests_per_unit: 5
+//	      algorithm: token-bucket  # sluice extension (default fixed-window)
+//	      burst: 10                # sluice extension
+//	  - key: partner
+//	    value: acme                # this value only
+//	    rate_limit: {period: 10s, requests_per_unit: 50, algorithm: sliding-log}
+//	  - key: path
+//	    value: /v1/trips*          # every value with this prefix
+//	    descriptors:
+//	      - key: rider_id
+//	        rate_limit: {unit: minute, requests_per_unit: 30}
+//
+// Fields from envoyproxy/ratelimit: domain, descriptors, key, value (a value
+// ending in "*" matches every value with that prefix), rate_limit (unit,
+// requests_per_unit, unlimited, name, replaces), shadow_mode and
+// detailed_metric. Sluice adds to rate_limit: algorithm (one of sluice's
+// algorithm names; fixed-window by default, which gives envoyproxy/ratelimit's
+// decisions), burst (for the bucket kinds), period (any Go duration, instead
+// of unit) and failure_mode (open, the default, or closed).
+//
+// Decoding is strict: an unknown field, a value of the wrong type, a
+// duplicate key or an invalid policy is an error naming the file, the line,
+// the field and the reason.
+//
+// Matching follows envoyproxy/ratelimit: a request descriptor (a list of
+// key/value entries) walks the tree one entry per level, preferring at each
+// level the node with the same key and value, then the first wildcard node
+// of the same key whose prefix the value has, then the node with the key and
+// no value. The rule found is the one at the level of the descriptor's last
+// entry; a descriptor that is longer or shorter than the configured tree
+// matches nothing.
+package config
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults is the built-in configuration sluice serve starts with when it is
+// given no --config: the ride-hailing platform of the examples.
+//
+//go:embed defaults/*.yaml
+var defaults embed.FS
+
+// Default returns the compiled built-in configuration.
+func Default() (*Config, error) {
+	sub, err := fs.Sub(defaults, "defaults")
+	if err != nil {
+		return nil, fmt.Errorf("config: defaults: %w", err)
+	}
+	return Load(sub)
+}
+
+// DefaultFS returns the built-in configuration's files, for display.
+func DefaultFS() fs.FS {
+	sub, _ := fs.Sub(defaults, "defaults")
+	return sub
+}
+
+// Config is a compiled configuration: every domain's descriptor tree. It is
+// immutable once loaded and safe for concurrent use.
+type Config struct {
+	domains map[string]*node
+	files   []string
+	rules   []*Rule
+}
+
+// Rule is one rate_limit of the configuration, at one place in a domain's
+// descriptor tree.
+type Rule struct {
+	// Domain is the domain the rule belongs to.
+	Domain string
+	// FullKey is envoyproxy/ratelimit's name for the rule's place in the
+	// tree: the domain and each level's key (with "_value" when the level
+	// has a value), joined by dots: "rides.rider_id", "rides.partner_acme".
+	FullKey string
+	// Name is rate_limit.name, the name other rules' replaces refer to.
+	// Optional.
+	Name string
+	// Replaces lists the names of the rules this one replaces when both
+	// match descriptors of one request.
+	Replaces []string
+	// Unlimited rules admit everything and record nothing.
+	Unlimited bool
+	// Deny is set for requests_per_unit 0: every request is over the limit,
+	// as in envoyproxy/ratelimit. Policy is zero then.
+	Deny bool
+	// Policy is the limit. Its Name is FullKey, so the store keeps a rule's
+	// state across reloads that change its numbers.
+	Policy sluice.Policy
+	// Unit is the envoy unit of the rule's period ("second", ..., "year"),
+	// or "" when the period is not a whole number of one of them.
+	Unit string
+	// UnitMultiplier is Policy.Period in Units: 1 for a plain unit, 10 for
+	// a period of 10s.
+	UnitMultiplier int64
+	// FailureMode is what the service answers when the store fails.
+	FailureMode sluice.FailureMode
+	// ShadowMode rules are checked and counted but never refuse.
+	ShadowMode bool
+	// DetailedMetric rules are reported in metrics under the request's
+	// values, not only under the configured key.
+	DetailedMetric bool
+	// File and Line locate the rate_limit in the configuration.
+	File string
+	Line int
+}
+
+// Entry is one key/value pair of a request descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// node is one level of a domain's descriptor tree.
+type node struct {
+	exact     map[string]*node // by key + "\x00" + value
+	keyOnly   map[string]*node // by key, for nodes with no value
+	wildcards []wildcard       // in configuration order
+	rule      *Rule
+}
+
+type wildcard struct {
+	key, prefix string
+	next        *node
+}
+
+func newNode() *node {
+	return &node{exact: map[string]*node{}, keyOnly: map[string]*node{}}
+}
+
+func (n *node) hasChildren() bool {
+	return len(n.exact) > 0 || len(n.keyOnly) > 0 || len(n.wildcards) > 0
+}
+
+// child returns the node for entry e at this level: the exact key and value,
+// else the first matching wildcard, else the key alone.
+func (n *node) child(e Entry) *node {
+	if c := n.exact[e.Key+"\x00"+e.Value]; c != nil {
+		return c
+	}
+	for _, w := range n.wildcards {
+		if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+			return w.next
+		}
+	}
+	return n.keyOnly[e.Key]
+}
+
+// Match returns the rule for a request descriptor in domain, or nil when
+// none applies (an unknown domain, a descriptor that matches no rule).
+func (c *Config) Match(domain string, entries []Entry) *Rule {
+	n := c.domains[domain]
+	if n == nil || len(entries) == 0 {
+		return nil
+	}
+	for i, e := range entries {
+		n = n.child(e)
+		if n == nil {
+			return nil
+		}
+		if i == len(entries)-1 {
+			return n.rule
+		}
+		if !n.hasChildren() {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Domains returns the configured domains, sorted.
+func (c *Config) Domains() []string {
+	ds := make([]string, 0, len(c.domains))
+	for d := range c.domains {
+		ds = append(ds, d)
+	}
+	sort.Strings(ds)
+	return ds
+}
+
+// Files returns the names of the files the configuration was loaded from,
+// sorted.
+func (c *Config) Files() []string { return c.files }
+
+// Rules returns every rule, in file order and, within a file, in the order
+// of the configuration.
+func (c *Config) Rules() []*Rule { return c.rules }
+
+// Summary describes c in one line: "3 files, 3 domains, 12 rules".
+func (c *Config) Summary() string {
+	return fmt.Sprintf("%d %s, %d %s, %d %s",
+		len(c.files), plural(len(c.files), "file"),
+		len(c.domains), plural(len(c.domains), "domain"),
+		len(c.rules), plural(len(c.rules), "rule"))
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+// IsConfigFile reports whether a directory entry's name is loaded as a
+// configuration file: it ends in .yaml or .yml and does not start with a dot
+// (which skips editors' temporary files and a Kubernetes ConfigMap's
+// "..data" and "..2024_..." entries; the ConfigMap's visible names are
+// symlinks into them and are loaded).
+func IsConfigFile(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	ext := path.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// LoadDir loads the configuration files in dir (not its subdirectories).
+func LoadDir(dir string) (*Config, error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("config: %s: not a directory", dir)
+	}
+	c, err := load(os.DirFS(dir), dir)
+	return c, err
+}
+
+// Load loads the configuration files at the top of fsys. Errors name files
+// relative to fsys.
+func Load(fsys fs.FS) (*Config, error) { return load(fsys, "") }
+
+// load loads fsys; dir, when not empty, prefixes file names in errors.
+func load(fsys fs.FS, dir string) (*Config, error) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c := &Config{domains: map[string]*node{}}
+	domainFile := map[string]string{}
+	var errs []error
+	for _, de := range entries {
+		if !IsConfigFile(de.Name()) {
+			continue
+		}
+		name := de.Name()
+		display := name
+		if dir != "" {
+			display = path.Join(dir, name)
+		}
+		info, err := fs.Stat(fsys, name) // follows symlinks
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", display, err))
+			continue
+		}
+		if info.IsDir() {
+			continue
+		}
+		data, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", display, err))
+			continue
+		}
+		f, ferrs := parseFile(display, data)
+		errs = append(errs, ferrs...)
+		if f == nil {
+			continue
+		}
+		c.files = append(c.files, display)
+		if prev, dup := domainFile[f.domain]; dup {
+			errs = append(errs, fmt.Errorf("%s:%d: domain: %q is already defined in %s", display, f.domainLine, f.domain, prev))
+			continue
+		}
+		domainFile[f.domain] = display
+		c.domains[f.domain] = f.root
+		c.rules = append(c.rules, f.rules...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(c.files) == 0 {
+		where := dir
+		if where == "" {
+			where = "the configuration"
+		}
+		return nil, fmt.Errorf("config: %s: no .yaml or .yml files", where)
+	}
+	return c, nil
+}
+
+// units are envoyproxy/ratelimit's units and their lengths (a month is 30
+// days and a year 365, as there).
+var units = []struct {
+	name string
+	d    time.Duration
+}{
+	{"second", time.Second},
+	{"minute", time.Minute},
+	{"hour", time.Hour},
+	{"day", 24 * time.Hour},
+	{"week", 7 * 24 * time.Hour},
+	{"month", 30 * 24 * time.Hour},
+	{"year", 365 * 24 * time.Hour},
+}
+
+// UnitDuration returns the length of an envoy unit name (case-insensitive).
+func UnitDuration(unit string) (time.Duration, bool) {
+	for _, u := range units {
+		if strings.EqualFold(u.name, unit) {
+			return u.d, true
+		}
+	}
+	return 0, false
+}
+
+// unitOf expresses d as a whole number of the largest unit that divides it.
+func unitOf(d time.Duration) (string, int64) {
+	for i := len(units) - 1; i >= 0; i-- {
+		if d%units[i].d == 0 {
+			return units[i].name, int64(d / units[i].d)
+		}
+	}
+	return "", 0
+}

@@ -1,0 +1,289 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+func TestDefaultLoads(t *testing.T) {
+	c, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]sluice.Algorithm{
+		"rider-api.rider_id":       sluice.TokenBucket,
+		"driver-location.city":     sluice.LeakyBucket,
+		"admin.user":               sluice.FixedWindow,
+		"partner-api.partner_acme": sluice.SlidingLog,
+		"trip-history.rider_id":    sluice.SlidingWindow,
+	}
+	for key, alg := range want {
+		found := false
+		for _, r := range c.Rules() {
+			if r.FullKey == key {
+				found = true
+				if r.Policy.Algorithm != alg {
+					t.Errorf("%s: algorithm %s, want %s", key, r.Policy.Algorithm, alg)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no rule %s in the defaults", key)
+		}
+	}
+	if got := c.Summary(); got != "5 files, 5 domains, 9 rules" {
+		t.Errorf("Summary() = %q", got)
+	}
+}
+
+// TestEnvoyExamples loads configurations written like envoyproxy/ratelimit's
+// documented examples and checks the rule each request descriptor gets.
+func TestEnvoyExamples(t *testing.T) {
+	c, err := LoadDir("testdata/envoy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type E = Entry
+	for _, tc := range []struct {
+		domain  string
+		entries []Entry
+		want    string // FullKey, or "" for no rule
+	}{
+		{"db_ops", []E{{"database", "accounts"}}, "db_ops.database_accounts"},
+		{"db_ops", []E{{"database", "orders"}}, "db_ops.database"},
+		{"db_ops", []E{{"table", "orders"}}, ""},
+		{"db_ops", []E{{"database", "accounts"}, {"table", "x"}}, ""}, // deeper than the tree
+		{"nope", []E{{"database", "accounts"}}, ""},
+		{"sms", []E{{"kind", "promo"}, {"recipient", "+15550100"}}, "sms.kind_promo.recipient"},
+		{"sms", []E{{"kind", "promo"}}, ""}, // shorter than the tree: no rule at that level
+		{"sms", []E{{"kind", "receipt"}, {"recipient", "+15550100"}}, ""},
+		{"sms", []E{{"recipient", "+15550100"}}, "sms.recipient"},
+		{"mesh", []E{{"src", "checkout"}, {"dst", "payments"}}, "mesh.src_checkout.dst_payments"},
+		{"mesh", []E{{"dst", "payments"}}, "mesh.dst_payments"},
+		{"mesh", []E{{"src", "search"}, {"dst", "payments"}}, ""},
+		{"mesh", []E{{"logged_in", "no"}, {"client_ip", "203.0.113.5"}}, "mesh.logged_in_no.client_ip"},
+		{"mesh", []E{{"logged_in", "no"}, {"client_ip", "192.0.2.7"}}, "mesh.logged_in_no.client_ip_192.0.2.7"},
+		{"mesh", []E{{"logged_in", "no"}, {"client_ip", "198.51.100.9"}}, "mesh.logged_in_no.client_ip_198.51.100.9"},
+		{"paths", []E{{"path", "/reports/daily"}}, "paths.path_/reports/daily"}, // exact beats wildcard
+		{"paths", []E{{"path", "/reports/weekly"}}, "paths.path_/reports/*"},
+		{"paths", []E{{"path", "/reports/"}}, "paths.path_/reports/*"},
+		{"paths", []E{{"path", "/trips"}}, "paths.path"},
+		{"plans", []E{{"plan", "gold"}}, "plans.plan_gold"},
+		{"plans", []E{{"plan", "silver"}}, ""},
+	} {
+		r := c.Match(tc.domain, tc.entries)
+		got := ""
+		if r != nil {
+			got = r.FullKey
+		}
+		if got != tc.want {
+			t.Errorf("Match(%s, %v) = %q, want %q", tc.domain, tc.entries, got, tc.want)
+		}
+	}
+
+	rule := func(domain string, e ...Entry) *Rule {
+		t.Helper()
+		r := c.Match(domain, e)
+		if r == nil {
+			t.Fatalf("no rule for %s %v", domain, e)
+		}
+		return r
+	}
+	if r := rule("sms", E{"recipient", "x"}); r.Policy != (sluice.Policy{Name: "sms.recipient", Algorithm: sluice.FixedWindow, Limit: 50, Period: 24 * time.Hour}) || r.Unit != "day" || r.UnitMultiplier != 1 {
+		t.Errorf("sms.recipient: %+v", r)
+	}
+	if r := rule("mesh", E{"logged_in", "no"}, E{"client_ip", "192.0.2.7"}); !r.Deny {
+		t.Errorf("requests_per_unit 0 should deny: %+v", r)
+	}
+	if r := rule("mesh", E{"logged_in", "no"}, E{"client_ip", "198.51.100.9"}); !r.Unlimited {
+		t.Errorf("unlimited: %+v", r)
+	}
+	if r := rule("trial", E{"tenant", "newco"}); !r.ShadowMode || r.DetailedMetric {
+		t.Errorf("shadow: %+v", r)
+	}
+	if r := rule("trial", E{"tenant", "other"}); r.ShadowMode || !r.DetailedMetric {
+		t.Errorf("detailed: %+v", r)
+	}
+	if r := rule("plans", E{"plan", "gold"}); r.Name != "gold_plan" || len(r.Replaces) != 1 || r.Replaces[0] != "per_user" {
+		t.Errorf("replaces: %+v", r)
+	}
+}
+
+func TestExtensions(t *testing.T) {
+	c := mustLoad(t, `domain: d
+descriptors:
+  - key: a
+    rate_limit: {period: 1500ms, requests_per_unit: 3, algorithm: gcra, burst: 7, failure_mode: closed}
+  - key: b
+    rate_limit: {period: 10m, requests_per_unit: 3}
+`)
+	a := c.Match("d", []Entry{{"a", "x"}})
+	if a.Policy != (sluice.Policy{Name: "d.a", Algorithm: sluice.GCRA, Limit: 3, Period: 1500 * time.Millisecond, Burst: 7}) || a.FailureMode != sluice.FailClosed || a.Unit != "" {
+		t.Errorf("a: %+v", a)
+	}
+	b := c.Match("d", []Entry{{"b", "x"}})
+	if b.Unit != "minute" || b.UnitMultiplier != 10 || b.Policy.Algorithm != sluice.FixedWindow {
+		t.Errorf("b: %+v", b)
+	}
+}
+
+func mustLoad(t *testing.T, files ...string) *Config {
+	t.Helper()
+	c, err := Load(fsOf(files...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func fsOf(files ...string) fstest.MapFS {
+	m := fstest.MapFS{}
+	for i, f := range files {
+		m[fmt.Sprintf("f%d.yaml", i)] = &fstest.MapFile{Data: []byte(f)}
+	}
+	return m
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  []string // each a substring of one line of the error
+	}{
+		{"unknown field", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burts: 3}\n"},
+			[]string{"f0.yaml:4: descriptors[0].rate_limit.burts: unknown field"}},
+		{"unknown top-level field", []string{"domain: d\nrules: []\n"},
+			[]string{"f0.yaml:2: rules: unknown field"}},
+		{"wrong type", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: lots\n"},
+			[]string{`f0.yaml:6: descriptors[0].rate_limit.requests_per_unit: want a whole number, got "lots"`}},
+		{"bool type", []string{"domain: d\ndescriptors:\n  - key: a\n    shadow_mode: yes please\n"},
+			[]string{`f0.yaml:4: descriptors[0].shadow_mode: want true or false`}},
+		{"bad unit", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"},
+			[]string{`f0.yaml:4: descriptors[0].rate_limit.unit: "fortnight": want second`}},
+		{"bad algorithm", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: bucket}\n"},
+			[]string{`descriptors[0].rate_limit.algorithm: "bucket"`}},
+		{"burst on a window", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 4}\n"},
+			[]string{`f0.yaml:4: descriptors[0].rate_limit.burst: policy "d.a": burst 4: fixed-window has no burst`}},
+		{"unit and period", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, period: 2s, requests_per_unit: 1}\n"},
+			[]string{`descriptors[0].rate_limit.period: set unit or period, not both`}},
+		{"bad period", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {period: -2s, requests_per_unit: 1}\n"},
+			[]string{`descriptors[0].rate_limit.period: "-2s": want a positive duration`}},
+		{"no unit", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 1}\n"},
+			[]string{`f0.yaml:4: descriptors[0].rate_limit.unit: missing`}},
+		{"no requests", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour}\n"},
+			[]string{`descriptors[0].rate_limit.requests_per_unit: missing`}},
+		{"negative", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: -1}\n"},
+			[]string{`descriptors[0].rate_limit.requests_per_unit: -1: must not be negative`}},
+		{"unlimited with unit", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, unlimited: true}\n"},
+			[]string{`descriptors[0].rate_limit.unit: must not be set on an unlimited rate_limit`}},
+		{"bad failure mode", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, failure_mode: maybe}\n"},
+			[]string{`descriptors[0].rate_limit.failure_mode: "maybe": want open or closed`}},
+		{"empty key", []string{"domain: d\ndescriptors:\n  - value: x\n"},
+			[]string{`f0.yaml:3: descriptors[0].key: missing or empty`}},
+		{"duplicate descriptor", []string{"domain: d\ndescriptors:\n  - key: a\n  - key: a\n"},
+			[]string{`f0.yaml:4: descriptors[1]: duplicate descriptor "d.a"`}},
+		{"duplicate wildcard", []string{"domain: d\ndescriptors:\n  - {key: a, value: x*}\n  - {key: a, value: x*}\n"},
+			[]string{`descriptors[1]: duplicate descriptor "d.a_x*"`}},
+		{"duplicate field", []string{"domain: d\ndomain: e\n"},
+			[]string{`f0.yaml:2: domain: duplicate field`}},
+		{"missing domain", []string{"descriptors: []\n"},
+			[]string{`f0.yaml:1: domain: missing or empty`}},
+		{"empty file", []string{""},
+			[]string{`f0.yaml:1: domain: missing (the file is empty)`}},
+		{"syntax", []string{"domain: d\ndescriptors: [\n"},
+			[]string{`f0.yaml: `}},
+		{"replaces itself", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, name: n, replaces: [{name: n}]}\n"},
+			[]string{`descriptors[0].rate_limit.replaces[0].name: "n" is this rule's own name`}},
+		{"replaces empty", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, replaces: [{}]}\n"},
+			[]string{`descriptors[0].rate_limit.replaces[0].name: missing or empty`}},
+		{"descriptors not a list", []string{"domain: d\ndescriptors: {key: a}\n"},
+			[]string{`f0.yaml:2: descriptors: want a list, got a mapping`}},
+		{"duplicate domain", []string{"domain: d\n", "domain: d\n"},
+			[]string{`f1.yaml:1: domain: "d" is already defined in f0.yaml`}},
+		{"nested error", []string{"domain: d\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: 1, colour: red}\n"},
+			[]string{`f0.yaml:6: descriptors[0].descriptors[0].rate_limit.colour: unknown field`}},
+		{"two errors, two files", []string{"domain: d\nx: 1\n", "domain: e\ny: 2\n"},
+			[]string{"f0.yaml:2: x: unknown field", "f1.yaml:2: y: unknown field"}},
+		{"second document", []string{"domain: d\n---\ndomain: e\n"},
+			[]string{"f0.yaml:2: a second YAML document"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(fsOf(tc.files...))
+			if err == nil {
+				t.Fatal("loaded; want an error")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tc.want) {
+				t.Errorf("%d error lines, want %d:\n%v", len(lines), len(tc.want), err)
+			}
+			for _, w := range tc.want {
+				found := false
+				for _, l := range lines {
+					found = found || strings.Contains(l, w)
+				}
+				if !found {
+					t.Errorf("error %q\nhas no line containing %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadDirSkipsHiddenAndOthers(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", "domain: a\n")
+	write("b.yml", "domain: b\n")
+	write(".a.yaml.swp", "garbage: [")
+	write("README.md", "not yaml: [")
+	// A Kubernetes ConfigMap: the visible name is a symlink into ..data.
+	if err := os.MkdirAll(filepath.Join(dir, "..2026_01_01", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write("..2026_01_01/c.yaml", "domain: c\n")
+	if err := os.Symlink("..2026_01_01", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..data/c.yaml", filepath.Join(dir, "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Domains(), ","); got != "a,b,c" {
+		t.Errorf("domains %s, want a,b,c", got)
+	}
+
+	if _, err := LoadDir(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no .yaml or .yml files") {
+		t.Errorf("empty directory: %v", err)
+	}
+	if _, err := LoadDir(filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing directory loaded")
+	}
+}
+
+func TestUnits(t *testing.T) {
+	for _, tc := range []struct {
+		unit string
+		d    time.Duration
+	}{{"second", time.Second}, {"MINUTE", time.Minute}, {"hour", time.Hour}, {"day", 24 * time.Hour}, {"week", 7 * 24 * time.Hour}, {"month", 30 * 24 * time.Hour}, {"year", 365 * 24 * time.Hour}} {
+		c := mustLoad(t, fmt.Sprintf("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: %s, requests_per_unit: 7}\n", tc.unit))
+		r := c.Match("d", []Entry{{"k", "v"}})
+		if r.Policy.Period != tc.d || r.UnitMultiplier != 1 || !strings.EqualFold(r.Unit, tc.unit) {
+			t.Errorf("unit %s: %+v", tc.unit, r)
+		}
+	}
+}

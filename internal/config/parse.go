@@ -1,0 +1,425 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluicehq/sluice"
+)
+
+// parsed is one file's domain, compiled.
+type parsed struct {
+	domain     string
+	domainLine int
+	root       *node
+	rules      []*Rule
+}
+
+// parser walks one file's YAML tree, collecting every error.
+type parser struct {
+	file   string
+	errs   []error
+	domain string
+	rules  []*Rule
+}
+
+func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	p.errs = append(p.errs, fmt.Errorf("%s:%d: %s: %s", p.file, line, field, fmt.Sprintf(format, args...)))
+}
+
+// parseFile decodes and compiles one file. It returns nil and the errors
+// when there are any.
+func parseFile(file string, data []byte) (*parsed, []error) {
+	p := &parser{file: file}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, []error{fmt.Errorf("%s:1: domain: missing (the file is empty)", file)}
+		}
+		return nil, []error{fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, []error{fmt.Errorf("%s:%d: a second YAML document: a file holds one domain", file, extra.Line)}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, []error{fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))}
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	out := &parsed{root: newNode()}
+	p.fields(root, "", map[string]func(*yaml.Node, string){
+		"domain": func(v *yaml.Node, f string) {
+			out.domain = p.str(v, f)
+			out.domainLine = v.Line
+		},
+		"descriptors": func(v *yaml.Node, f string) {},
+	})
+	if out.domain == "" && len(p.errs) == 0 {
+		p.errorf(root, "domain", "missing or empty")
+	}
+	p.domain = out.domain
+	if d := lookup(root, "descriptors"); d != nil && out.domain != "" {
+		p.descriptors(d, "descriptors", out.domain, out.root)
+	}
+	if len(p.errs) > 0 {
+		return nil, p.errs
+	}
+	out.rules = p.rules
+	return out, nil
+}
+
+// lookup returns the value of key in mapping n, or nil.
+func lookup(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// fields checks that n is a mapping with only the known keys, each once,
+// and calls each known key's function with its value and field path.
+func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml.Node, string)) bool {
+	where := strings.TrimSuffix(prefix, ".")
+	if where == "" {
+		where = "(top level)"
+	}
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, where, "want a mapping, got %s", kindName(n))
+		return false
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		f := prefix + k.Value
+		fn, ok := known[k.Value]
+		switch {
+		case !ok:
+			p.errorf(k, f, "unknown field")
+			continue
+		case seen[k.Value]:
+			p.errorf(k, f, "duplicate field")
+			continue
+		}
+		seen[k.Value] = true
+		fn(v, f)
+	}
+	return true
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "null"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "nothing"
+}
+
+func (p *parser) str(n *yaml.Node, field string) string {
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, field, "want a string, got %s", kindName(n))
+		return ""
+	}
+	return n.Value
+}
+
+func (p *parser) boolean(n *yaml.Node, field string) bool {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		p.errorf(n, field, "want true or false, got %s", kindName(n))
+		return false
+	}
+	b, _ := strconv.ParseBool(strings.ToLower(n.Value))
+	return b
+}
+
+func (p *parser) integer(n *yaml.Node, field string) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		p.errorf(n, field, "want a whole number, got %s", kindName(n))
+		return 0, false
+	}
+	var v int64
+	if err := n.Decode(&v); err != nil {
+		p.errorf(n, field, "%q is not a whole number in range", n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+func (p *parser) list(n *yaml.Node, field string) []*yaml.Node {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, field, "want a list, got %s", kindName(n))
+		return nil
+	}
+	return n.Content
+}
+
+// rawLimit is a rate_limit as written.
+type rawLimit struct {
+	line                 int
+	unit, period         string
+	unitNode, periodNode *yaml.Node
+	requests             int64
+	hasRequests          bool
+	requestsNode         *yaml.Node
+	unlimited            bool
+	name                 string
+	replaces             []string
+	algorithm            string
+	algorithmNode        *yaml.Node
+	burst                int64
+	burstNode            *yaml.Node
+	failureMode          string
+	failureNode          *yaml.Node
+}
+
+// descriptors compiles a descriptors list into parent.
+func (p *parser) descriptors(n *yaml.Node, field, parentKey string, parent *node) {
+	for i, d := range p.list(n, field) {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		var (
+			key, value       string
+			keyNode          *yaml.Node
+			limit            *rawLimit
+			children         *yaml.Node
+			shadow, detailed bool
+		)
+		ok := p.fields(d, f+".", map[string]func(*yaml.Node, string){
+			"key":         func(v *yaml.Node, f string) { key, keyNode = p.str(v, f), v },
+			"value":       func(v *yaml.Node, f string) { value = p.str(v, f) },
+			"rate_limit":  func(v *yaml.Node, f string) { limit = p.rateLimit(v, f) },
+			"descriptors": func(v *yaml.Node, f string) { children = v },
+			"shadow_mode": func(v *yaml.Node, f string) { shadow = p.boolean(v, f) },
+			"detailed_metric": func(v *yaml.Node, f string) {
+				detailed = p.boolean(v, f)
+			},
+		})
+		if !ok {
+			continue
+		}
+		if key == "" {
+			at := keyNode
+			if at == nil {
+				at = d
+			}
+			p.errorf(at, f+".key", "missing or empty")
+			continue
+		}
+		finalKey := key
+		if value != "" {
+			finalKey += "_" + value
+		}
+		fullKey := parentKey + "." + finalKey
+		next := newNode()
+		var dup bool
+		switch {
+		case value == "":
+			_, dup = parent.keyOnly[key]
+			if !dup {
+				parent.keyOnly[key] = next
+			}
+		case strings.HasSuffix(value, "*"):
+			prefix := strings.TrimSuffix(value, "*")
+			for _, w := range parent.wildcards {
+				dup = dup || (w.key == key && w.prefix == prefix)
+			}
+			if !dup {
+				parent.wildcards = append(parent.wildcards, wildcard{key: key, prefix: prefix, next: next})
+			}
+		default:
+			k := key + "\x00" + value
+			_, dup = parent.exact[k]
+			if !dup {
+				parent.exact[k] = next
+			}
+		}
+		if dup {
+			p.errorf(d, f, "duplicate descriptor %q at this level", fullKey)
+			continue
+		}
+		if limit != nil {
+			if r := p.rule(limit, f+".rate_limit", fullKey); r != nil {
+				r.ShadowMode, r.DetailedMetric = shadow, detailed
+				next.rule = r
+				p.rules = append(p.rules, r)
+			}
+		}
+		if children != nil {
+			p.descriptors(children, f+".descriptors", fullKey, next)
+		}
+	}
+}
+
+// rateLimit decodes a rate_limit mapping.
+func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
+	r := &rawLimit{line: n.Line}
+	ok := p.fields(n, field+".", map[string]func(*yaml.Node, string){
+		"unit":   func(v *yaml.Node, f string) { r.unit, r.unitNode = p.str(v, f), v },
+		"period": func(v *yaml.Node, f string) { r.period, r.periodNode = p.str(v, f), v },
+		"requests_per_unit": func(v *yaml.Node, f string) {
+			r.requests, r.hasRequests = p.integer(v, f)
+			r.requestsNode = v
+		},
+		"unlimited": func(v *yaml.Node, f string) { r.unlimited = p.boolean(v, f) },
+		"name":      func(v *yaml.Node, f string) { r.name = p.str(v, f) },
+		"replaces": func(v *yaml.Node, f string) {
+			for i, e := range p.list(v, f) {
+				ef := fmt.Sprintf("%s[%d]", f, i)
+				var name string
+				var nameNode *yaml.Node
+				p.fields(e, ef+".", map[string]func(*yaml.Node, string){
+					"name": func(v *yaml.Node, f string) { name, nameNode = p.str(v, f), v },
+				})
+				if name == "" {
+					at := nameNode
+					if at == nil {
+						at = e
+					}
+					p.errorf(at, ef+".name", "missing or empty")
+					continue
+				}
+				r.replaces = append(r.replaces, name)
+			}
+		},
+		"algorithm":    func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
+		"burst":        func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
+		"failure_mode": func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
+	})
+	if !ok {
+		return nil
+	}
+	return r
+}
+
+// rule validates a rate_limit and compiles it into a Rule.
+func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
+	nerr := len(p.errs)
+	at := func(n *yaml.Node) *yaml.Node {
+		if n != nil {
+			return n
+		}
+		return &yaml.Node{Line: r.line}
+	}
+	rule := &Rule{Domain: p.domain, FullKey: fullKey, Name: r.name, Replaces: r.replaces, Unlimited: r.unlimited, File: p.file, Line: r.line}
+	for i, name := range r.replaces {
+		if name == r.name {
+			p.errorf(at(nil), fmt.Sprintf("%s.replaces[%d].name", field, i), "%q is this rule's own name", name)
+		}
+	}
+	switch r.failureMode {
+	case "", "open":
+	case "closed":
+		rule.FailureMode = sluice.FailClosed
+	default:
+		p.errorf(at(r.failureNode), field+".failure_mode", "%q: want open or closed", r.failureMode)
+	}
+	if r.unlimited {
+		for _, x := range []struct {
+			set   bool
+			name  string
+			where *yaml.Node
+		}{
+			{r.unit != "", "unit", r.unitNode},
+			{r.period != "", "period", r.periodNode},
+			{r.algorithm != "", "algorithm", r.algorithmNode},
+			{r.burstNode != nil, "burst", r.burstNode},
+		} {
+			if x.set {
+				p.errorf(at(x.where), field+"."+x.name, "must not be set on an unlimited rate_limit")
+			}
+		}
+		if len(p.errs) > nerr {
+			return nil
+		}
+		return rule
+	}
+	var period time.Duration
+	switch {
+	case r.unit != "" && r.period != "":
+		p.errorf(at(r.periodNode), field+".period", "set unit or period, not both")
+	case r.unit != "":
+		d, ok := UnitDuration(r.unit)
+		if !ok {
+			p.errorf(at(r.unitNode), field+".unit", "%q: want second, minute, hour, day, week, month or year", r.unit)
+		}
+		period = d
+	case r.period != "":
+		d, err := time.ParseDuration(r.period)
+		if err != nil || d <= 0 {
+			p.errorf(at(r.periodNode), field+".period", "%q: want a positive duration such as 10s, 1m30s or 24h", r.period)
+		}
+		period = d
+	default:
+		p.errorf(at(nil), field+".unit", "missing: set unit (or sluice's period), or unlimited: true")
+	}
+	if !r.hasRequests && r.requestsNode == nil {
+		p.errorf(at(nil), field+".requests_per_unit", "missing")
+	} else if r.hasRequests && r.requests < 0 {
+		p.errorf(at(r.requestsNode), field+".requests_per_unit", "%d: must not be negative", r.requests)
+	}
+	alg := sluice.FixedWindow
+	if r.algorithm != "" {
+		a, err := sluice.ParseAlgorithm(r.algorithm)
+		if err != nil {
+			p.errorf(at(r.algorithmNode), field+".algorithm", "%q: want one of token-bucket, gcra, leaky-bucket, fixed-window, sliding-log, sliding-window", r.algorithm)
+		}
+		alg = a
+	}
+	if len(p.errs) > nerr {
+		return nil
+	}
+	rule.Unit, rule.UnitMultiplier = unitOf(period)
+	if r.requests == 0 {
+		// envoyproxy/ratelimit refuses every request of a zero limit.
+		if r.burstNode != nil {
+			p.errorf(at(r.burstNode), field+".burst", "must not be set when requests_per_unit is 0 (every request is refused)")
+			return nil
+		}
+		rule.Deny = true
+		return rule
+	}
+	rule.Policy = sluice.Policy{Name: fullKey, Algorithm: alg, Limit: r.requests, Period: period, Burst: r.burst}
+	if err := rule.Policy.Validate(); err != nil {
+		f, n := field, at(nil)
+		switch msg := err.Error(); {
+		case strings.Contains(msg, ": burst "):
+			f, n = field+".burst", at(r.burstNode)
+		case strings.Contains(msg, ": limit "):
+			f, n = field+".requests_per_unit", at(r.requestsNode)
+		case strings.Contains(msg, ": period "):
+			f = field + ".period"
+		}
+		p.errorf(n, f, "%s", strings.TrimPrefix(err.Error(), "sluice: "))
+		return nil
+	}
+	return rule
+}
