@@ -7,6 +7,7 @@
 // The commands are:
 //
 //	replay    replay a traffic trace through a policy on a virtual clock
+//	config    check a rate-limit configuration directory (config check DIR)
 //	version   print the version of sluice
 //	help      print help for sluice or for a command
 //
@@ -69,6 +70,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "replay", summary: "replay a traffic trace through a policy on a virtual clock", usage: replayUsage, run: runReplay},
+		{name: "config", summary: "check a rate-limit configuration directory (config check DIR)", usage: configUsage, run: runConfig},
 		{name: "version", summary: "print the version of sluice", usage: "usage: sluice version\n\nPrints the version of sluice and of the Go toolchain that built it.\n", run: runVersion},
 		{name: "help", summary: "print help for sluice or for a command", usage: "usage: sluice help [COMMAND]\n", run: runHelp},
 	}
