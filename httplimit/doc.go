@@ -34,8 +34,11 @@
 // by draft-ietf-httpapi-ratelimit-headers-10: one Structured Field Values
 // list item per enforced policy, named by the policy's Name, with q (the
 // policy's capacity) and w (the seconds that capacity takes to refill or
-// the window length) on the policy, and r (remaining units) and t (seconds
-// until more quota is available) on the state. A refused request gets 429
+// the window length) on the policy, and r (remaining units) and t on the
+// state. On an admitted request t is the seconds until the key is idle
+// again (a full bucket, an empty window); on a refusal only the violated
+// policies carry a t, the seconds until the same request would be
+// admitted, so that Retry-After never precedes a reset. A refused request gets 429
 // Too Many Requests, Retry-After in whole seconds rounded up (never earlier
 // than the store's RetryAfter, plus optional jitter) and an RFC 9457
 // application/problem+json body of type quota-exceeded listing the

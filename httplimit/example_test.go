@@ -137,7 +137,7 @@ func ExampleNew_multipleLimits() {
 	// Output:
 	// acme.alice 404 "per-ip";r=59;t=1, "per-key";r=29;t=2, "per-org";r=1;t=30
 	// acme.bob 404 "per-ip";r=58;t=2, "per-key";r=29;t=2, "per-org";r=0;t=60
-	// acme.carol 429 "per-ip";r=58;t=2, "per-key";r=30;t=0, "per-org";r=0;t=30
+	// acme.carol 429 "per-ip";r=58, "per-key";r=30, "per-org";r=0;t=30
 }
 
 // Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For,

@@ -126,6 +126,13 @@ func writeHeaders(h http.Header, outs []outcome, policy string, legacy bool) {
 		policy = string(b)
 		b = b[:0]
 	}
+	// On a refusal only the violated policies get a t, equal to their wait
+	// in whole seconds: Retry-After, at least as long, then never precedes
+	// a reset (draft §6). The others' resets could be later and mislead.
+	refused := false
+	for _, o := range outs {
+		refused = refused || !o.d.Allowed
+	}
 	for i, o := range outs {
 		if i > 0 {
 			b = append(b, ", "...)
@@ -133,7 +140,7 @@ func writeHeaders(h http.Header, outs []outcome, policy string, legacy bool) {
 		b = appendSFString(b, o.l.policy.Name)
 		b = append(b, ";r="...)
 		b = appendSFInt(b, o.d.Remaining)
-		if t, ok := reset(o.d); ok {
+		if t, ok := reset(o.d); ok && (!refused || !o.d.Allowed) {
 			b = append(b, ";t="...)
 			b = appendSFInt(b, t)
 		}

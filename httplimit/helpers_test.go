@@ -159,3 +159,5 @@ func problemOf(t *testing.T, w *httptest.ResponseRecorder) problem {
 func contextWithCancel(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithCancel(r.Context())
 }
+
+func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }

@@ -114,8 +114,11 @@ func TestAllOrNothing(t *testing.T) {
 			t.Errorf("violated-policies %v; want [per-key]", p.Violated)
 		}
 		states, _ := parseRateLimit(t, w.Header())
-		if states["per-ip"].r != 9 || states["per-key"].r != 0 {
-			t.Errorf("after refusals: %+v; want per-ip r=9 (untouched), per-key r=0", states)
+		if states["per-ip"] != (state{r: 9}) || states["per-key"].r != 0 || !states["per-key"].hasT {
+			t.Errorf("after refusals: %+v; want per-ip r=9 (untouched) without t, per-key r=0 with t", states)
+		}
+		if ra := retryAfter(t, w); time.Duration(states["per-key"].t)*time.Second > ra {
+			t.Errorf("per-key t=%d later than Retry-After %v", states["per-key"].t, ra)
 		}
 	}
 	// A request without an API key faces only the per-IP limit.
