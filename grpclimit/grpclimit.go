@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -123,15 +124,32 @@ type Limit struct {
 
 // ShadowRefusal describes a call a shadow limit would have refused.
 type ShadowRefusal struct {
+	// FullMethod is the call's method, "/package.Service/Method".
 	FullMethod string
-	Policy     sluice.Policy
-	Key        string
-	Decision   sluice.Decision
+	// Policy is the shadow limit's policy.
+	Policy sluice.Policy
+	// Key is the key the call counted against.
+	Key string
+	// Decision is the refusal that was not enforced.
+	Decision sluice.Decision
 }
 
 // Stats counts what an Interceptor did since New.
 type Stats struct {
-	Admitted, Refused, Delayed, ShadowRefused, Errors, Unavailable uint64
+	// Admitted counts calls let through, including those admitted because
+	// the store failed open.
+	Admitted uint64
+	// Refused counts calls failed with ResourceExhausted.
+	Refused uint64
+	// Delayed counts admitted calls held for a leaky-bucket delay.
+	Delayed uint64
+	// ShadowRefused counts refusals of shadow limits that were not enforced.
+	ShadowRefused uint64
+	// Errors counts calls the store could not decide.
+	Errors uint64
+	// Unavailable counts calls failed with Unavailable because the store
+	// failed and a limit fails closed.
+	Unavailable uint64
 }
 
 // Option configures an Interceptor.
@@ -188,6 +206,19 @@ func WithMaxDelay(d time.Duration) Option {
 	}
 }
 
+// WithRetryJitter adds a random duration in [0, max) to the RetryInfo of
+// refusals, so that clients refused together do not all come back at once.
+// The delay is never shorter than the real wait.
+func WithRetryJitter(max time.Duration) Option {
+	return func(i *Interceptor) error {
+		if max < 0 {
+			return fmt.Errorf("grpclimit: WithRetryJitter: %v: must not be negative", max)
+		}
+		i.jitter = max
+		return nil
+	}
+}
+
 // WithUnavailableRetryAfter sets the RetryInfo delay of the Unavailable
 // error returned when the store fails and a limit fails closed (one second
 // unless set).
@@ -224,6 +255,7 @@ type Interceptor struct {
 	def         *route
 	global      []Limit
 	maxDelay    time.Duration
+	jitter      time.Duration
 	unavailable time.Duration
 	onShadow    func(context.Context, ShadowRefusal)
 	onError     func(context.Context, string, error)
@@ -383,7 +415,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 			d, err := l.Limiter.AllowN(ctx, checks[j].Key, 0)
 			if err == nil && d.Delay > i.maxDelay {
 				i.refused.Add(1)
-				return refusal([]string{l.Limiter.Policy().Name}, d.Delay-i.maxDelay, false)
+				return refusal([]string{l.Limiter.Policy().Name}, i.withJitter(d.Delay-i.maxDelay), false)
 			}
 		}
 	}
@@ -435,7 +467,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 			}
 		}
 		i.refused.Add(1)
-		return refusal(violated, wait, impossible)
+		return refusal(violated, i.withJitter(wait), impossible)
 	}
 	var delay time.Duration
 	for _, d := range res.Decisions[:nEnf] {
@@ -453,6 +485,14 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 	}
 	i.admitted.Add(1)
 	return nil
+}
+
+// withJitter adds the configured random jitter to d.
+func (i *Interceptor) withJitter(d time.Duration) time.Duration {
+	if i.jitter > 0 {
+		d += rand.N(i.jitter)
+	}
+	return d
 }
 
 // refusal is the ResourceExhausted error of a refused call.

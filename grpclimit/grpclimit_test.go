@@ -285,6 +285,7 @@ func TestConfigErrors(t *testing.T) {
 		{[]Option{Global(l), Method("/s/m", 1, l)}, `policy name "a" used by two limits`},
 		{[]Option{Default(1, Limit{Limiter: l.Limiter})}, "Limiter and Key"},
 		{[]Option{WithMaxDelay(-1)}, "WithMaxDelay"},
+		{[]Option{WithRetryJitter(-1)}, "WithRetryJitter"},
 		{[]Option{WithUnavailableRetryAfter(0)}, "WithUnavailableRetryAfter"},
 	} {
 		_, err := New(c.opts...)
@@ -344,4 +345,35 @@ func TestLeakyDelay(t *testing.T) {
 			t.Errorf("stats %+v", st)
 		}
 	})
+}
+
+func TestRetryJitter(t *testing.T) {
+	store, _ := newStore(t)
+	l := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: time.Minute})
+	i, err := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}), WithRetryJitter(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k"))
+	info := &grpc.UnaryServerInfo{FullMethod: check}
+	ok := func(context.Context, any) (any, error) { return nil, nil }
+	if _, err := i.Unary()(ctx, nil, info, ok); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[time.Duration]bool{}
+	for range 50 {
+		_, err := i.Unary()(ctx, nil, info, ok)
+		ri, _ := details(t, err)
+		if ri == nil {
+			t.Fatalf("%v: no RetryInfo", err)
+		}
+		d := ri.RetryDelay.AsDuration()
+		if d < time.Minute || d >= time.Minute+5*time.Second {
+			t.Fatalf("RetryInfo %v; want 1m plus less than 5s", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("50 refusals, RetryInfo always %v: no jitter", seen)
+	}
 }
