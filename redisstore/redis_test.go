@@ -227,38 +227,15 @@ func TestCluster(t *testing.T) {
 	if !s.cluster {
 		t.Fatal("the client is not in cluster mode")
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	models := map[sluice.Policy]*sluice.Model{}
-	states := map[string]sluice.State{}
 	var policies []sluice.Policy
 	for _, alg := range sluice.Algorithms {
 		p := sluice.Policy{Algorithm: alg, Limit: 7, Period: 3 * time.Second}
 		if alg.IsBucket() {
 			p.Burst = 4
 		}
-		m, err := sluice.NewModel(p)
-		if err != nil {
-			t.Fatal(err)
-		}
 		policies = append(policies, p)
-		models[p] = m
 	}
-	now := clock.Now().UnixNano()
-	for i := range 3000 {
-		if rng.IntN(4) == 0 {
-			now += rng.Int64N(int64(time.Second))
-			clock.Set(time.Unix(0, now))
-		}
-		p := policies[rng.IntN(len(policies))]
-		key := fmt.Sprint("user-", rng.IntN(40))
-		cost := rng.Int64N(5)
-		sk := policyTag(p) + key
-		var want sluice.Decision
-		states[sk], want = models[p].Take(states[sk], now, cost)
-		if got := take(t, s, p, key, cost); got != want {
-			t.Fatalf("request %d: %v %q cost %d: got %+v, want %+v", i, p, key, cost, got, want)
-		}
-	}
+	modelTrace(t, s, clock, policies, 40, 3000, int64(time.Second))
 	// The keys are spread over all masters.
 	for _, n := range c.Nodes() {
 		if k, err := n.Do(t.Context(), n.B().Dbsize().Build()).AsInt64(); err != nil || k == 0 {
@@ -312,4 +289,71 @@ func TestNewRejectsBraces(t *testing.T) {
 			t.Fatal("New accepted a bad option")
 		}
 	}
+}
+
+// modelTrace runs n random requests over policies and keys keys, moving the
+// clock by random steps below maxStep, and fails unless every decision is
+// the model's.
+func modelTrace(t *testing.T, s *Store, clock *sluicetest.Clock, policies []sluice.Policy, keys, n int, maxStep int64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	models := map[sluice.Policy]*sluice.Model{}
+	for _, p := range policies {
+		m, err := sluice.NewModel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		models[p] = m
+	}
+	states := map[string]sluice.State{}
+	now := clock.Now().UnixNano()
+	for i := range n {
+		if rng.IntN(4) == 0 {
+			now += rng.Int64N(maxStep)
+			clock.Set(time.Unix(0, now))
+		}
+		p := policies[rng.IntN(len(policies))]
+		key := fmt.Sprint("user-", rng.IntN(keys))
+		capacity := p.Limit
+		if p.Burst != 0 {
+			capacity = p.Burst
+		}
+		var cost int64
+		switch rng.IntN(4) {
+		case 0:
+			cost = rng.Int64N(5)
+		case 1:
+			cost = capacity
+		default:
+			cost = rng.Int64N(capacity/3 + 1)
+		}
+		sk := policyTag(p) + key
+		var want sluice.Decision
+		states[sk], want = models[p].Take(states[sk], now, cost)
+		if got := take(t, s, p, key, cost); got != want {
+			t.Fatalf("request %d at %d: %v %q cost %d: got %+v, want %+v", i, now, p, key, cost, got, want)
+		}
+	}
+}
+
+// TestOddParameters drives the script's exact slow paths: periods that are
+// neither whole seconds nor divisors of a second, at present-day instants
+// (the window start needs a 63-bit remainder), and limits near
+// sluice.MaxLimit (the sliding window's products exceed 2^53).
+func TestOddParameters(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	clock := sluicetest.NewClock(time.Unix(0, 1_700_000_000_123_456_789))
+	s := newStore(t, c, WithClock(clock), WithTimeout(10*time.Second))
+	var policies []sluice.Policy
+	for _, alg := range sluice.Algorithms {
+		policies = append(policies,
+			sluice.Policy{Algorithm: alg, Limit: 7, Period: 1500 * time.Millisecond},
+			sluice.Policy{Algorithm: alg, Limit: 3, Period: 7},
+			sluice.Policy{Algorithm: alg, Limit: sluice.MaxLimit - 1, Period: 3*time.Hour + 1},
+			sluice.Policy{Algorithm: alg, Limit: 1_000_000_007, Period: 999_999_937 * time.Second},
+			sluice.Policy{Algorithm: alg, Limit: 1 << 60, Period: 1500 * time.Millisecond},
+			sluice.Policy{Algorithm: alg, Limit: 1_000_000_000_000, Period: 2*time.Second + 1},
+		)
+	}
+	modelTrace(t, s, clock, policies, 2, 20000, int64(200*time.Millisecond))
 }

@@ -8,9 +8,14 @@
 -- computes the full decision with the model.
 --
 -- Lua numbers are doubles, exact only up to 2^53, while the models use
--- 63-bit nanoseconds and 126-bit products. So every number here is a
--- non-negative integer held as little-endian limbs of 24 bits ({} is 0),
--- read from and written as decimal strings.
+-- 63-bit nanoseconds and 126-bit products. Every number here is a
+-- non-negative integer v held as a pair (h, l) of exact doubles with
+-- v = h*10^9 + l and 0 <= l < 10^9 (for an instant: seconds and
+-- nanoseconds), read from and written as decimal strings. Sums and
+-- comparisons of pairs are exact. The two operations that can leave that
+-- range, a product (sliding window) and a remainder (window start), take a
+-- fast path when doubles are provably exact and otherwise fall back to
+-- arbitrary precision on 24-bit limbs.
 --
 -- KEYS: two per request: the state hash, and the sliding-log list.
 -- ARGV[1]: now in nanoseconds, or "" to read Redis TIME.
@@ -19,8 +24,9 @@
 --   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log),
 --   cost, capacity (burst or limit), period, dur(cost) ns, dur(cost) frac,
 --   dur(burst) ns, dur(burst) frac, denominator.
--- Returns {now, committed (1/0), then 4 strings per request}.
+-- Returns {now, committed ("1"/"0"), then 4 strings per request}.
 
+-- Arbitrary precision, for the slow paths: little-endian 24-bit limbs.
 local BASE = 16777216
 
 local function norm(a)
@@ -73,7 +79,7 @@ local function str(a)
   return s
 end
 
-local function cmp(a, b)
+local function bcmp(a, b)
   if #a ~= #b then return #a < #b and -1 or 1 end
   for i = #a, 1, -1 do
     if a[i] ~= b[i] then return a[i] < b[i] and -1 or 1 end
@@ -81,7 +87,7 @@ local function cmp(a, b)
   return 0
 end
 
-local function add(a, b)
+local function badd(a, b)
   local r, carry = {}, 0
   for i = 1, math.max(#a, #b) do
     local v = (a[i] or 0) + (b[i] or 0) + carry
@@ -92,7 +98,7 @@ local function add(a, b)
 end
 
 -- sub returns a - b for a >= b.
-local function sub(a, b)
+local function bsub(a, b)
   local r, borrow = {}, 0
   for i = 1, #a do
     local v = a[i] - (b[i] or 0) - borrow
@@ -101,7 +107,7 @@ local function sub(a, b)
   return norm(r)
 end
 
-local function mul(a, b)
+local function bmul(a, b)
   local r = {}
   for i = 1, #a + #b do r[i] = 0 end
   for i = 1, #a do
@@ -123,73 +129,129 @@ local function mul(a, b)
 end
 
 -- mod returns a mod p for p > 0, by binary long division.
-local function mod(a, p)
-  if cmp(a, p) < 0 then return a end
+local function bmod(a, p)
+  if bcmp(a, p) < 0 then return a end
   local r = {}
   for i = #a, 1, -1 do
     local limb = a[i]
     for bit = 23, 0, -1 do
-      r = add(r, r)
+      r = badd(r, r)
       local pow = 2 ^ bit
       if limb >= pow then
         limb = limb - pow
-        r = add(r, {1})
+        r = badd(r, {1})
       end
-      if cmp(r, p) >= 0 then r = sub(r, p) end
+      if bcmp(r, p) >= 0 then r = bsub(r, p) end
     end
   end
   return r
 end
 
--- ceilms returns ceil(a / 10^6) as a decimal string.
-local function ceilms(a)
-  local q, r = {}, 0
-  for j = #a, 1, -1 do
-    local v = r * BASE + a[j]
-    q[j] = math.floor(v / 1000000)
-    r = v - q[j] * 1000000
+
+local G = 1000000000
+local EXACT = 9007199254740992 -- 2^53
+
+-- P parses a decimal string into a pair.
+local function P(s)
+  local n = #s
+  if n <= 9 then return 0, tonumber(s) end
+  return tonumber(string.sub(s, 1, n - 9)), tonumber(string.sub(s, n - 8))
+end
+
+-- S formats a pair as a decimal string.
+local function S(h, l)
+  if h == 0 then return string.format("%d", l) end
+  return string.format("%d%09d", h, l)
+end
+
+local function add(ah, al, bh, bl)
+  local l = al + bl
+  if l >= G then return ah + bh + 1, l - G end
+  return ah + bh, l
+end
+
+-- sub returns a - b for a >= b.
+local function sub(ah, al, bh, bl)
+  local l = al - bl
+  if l < 0 then return ah - bh - 1, l + G end
+  return ah - bh, l
+end
+
+local function cmp(ah, al, bh, bl)
+  if ah ~= bh then return ah < bh and -1 or 1 end
+  if al ~= bl then return al < bl and -1 or 1 end
+  return 0
+end
+
+local function maxp(ah, al, bh, bl)
+  if cmp(ah, al, bh, bl) >= 0 then return ah, al end
+  return bh, bl
+end
+
+local function pbig(h, l) return big(S(h, l)) end
+
+-- mulcmp compares a*b with c*d.
+local function mulcmp(ah, al, bh, bl, ch, cl, dh, dl)
+  local a, b, c, d = ah * G + al, bh * G + bl, ch * G + cl, dh * G + dl
+  if a < EXACT and b < EXACT and c < EXACT and d < EXACT then
+    local x, y = a * b, c * d
+    if x < EXACT and y < EXACT then
+      if x < y then return -1 elseif x > y then return 1 end
+      return 0
+    end
   end
-  norm(q)
-  if r > 0 then q = add(q, {1}) end
-  return str(q)
+  return bcmp(bmul(pbig(ah, al), pbig(bh, bl)), bmul(pbig(ch, cl), pbig(dh, dl)))
 end
 
-local function max(a, b)
-  if cmp(a, b) >= 0 then return a end
-  return b
+-- mod returns a mod p, for p > 0.
+local function mod(ah, al, ph, pl)
+  if cmp(ah, al, ph, pl) < 0 then return ah, al end
+  if pl == 0 then return ah % ph, al end -- whole seconds
+  if ph == 0 and G % pl == 0 then return 0, al % pl end -- divides a second
+  local a, p = ah * G + al, ph * G + pl
+  if a < EXACT / 2 then -- then every intermediate of a % p is exact
+    local r = a % p
+    if r >= 0 and r < p then return math.floor(r / G), r % G end
+  end
+  return P(str(bmod(pbig(ah, al), pbig(ph, pl))))
 end
 
-local ZERO, ONE = {}, {1}
-
--- Instants with a fraction: ns + frac/den.
-local function radd(ans, af, bns, bf, den)
-  local ns, f = add(ans, bns), add(af, bf)
-  if cmp(f, den) >= 0 then f = sub(f, den); ns = add(ns, ONE) end
-  return ns, f
+-- Instants with a fraction, ns + frac/den, as two pairs.
+local function radd(ah, al, afh, afl, bh, bl, bfh, bfl, dh, dl)
+  local nh, nl = add(ah, al, bh, bl)
+  local fh, fl = add(afh, afl, bfh, bfl)
+  if cmp(fh, fl, dh, dl) >= 0 then
+    fh, fl = sub(fh, fl, dh, dl)
+    nh, nl = add(nh, nl, 0, 1)
+  end
+  return nh, nl, fh, fl
 end
 
-local function rless(ans, af, bns, bf)
-  local c = cmp(ans, bns)
-  return c < 0 or (c == 0 and cmp(af, bf) < 0)
+local function rless(ah, al, afh, afl, bh, bl, bfh, bfl)
+  local c = cmp(ah, al, bh, bl)
+  return c < 0 or (c == 0 and cmp(afh, afl, bfh, bfl) < 0)
 end
 
-local now
+local nh, nl
 if ARGV[1] == "" then
   local t = redis.call('TIME')
-  now = add(mul(big(t[1]), big("1000000000")), mul(big(t[2]), big("1000")))
+  nh, nl = tonumber(t[1]), tonumber(t[2]) * 1000
 else
-  now = big(ARGV[1])
+  nh, nl = P(ARGV[1])
 end
-local slack = big(ARGV[2])
+local slack = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
 
 local states, order = {}, {}
-local out = {str(now), "0"}
+local out = {S(nh, nl), "0"}
 local all = true
 
+-- entry parses a sliding-log entry "at cost".
 local function entry(e)
   local sp = string.find(e, " ", 1, true)
-  return big(string.sub(e, 1, sp - 1)), big(string.sub(e, sp + 1))
+  local ah, al = P(string.sub(e, 1, sp - 1))
+  local ch, cl = P(string.sub(e, sp + 1))
+  return ah, al, ch, cl
 end
 
 -- logentry returns the i-th (0-based) entry of a sliding-log state,
@@ -199,31 +261,35 @@ local function logentry(s, i)
     return entry(redis.call('LINDEX', s.lkey, i))
   end
   local p = s.pending[i - s.len + 1]
-  return p[1], p[2]
+  return p[1], p[2], p[3], p[4]
 end
 
 local function load(kind, key, lkey, den)
   local s = {kind = kind, key = key, lkey = lkey}
   if kind == "b" then
     local v = redis.call('HMGET', key, 't', 'f', 'd')
-    s.t, s.f = big(v[1] or "0"), big(v[2] or "0")
+    s.th, s.tl = P(v[1] or "0")
+    s.fh, s.fl = P(v[2] or "0")
     if v[3] and v[3] ~= den then
       -- Stored by a policy of the same name with another emission
       -- interval: round the TAT up to a whole nanosecond.
-      if #s.f > 0 then s.t = add(s.t, ONE) end
-      s.f = ZERO
+      if s.fh > 0 or s.fl > 0 then s.th, s.tl = add(s.th, s.tl, 0, 1) end
+      s.fh, s.fl = 0, 0
     end
     s.d = den
   elseif kind == "f" or kind == "w" then
     local v = redis.call('HMGET', key, 't', 'c', 'p')
-    s.t, s.c, s.p = big(v[1] or "0"), big(v[2] or "0"), big(v[3] or "0")
+    s.th, s.tl = P(v[1] or "0")
+    s.ch, s.cl = P(v[2] or "0")
+    s.ph, s.pl = P(v[3] or "0")
   else
     local v = redis.call('HMGET', key, 'u', 'a')
-    s.u, s.a = big(v[1] or "0"), big(v[2] or "0")
+    s.uh, s.ul = P(v[1] or "0")
+    s.ah, s.al = P(v[2] or "0")
     s.len = redis.call('LLEN', lkey)
     s.trim = 0
     s.pending = {}
-    if s.len == 0 then s.u = ZERO end
+    if s.len == 0 then s.uh, s.ul = 0, 0 end
   end
   return s
 end
@@ -231,9 +297,10 @@ end
 for i = 1, n do
   local base = 3 + (i - 1) * 9
   local kind = ARGV[base + 1]
-  local cost = big(ARGV[base + 2])
-  local cap = big(ARGV[base + 3])
-  local period = big(ARGV[base + 4])
+  local ch, cl = P(ARGV[base + 2])   -- cost
+  local kh, kl = P(ARGV[base + 3])   -- capacity
+  local ph, pl = P(ARGV[base + 4])   -- period
+  local costpos = ch > 0 or cl > 0
   local key, lkey = KEYS[2 * i - 1], KEYS[2 * i]
   local s = states[key]
   if not s then
@@ -244,95 +311,108 @@ for i = 1, n do
   local ok = false
   local o1, o2, o3, o4 = "", "", "", ""
   if kind == "b" then
-    local den = big(ARGV[base + 9])
-    o1, o2 = str(s.t), str(s.f)
-    if cmp(cost, cap) <= 0 then
-      local tns, tf = s.t, s.f
-      if rless(tns, tf, now, ZERO) then tns, tf = now, ZERO end
-      local nns, nf = radd(tns, tf, big(ARGV[base + 5]), big(ARGV[base + 6]), den)
-      local lns, lf = radd(now, ZERO, big(ARGV[base + 7]), big(ARGV[base + 8]), den)
-      if not rless(lns, lf, nns, nf) then
+    local dh, dl = P(ARGV[base + 9])
+    o1, o2 = S(s.th, s.tl), S(s.fh, s.fl)
+    if cmp(ch, cl, kh, kl) <= 0 then
+      local th, tl, fh, fl = s.th, s.tl, s.fh, s.fl
+      if rless(th, tl, fh, fl, nh, nl, 0, 0) then th, tl, fh, fl = nh, nl, 0, 0 end
+      local ch1, cl1 = P(ARGV[base + 5])
+      local ch2, cl2 = P(ARGV[base + 6])
+      local xh, xl, xfh, xfl = radd(th, tl, fh, fl, ch1, cl1, ch2, cl2, dh, dl)
+      local bh1, bl1 = P(ARGV[base + 7])
+      local bh2, bl2 = P(ARGV[base + 8])
+      local lh, ll, lfh, lfl = radd(nh, nl, 0, 0, bh1, bl1, bh2, bl2, dh, dl)
+      if not rless(lh, ll, lfh, lfl, xh, xl, xfh, xfl) then
         ok = true
-        if #cost > 0 then
-          s.t, s.f, s.d = nns, nf, ARGV[base + 9]
-          s.x = #nf > 0 and add(nns, ONE) or nns
+        if costpos then
+          s.th, s.tl, s.fh, s.fl, s.d = xh, xl, xfh, xfl, ARGV[base + 9]
+          if xfh > 0 or xfl > 0 then xh, xl = add(xh, xl, 0, 1) end
+          s.xh, s.xl = xh, xl
           s.dirty = true
         end
       end
     end
   elseif kind == "f" then
-    o1, o2 = str(s.t), str(s.c)
-    local t = max(now, s.t)
-    local start = sub(t, mod(t, period))
-    local count = ZERO
-    if cmp(s.t, start) == 0 then count = s.c end
-    if cmp(cost, cap) <= 0 and cmp(add(count, cost), cap) <= 0 then
+    o1, o2 = S(s.th, s.tl), S(s.ch, s.cl)
+    local th, tl = maxp(nh, nl, s.th, s.tl)
+    local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+    local cnth, cntl = 0, 0
+    if cmp(s.th, s.tl, sh, sl) == 0 then cnth, cntl = s.ch, s.cl end
+    local uh, ul = add(cnth, cntl, ch, cl)
+    if cmp(ch, cl, kh, kl) <= 0 and cmp(uh, ul, kh, kl) <= 0 then
       ok = true
-      if #cost > 0 then
-        s.t, s.c = start, add(count, cost)
-        s.x = add(start, period)
+      if costpos then
+        s.th, s.tl, s.ch, s.cl = sh, sl, uh, ul
+        s.xh, s.xl = add(sh, sl, ph, pl)
         s.dirty = true
       end
     end
   elseif kind == "w" then
-    o1, o2, o3 = str(s.t), str(s.c), str(s.p)
-    local t = max(now, s.t)
-    local start = sub(t, mod(t, period))
-    local cur, prev = ZERO, ZERO
-    if cmp(s.t, start) == 0 then
-      cur, prev = s.c, s.p
-    elseif cmp(start, period) >= 0 and cmp(s.t, sub(start, period)) == 0 then
-      prev = s.c
+    o1, o2, o3 = S(s.th, s.tl), S(s.ch, s.cl), S(s.ph, s.pl)
+    local th, tl = maxp(nh, nl, s.th, s.tl)
+    local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+    local curh, curl, prh, prl = 0, 0, 0, 0
+    if cmp(s.th, s.tl, sh, sl) == 0 then
+      curh, curl, prh, prl = s.ch, s.cl, s.ph, s.pl
+    elseif cmp(sh, sl, ph, pl) >= 0 then
+      local qh, ql = sub(sh, sl, ph, pl)
+      if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
     end
-    if cmp(cost, cap) <= 0 then
-      if #cost == 0 then
+    if cmp(ch, cl, kh, kl) <= 0 then
+      local uh, ul = add(curh, curl, ch, cl)
+      if not costpos then
         ok = true
-      elseif cmp(add(cur, cost), cap) <= 0 then
+      elseif cmp(uh, ul, kh, kl) <= 0 then
         -- (limit - cur - cost) * P >= prev * (P - e), e = t - start
-        local room = sub(cap, add(cur, cost))
-        ok = cmp(mul(room, period), mul(prev, sub(period, sub(t, start)))) >= 0
+        local rh, rl = sub(kh, kl, uh, ul)
+        local eh, el = sub(th, tl, sh, sl)
+        local wh, wl = sub(ph, pl, eh, el)
+        ok = mulcmp(rh, rl, ph, pl, prh, prl, wh, wl) >= 0
       end
-      if ok and #cost > 0 then
-        s.t, s.c, s.p = start, add(cur, cost), prev
-        s.x = add(start, add(period, period))
+      if ok and costpos then
+        s.th, s.tl, s.ch, s.cl, s.ph, s.pl = sh, sl, uh, ul, prh, prl
+        local xh, xl = add(sh, sl, ph, pl)
+        s.xh, s.xl = add(xh, xl, ph, pl)
         s.dirty = true
       end
     end
   else
     -- Drop (tentatively) the entries that have left: At + P <= now.
     while s.trim < s.len + #s.pending do
-      local at, c = logentry(s, s.trim)
-      if cmp(add(at, period), now) > 0 then break end
+      local ah, al, eh, el = logentry(s, s.trim)
+      local lh, ll = add(ah, al, ph, pl)
+      if cmp(lh, ll, nh, nl) > 0 then break end
       s.trim = s.trim + 1
-      s.u = sub(s.u, c)
+      s.uh, s.ul = sub(s.uh, s.ul, eh, el)
     end
-    o1, o2 = str(s.u), str(s.a)
-    if cmp(cost, cap) <= 0 then
-      if cmp(add(s.u, cost), cap) <= 0 then
+    o1, o2 = S(s.uh, s.ul), S(s.ah, s.al)
+    if cmp(ch, cl, kh, kl) <= 0 then
+      local uh, ul = add(s.uh, s.ul, ch, cl)
+      if cmp(uh, ul, kh, kl) <= 0 then
         ok = true
-        if #cost > 0 then
-          local at = now
-          if #s.u > 0 then at = max(at, s.a) end
-          s.pending[#s.pending + 1] = {at, cost}
-          s.u = add(s.u, cost)
-          s.a = at
-          s.x = add(at, period)
+        if costpos then
+          local ah, al = nh, nl
+          if s.uh > 0 or s.ul > 0 then ah, al = maxp(ah, al, s.ah, s.al) end
+          s.pending[#s.pending + 1] = {ah, al, ch, cl}
+          s.uh, s.ul = uh, ul
+          s.ah, s.al = ah, al
+          s.xh, s.xl = add(ah, al, ph, pl)
           s.dirty = true
         end
       else
         -- The request fits once the oldest entries whose costs add up to
         -- used + cost - limit have left; report the last of them.
-        local need = sub(add(s.u, cost), cap)
-        local acc = ZERO
-        local i = s.trim
-        local at, c
+        local needh, needl = sub(uh, ul, kh, kl)
+        local acch, accl = 0, 0
+        local j = s.trim
+        local ah, al, eh, el
         while true do
-          at, c = logentry(s, i)
-          acc = add(acc, c)
-          if cmp(acc, need) >= 0 then break end
-          i = i + 1
+          ah, al, eh, el = logentry(s, j)
+          acch, accl = add(acch, accl, eh, el)
+          if cmp(acch, accl, needh, needl) >= 0 then break end
+          j = j + 1
         end
-        o3, o4 = str(at), str(acc)
+        o3, o4 = S(ah, al), S(acch, accl)
       end
     end
   end
@@ -347,22 +427,24 @@ if all then
   for _, key in ipairs(order) do
     local s = states[key]
     if s.dirty then
-      local ms = ceilms(sub(s.x, now))
-      if ms == "0" then ms = "1" end
-      ms = str(add(big(ms), slack))
-      local x = str(s.x)
+      -- ceil((x - now) / 1ms), at least 1, plus the slack
+      local dh, dl = sub(s.xh, s.xl, nh, nl)
+      local ms = dh * 1000 + math.ceil(dl / 1000000)
+      if ms < 1 then ms = 1 end
+      ms = string.format("%d", ms + slack)
+      local x = S(s.xh, s.xl)
       if s.kind == "b" then
-        redis.call('HSET', key, 't', str(s.t), 'f', str(s.f), 'd', s.d, 'x', x)
+        redis.call('HSET', key, 't', S(s.th, s.tl), 'f', S(s.fh, s.fl), 'd', s.d, 'x', x)
       elseif s.kind == "f" then
-        redis.call('HSET', key, 't', str(s.t), 'c', str(s.c), 'x', x)
+        redis.call('HSET', key, 't', S(s.th, s.tl), 'c', S(s.ch, s.cl), 'x', x)
       elseif s.kind == "w" then
-        redis.call('HSET', key, 't', str(s.t), 'c', str(s.c), 'p', str(s.p), 'x', x)
+        redis.call('HSET', key, 't', S(s.th, s.tl), 'c', S(s.ch, s.cl), 'p', S(s.ph, s.pl), 'x', x)
       else
         if s.trim > 0 then redis.call('LTRIM', s.lkey, math.min(s.trim, s.len), -1) end
         for _, p in ipairs(s.pending) do
-          redis.call('RPUSH', s.lkey, str(p[1]) .. " " .. str(p[2]))
+          redis.call('RPUSH', s.lkey, S(p[1], p[2]) .. " " .. S(p[3], p[4]))
         end
-        redis.call('HSET', key, 'u', str(s.u), 'a', str(s.a), 'x', x)
+        redis.call('HSET', key, 'u', S(s.uh, s.ul), 'a', S(s.ah, s.al), 'x', x)
         redis.call('PEXPIRE', s.lkey, ms)
       end
       redis.call('PEXPIRE', key, ms)
