@@ -24,6 +24,12 @@
 //	...
 //	http.ListenAndServe(addr, m.Handler(mux))
 //
+// Routes are matched by the middleware's own ServeMux, not by the
+// application's: middleware usually runs before the application's router,
+// so http.Request.Pattern is not set yet, and the application may not use
+// a ServeMux at all. A request that ServeMux would redirect to a cleaned
+// path counts under the route it is redirected to.
+//
 // All the limits that apply to a request are checked in one
 // sluice.AllowAll batch, so a request refused by one consumes nothing from
 // the others. Their limiters must therefore share one store.
@@ -38,7 +44,10 @@
 // state. On an admitted request t is the seconds until the key is idle
 // again (a full bucket, an empty window); on a refusal only the violated
 // policies carry a t, the seconds until the same request would be
-// admitted, so that Retry-After never precedes a reset. A refused request gets 429
+// admitted, so that Retry-After never precedes a reset. The header has no
+// fractions of a second: a window that is not a whole number of seconds is
+// rounded up (to at least 1) with the same q, which understates the rate
+// but never invites a refusal. A refused request gets 429
 // Too Many Requests, Retry-After in whole seconds rounded up (never earlier
 // than the store's RetryAfter, plus optional jitter) and an RFC 9457
 // application/problem+json body of type quota-exceeded listing the
