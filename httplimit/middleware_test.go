@@ -403,3 +403,38 @@ func httptestRequest(remote string, hdr ...string) *http.Request {
 	}
 	return r
 }
+
+// Under concurrent load exactly the limit is admitted, whatever the shadow
+// limit (which refuses most requests and so makes the middleware decide
+// twice) does.
+func TestConcurrentExactlyTheLimit(t *testing.T) {
+	store, _ := newStore(t)
+	ip, _ := NewClientIP()
+	enforced := newLimiter(t, store, sluice.Policy{Name: "enforced", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Hour})
+	shadow := newLimiter(t, store, sluice.Policy{Name: "shadow", Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour})
+	m := newMiddleware(t, Global(Limit{Limiter: enforced, Key: ip.Key}, Limit{Limiter: shadow, Key: ip.Key, Shadow: true}))
+	h := m.Handler(okHandler)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for g := range 16 {
+		wg.Go(func() {
+			for range 40 {
+				w := send(h, "GET", "/", "192.0.2.1:"+strings.Repeat("1", 1+g%4))
+				mu.Lock()
+				codes[w.Code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if codes[200] != 100 || codes[429] != 540 {
+		t.Errorf("codes %v; want 100 admitted and 540 refused", codes)
+	}
+	if st := m.Stats(); st.ShadowRefused != 630 {
+		t.Errorf("shadow refusals %d; want 630 (all but the first 10)", st.ShadowRefused)
+	}
+	if d, _ := shadow.AllowN(context.Background(), "192.0.2.1", 0); d.Remaining != 0 {
+		t.Errorf("shadow remaining %d", d.Remaining)
+	}
+}
