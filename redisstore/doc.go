@@ -61,7 +61,9 @@
 // plus MaxKeyLen.
 //
 // The state is a hash: for the bucket kinds the theoretical arrival time as
-// nanoseconds and a fraction (t, f) with the fraction's denominator (d); for
+// nanoseconds and a fraction (t, f) with the fraction's denominator (d; a
+// named policy whose emission interval changes reads the fraction on its own
+// grid, rounded up, as memstore does); for
 // the window kinds the window start and counts (t, c, p); for the sliding log
 // the units in the log and the last entry's time (u, a), with the entries
 // ("time cost") in a list. Every hash also records the instant its state

@@ -357,3 +357,27 @@ func TestOddParameters(t *testing.T) {
 	}
 	modelTrace(t, s, clock, policies, 2, 20000, int64(200*time.Millisecond))
 }
+
+// TestDenominatorChange: a named bucket policy whose emission interval
+// changes keeps its TAT, with the fraction rounded up to the new grid (as
+// memstore does): 1/3 s per unit becomes 1/7 s, and the TAT 333333333+1/3 ns
+// is read as 333333333+3/7 ns.
+func TestDenominatorChange(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	s := newStore(t, c, WithClock(clock), WithTimeout(10*time.Second))
+	q := sluice.Policy{Name: "frac", Algorithm: sluice.TokenBucket, Limit: 3, Period: time.Second}
+	take(t, s, q, "k", 1)
+	q2 := q
+	q2.Limit = 7
+	m2, err := sluice.NewModel(q2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cost := range []int64{0, 7, 3} { // 3 units: the exact TAT is a whole ns
+		_, want := m2.Take(sluice.State{Time: 333333333, Frac: 3}, 0, cost)
+		if d := take(t, s, q2, "k", cost); d != want {
+			t.Fatalf("cost %d after a denominator change: %+v, want %+v", cost, d, want)
+		}
+	}
+}

@@ -128,6 +128,29 @@ local function bmul(a, b)
   return norm(r)
 end
 
+-- bdivmod returns the quotient and remainder of a / p for p > 0, by binary
+-- long division.
+local function bdivmod(a, p)
+  local q, r = {}, {}
+  for i = #a, 1, -1 do
+    local limb, qd = a[i], 0
+    for bit = 23, 0, -1 do
+      r = badd(r, r)
+      local pow = 2 ^ bit
+      if limb >= pow then
+        limb = limb - pow
+        r = badd(r, {1})
+      end
+      if bcmp(r, p) >= 0 then
+        r = bsub(r, p)
+        qd = qd + pow
+      end
+    end
+    q[i] = qd
+  end
+  return norm(q), r
+end
+
 -- mod returns a mod p for p > 0, by binary long division.
 local function bmod(a, p)
   if bcmp(a, p) < 0 then return a end
@@ -270,11 +293,18 @@ local function load(kind, key, lkey, den)
     local v = redis.call('HMGET', key, 't', 'f', 'd')
     s.th, s.tl = P(v[1] or "0")
     s.fh, s.fl = P(v[2] or "0")
-    if v[3] and v[3] ~= den then
+    if v[3] and v[3] ~= den and (s.fh > 0 or s.fl > 0) then
       -- Stored by a policy of the same name with another emission
-      -- interval: round the TAT up to a whole nanosecond.
-      if s.fh > 0 or s.fl > 0 then s.th, s.tl = add(s.th, s.tl, 0, 1) end
-      s.fh, s.fl = 0, 0
+      -- interval: move the fraction up to the new grid, never earlier.
+      local d = big(den)
+      local q, r = bdivmod(bmul(pbig(s.fh, s.fl), d), big(v[3]))
+      if #r > 0 then q = badd(q, {1}) end
+      if bcmp(q, d) == 0 then
+        s.th, s.tl = add(s.th, s.tl, 0, 1)
+        s.fh, s.fl = 0, 0
+      else
+        s.fh, s.fl = P(str(q))
+      end
     end
     s.d = den
   elseif kind == "f" or kind == "w" then
