@@ -96,7 +96,7 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 	if e >= 0 {
 		st = t.get(e)
 		if c.kind == logKind && cost > 0 {
-			st.Log, st.Count = logRoom(st.Log, st.Count, now-c.period)
+			st.Log, st.Count = logRoom(st.Log, st.Count, now-c.period, 1)
 			t.set(e, st)
 		}
 	}
@@ -137,12 +137,14 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 	return d, true
 }
 
-// logRoom makes room for one more entry in a sliding-log log without
-// changing its meaning: when the backing array is full it drops the entries
-// at or before cutoff (now − Period) into the base total, and grows or
-// shrinks the array so that pruning and reallocating stay amortized O(1).
-func logRoom(log []sluice.LogEntry, count, cutoff int64) ([]sluice.LogEntry, int64) {
-	if len(log) < cap(log) {
+// logRoom makes room for need more entries in a sliding-log log without
+// changing its meaning: when the backing array is too full it drops the
+// entries at or before cutoff (now − Period) into the base total, and grows
+// or shrinks the array so that pruning and reallocating stay amortized O(1).
+// The log stays at the start of its array, so the array is reused forever
+// rather than reallocated as the window slides.
+func logRoom(log []sluice.LogEntry, count, cutoff int64, need int) ([]sluice.LogEntry, int64) {
+	if cap(log)-len(log) >= need {
 		return log, count
 	}
 	// The first entry still inside the window.
@@ -159,11 +161,8 @@ func logRoom(log []sluice.LogEntry, count, cutoff int64) ([]sluice.LogEntry, int
 		count = int64(log[lo-1].Total)
 		log = log[:copy(log, log[lo:])]
 	}
-	switch n := len(log); {
-	case 4*n > 3*cap(log):
-		log = append(make([]sluice.LogEntry, 0, max(4, 2*n)), log...)
-	case cap(log) > 32 && 8*n < cap(log):
-		log = append(make([]sluice.LogEntry, 0, max(4, 2*n)), log...)
+	if n := len(log); 4*(n+need) > 3*cap(log) || cap(log) > 32 && 8*(n+need) < cap(log) {
+		log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), log...)
 	}
 	return log, count
 }

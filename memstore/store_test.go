@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -642,6 +643,31 @@ func TestMaxKeys(t *testing.T) {
 	}
 }
 
+// TestMaxKeysPrefersExpired: while expired keys remain, making room never
+// forces out a live key, even when the live keys outnumber them and come
+// first in the shard.
+func TestMaxKeysPrefersExpired(t *testing.T) {
+	clock := sluicetest.NewClock(t0)
+	s := New(WithClock(clock), WithSweepInterval(0), WithMaxKeys(200), withShards(1))
+	defer s.Close()
+	ctx := context.Background()
+	live := sluice.Policy{Name: "live", Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour}
+	short := sluice.Policy{Name: "short", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
+	for i := range 150 {
+		s.Take(ctx, live, fmt.Sprint("live", i), 1)
+	}
+	for i := range 50 {
+		s.Take(ctx, short, fmt.Sprint("short", i), 1)
+	}
+	clock.Advance(time.Second)
+	for i := range 50 {
+		s.Take(ctx, live, fmt.Sprint("new", i), 1)
+	}
+	if st := s.Stats(); st.Keys != 200 || st.ForcedEvictions != 0 || st.Evicted != 50 {
+		t.Errorf("Stats() = %+v, want 200 keys, the 50 expired evicted, none forced", st)
+	}
+}
+
 // TestMaxKeysTakeAll: a batch of more new keys than a shard may hold keeps
 // the bound, evicting the batch's own keys last.
 func TestMaxKeysTakeAll(t *testing.T) {
@@ -701,6 +727,14 @@ func TestAllocs(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("Take on an existing key: %v allocs/op, want 0", allocs)
 			}
+			// Not even now and then (AllocsPerRun rounds down).
+			if n := mallocs(2000, func() {
+				step++
+				clock.Set(t0.Add(time.Duration(step) * time.Millisecond))
+				s.Take(ctx, p, "key7", 1)
+			}); n != 0 {
+				t.Errorf("Take on an existing key: %d allocations in 2000 calls, want 0", n)
+			}
 			reqs := []sluice.Request{req(p, "key1", 1), req(p, "key2", 1), req(p, "key1", 1), req(p, "key90", 0)}
 			out := make([]sluice.Decision, len(reqs))
 			allocs = testing.AllocsPerRun(2000, func() {
@@ -713,8 +747,27 @@ func TestAllocs(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("TakeAll of existing keys: %v allocs/op, want 0", allocs)
 			}
+			if n := mallocs(2000, func() {
+				step++
+				clock.Set(t0.Add(time.Duration(step) * time.Millisecond))
+				s.TakeAll(ctx, reqs, out)
+			}); n != 0 {
+				t.Errorf("TakeAll of existing keys: %d allocations in 2000 calls, want 0", n)
+			}
 		})
 	}
+}
+
+// mallocs returns the number of heap allocations made by n calls of f.
+func mallocs(n int, f func()) uint64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs
 }
 
 // TestSlidingLogMemory: a burst fills a key's log; when the traffic thins
@@ -763,18 +816,23 @@ func TestLogRoom(t *testing.T) {
 	}
 	// Room left: unchanged.
 	l := append(make([]sluice.LogEntry, 0, 4), mk(1, 2)...)
-	if got, c := logRoom(l, 100, 5); len(got) != 2 || c != 100 || &got[0] != &l[0] {
+	if got, c := logRoom(l, 100, 5, 1); len(got) != 2 || c != 100 || &got[0] != &l[0] {
 		t.Errorf("with room: %v %d", got, c)
 	}
-	// Full with two expired entries: pruned in place into the base total.
-	l = mk(1, 2, 6, 7, 8, 9, 10, 11)
-	got, c := logRoom(l, 100, 2)
-	if len(got) != 6 || c != 102 || got[0].At != 6 || &got[0] != &l[0] || len(got) == cap(got) {
-		t.Errorf("full, 2 expired: %v %d (cap %d)", got, c, cap(got))
+	// Full with four expired entries: pruned in place into the base total.
+	l = mk(1, 2, 3, 4, 8, 9, 10, 11)
+	got, c := logRoom(l, 100, 4, 1)
+	if len(got) != 4 || c != 104 || got[0].At != 8 || &got[0] != &l[0] || cap(got) != 8 {
+		t.Errorf("full, 4 expired: %v %d (cap %d)", got, c, cap(got))
+	}
+	// Pruning leaves too little room for three more: grows.
+	l = mk(1, 2, 3, 4, 8, 9, 10, 11)
+	if got, c := logRoom(l, 100, 4, 3); len(got) != 4 || c != 104 || cap(got) < 7 || cap(got)-len(got) < 3 || got[0].At != 8 {
+		t.Errorf("full, 4 expired, need 3: %v %d (cap %d)", got, c, cap(got))
 	}
 	// Full with nothing expired: grows.
 	l = mk(6, 7, 8, 9)
-	if got, c := logRoom(l, 100, 2); len(got) != 4 || cap(got) < 8 || c != 100 {
+	if got, c := logRoom(l, 100, 2, 1); len(got) != 4 || cap(got) < 8 || c != 100 {
 		t.Errorf("full, none expired: %v %d (cap %d)", got, c, cap(got))
 	}
 }
@@ -789,10 +847,27 @@ func TestIndexChurn(t *testing.T) {
 	c, _ := s.compile(sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Second})
 	tb := newTable(c.pt, c, s.seed)
 	want := map[string]int64{}
-	for i := range 200000 {
-		n := 50
-		if (i/20000)%2 == 1 {
-			n = 5000 // grow, then shrink back
+	n := 50
+	for i := range 90000 { // ends with a phase of few keys
+		if i%10000 == 0 {
+			n = 50
+			if (i/10000)%2 == 1 {
+				n = 5000 // grow
+			} else {
+				// Shrink back: drop the keys outside the small key space.
+				for k := range want {
+					var j int
+					fmt.Sscanf(k, "k%d", &j)
+					if j >= n {
+						slot, e := tb.find(hashString(s, k), k)
+						if e < 0 {
+							t.Fatalf("op %d: key %q lost", i, k)
+						}
+						tb.remove(slot, e)
+						delete(want, k)
+					}
+				}
+			}
 		}
 		k := fmt.Sprint("k", rng.IntN(n), strings.Repeat("x", rng.IntN(3)*100))
 		h := hashString(s, k)
@@ -818,8 +893,8 @@ func TestIndexChurn(t *testing.T) {
 			t.Fatalf("op %d: arena %d bytes with %d dead", i, len(tb.arena), tb.dead)
 		}
 	}
-	if len(tb.slots) > 64 && 8*tb.len() < len(tb.slots) {
-		t.Errorf("%d slots for %d entries", len(tb.slots), tb.len())
+	if len(tb.slots) > 64 && 8*tb.len() < len(tb.slots) || cap(tb.frows) > 4*tb.len()+16 {
+		t.Errorf("%d slots and %d rows for %d entries", len(tb.slots), cap(tb.frows), tb.len())
 	}
 	for k, v := range want {
 		if _, e := tb.find(hashString(s, k), k); e < 0 || tb.get(e).Count != v {

@@ -27,11 +27,19 @@ func TestSweeper(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// Ticks before the keys expire drop nothing.
+		// Ticks before the keys expire drop nothing, and skip the shard
+		// without scanning it.
+		s.Sweep() // makes the shard's expiry bound exact
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if s.Len() != n {
 			t.Fatalf("before expiry: Len() = %d, want %d", s.Len(), n)
+		}
+		s.shards[0].mu.Lock()
+		cur := s.shards[0].curEnt
+		s.shards[0].mu.Unlock()
+		if cur != 0 {
+			t.Errorf("the sweeper scanned %d entries of a shard with nothing expired", cur)
 		}
 		clock.Set(t0.Add(time.Minute))
 		for _, want := range []int{n - sweepBudget, n - 2*sweepBudget, n - 3*sweepBudget, 0} {
@@ -67,4 +75,27 @@ func TestCloseStopsSweeper(t *testing.T) {
 		t.Errorf("WithSweepInterval(0) started %d goroutines", got-before)
 	}
 	s.Close()
+}
+
+// TestSweepSomeCoversAll: examinations from the cursor, as many as there
+// were entries, drop every expired entry even though each removal moves the
+// last entry into the removed one's place.
+func TestSweepSomeCoversAll(t *testing.T) {
+	clock := sluicetest.NewClock(t0)
+	s := New(WithClock(clock), WithSweepInterval(0), withShards(1))
+	defer s.Close()
+	p := sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
+	const n = 3000
+	for i := range n {
+		s.Take(context.Background(), p, fmt.Sprint("k", i), 1+int64(i%3)*4) // expire at 100ms or 500ms or 900ms
+	}
+	clock.Set(t0.Add(500 * time.Millisecond))
+	sh := &s.shards[0]
+	sh.mu.Lock()
+	sh.sweepSome(s.now(), n/2)
+	sh.sweepSome(s.now(), n/2)
+	sh.mu.Unlock()
+	if s.Len() != n/3 {
+		t.Errorf("Len() = %d, want the %d keys expiring at 900ms", s.Len(), n/3)
+	}
 }

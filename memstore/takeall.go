@@ -23,6 +23,15 @@ type work struct {
 	den   int64     // st.Frac is in units of 1/den (bucket kind)
 	last  *compiled // the policy that last evaluated st
 	dirty bool      // st consumed something
+
+	// For a sliding-log key the store holds: the stored log and base total
+	// after logRoom made room for every request of the batch on the key,
+	// so that the model appends in place; appended counts the appends.
+	takes    int // requests of the batch on the key with a positive cost
+	stored   bool
+	base     []sluice.LogEntry
+	baseCnt  int64
+	appended int
 }
 
 // batch is a TakeAll call in progress.
@@ -110,6 +119,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			}
 		}
 		ws = append(ws, w)
+		if r.Cost > 0 {
+			ws[w.owner].takes++
+		}
 		shards = append(shards, w.sh)
 	}
 	slices.Sort(shards)
@@ -133,6 +145,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				t.setDen(w.c.den)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					o.st = t.get(e)
+					if w.c.kind == logKind && o.takes > 0 {
+						o.st.Log, o.st.Count = logRoom(o.st.Log, o.st.Count, now-w.c.period, o.takes)
+						t.set(e, o.st)
+						o.stored, o.base, o.baseCnt = true, o.st.Log, o.st.Count
+					}
 				}
 			}
 			o.den = w.c.den
@@ -144,6 +161,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		o.st, o.last = next, w.c
 		if d.Allowed && r.Cost > 0 {
 			o.dirty = true
+			o.appended++
 		}
 		refused = refused || !d.Allowed
 		out[i] = d
@@ -211,11 +229,16 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	return err
 }
 
-// stateIn returns the working state with its fraction in units of 1/den.
+// stateIn returns the working state to store, with its fraction in units
+// of 1/den; a sliding-log log the store held stays anchored at the start of
+// its array (the model appended in place).
 func (w *work) stateIn(den int64) sluice.State {
 	st := w.st
-	if w.c.kind == bucketKind {
+	switch {
+	case w.c.kind == bucketKind:
 		st.Time, st.Frac = convFrac(st.Time, st.Frac, w.den, den)
+	case w.stored:
+		st.Log, st.Count = w.base[:len(w.base)+w.appended], w.baseCnt
 	}
 	return st
 }
