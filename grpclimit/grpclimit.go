@@ -61,8 +61,7 @@ type KeyFunc func(ctx context.Context, fullMethod string) (key string, ok bool)
 func Metadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, bool) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		vals := md.Get(name)
+		vals := metadata.ValueFromIncomingContext(ctx, name)
 		if len(vals) == 0 {
 			return "", false
 		}
@@ -95,12 +94,12 @@ func PeerIP(ip *httplimit.ClientIP) KeyFunc {
 			return "", false
 		}
 		r := &http.Request{RemoteAddr: p.Addr.String()}
-		if md, ok := metadata.FromIncomingContext(ctx); ok {
-			r.Header = http.Header{}
-			for _, k := range [...]string{"x-forwarded-for", "forwarded", "x-real-ip"} {
-				if v := md.Get(k); len(v) > 0 {
-					r.Header[http.CanonicalHeaderKey(k)] = v
+		for _, k := range [...]string{"x-forwarded-for", "forwarded", "x-real-ip"} {
+			if v := metadata.ValueFromIncomingContext(ctx, k); len(v) > 0 {
+				if r.Header == nil {
+					r.Header = http.Header{}
 				}
+				r.Header[http.CanonicalHeaderKey(k)] = v
 			}
 		}
 		return ip.Key(r)
