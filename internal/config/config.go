@@ -128,7 +128,8 @@ type Rule struct {
 
 // Entry is one key/value pair of a request descriptor.
 type Entry struct {
-	Key, Value string
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // node is one level of a domain's descriptor tree.

@@ -1,0 +1,256 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// descriptor is one descriptor of a request, whatever the API.
+type descriptor struct {
+	entries []config.Entry
+	hits    int64 // units to take; 0 peeks
+	// override, when not nil, is a limit the caller supplied for this
+	// descriptor (Envoy's per-descriptor limit override).
+	override *sluice.Policy
+}
+
+// outcome is the answer for one descriptor.
+type outcome struct {
+	rule     *config.Rule // nil: no rule applies
+	decision sluice.Decision
+	over     bool // this descriptor is over its limit (and not in shadow mode)
+	// shadowOver: the rule is in shadow mode and would have refused.
+	shadowOver bool
+	failed     bool // the store failed; the failure mode decided
+}
+
+// errUnavailable is returned while no configuration is in force.
+var errUnavailable = errors.New("no configuration loaded yet")
+
+// check decides one request: all its enforced descriptors all-or-nothing,
+// then its shadow-mode ones. allowed is false if any descriptor is over.
+func (s *Server) check(ctx context.Context, api, domain string, descs []descriptor) (allowed bool, outs []outcome, err error) {
+	start := time.Now()
+	defer func() { s.metrics.latency.WithLabelValues(api).Observe(time.Since(start).Seconds()) }()
+
+	sn := s.snap.Load()
+	if sn == nil {
+		return false, nil, errUnavailable
+	}
+	outs = make([]outcome, len(descs))
+	limiters := make([]*sluice.Limiter, len(descs))
+	replaced := map[string]bool{}
+	for i, d := range descs {
+		if d.override != nil {
+			r := overrideRule(domain, d.entries, *d.override)
+			l, lerr := sluice.NewLimiter(s.store, r.Policy)
+			if lerr != nil {
+				return false, nil, fmt.Errorf("descriptor %d: limit override: %w", i, lerr)
+			}
+			outs[i].rule, limiters[i] = r, l
+			continue
+		}
+		r := sn.cfg.Match(domain, d.entries)
+		if r == nil {
+			continue
+		}
+		outs[i].rule, limiters[i] = r, sn.limiters[r]
+		if !r.Unlimited {
+			for _, name := range r.Replaces {
+				replaced[name] = true
+			}
+		}
+	}
+	// A rule another matched rule replaces is dropped, as in
+	// envoyproxy/ratelimit.
+	if len(replaced) > 0 {
+		for i := range outs {
+			if r := outs[i].rule; r != nil && r.Name != "" && replaced[r.Name] {
+				outs[i].rule, limiters[i] = nil, nil
+			}
+		}
+	}
+
+	// The enforced descriptors, all-or-nothing. A deny rule (a zero limit)
+	// refuses the request; the others are then only peeked at.
+	var (
+		checks []sluice.Check
+		idx    []int
+		denied bool
+	)
+	for i := range outs {
+		r := outs[i].rule
+		switch {
+		case r == nil || r.Unlimited || r.ShadowMode:
+		case r.Deny:
+			if descs[i].hits > 0 {
+				outs[i].over, denied = true, true
+			}
+		default:
+			checks = append(checks, sluice.Check{Limiter: limiters[i], Key: storeKey(descs[i].entries), Cost: descs[i].hits})
+			idx = append(idx, i)
+		}
+	}
+	if denied {
+		for j := range checks {
+			checks[j].Cost = 0
+		}
+	}
+	allowed = !denied
+	if len(checks) > 0 {
+		res, aerr := sluice.AllowAll(ctx, checks...)
+		if aerr != nil && res.Decisions == nil {
+			return false, nil, aerr // a bad request, not a store failure
+		}
+		for j, i := range idx {
+			outs[i].decision = res.Decisions[j]
+			outs[i].failed = aerr != nil
+			outs[i].over = !res.Decisions[j].Allowed
+		}
+		if aerr != nil {
+			s.metrics.storeErrors.WithLabelValues(domain).Inc()
+			s.log.Warn("store failed; failure modes decide", "domain", domain, "error", aerr)
+		}
+		allowed = allowed && res.Allowed
+	}
+
+	// Shadow-mode rules: take only if the request was admitted (a refused
+	// request consumes nothing anywhere), otherwise peek.
+	for i := range outs {
+		r := outs[i].rule
+		if r == nil || !r.ShadowMode || r.Unlimited {
+			continue
+		}
+		if r.Deny {
+			outs[i].shadowOver = descs[i].hits > 0
+			continue
+		}
+		cost := descs[i].hits
+		if !allowed {
+			cost = 0
+		}
+		d, terr := limiters[i].AllowN(ctx, storeKey(descs[i].entries), cost)
+		if terr != nil {
+			s.metrics.storeErrors.WithLabelValues(domain).Inc()
+			s.log.Warn("store failed on a shadow-mode rule", "domain", domain, "rule", r.FullKey, "error", terr)
+			outs[i].failed = true
+		}
+		outs[i].shadowOver = !d.Allowed
+		d.Allowed = true
+		outs[i].decision = d
+	}
+
+	for i := range outs {
+		s.count(domain, descs[i].entries, &outs[i])
+	}
+	return allowed, outs, nil
+}
+
+// count records one descriptor's outcome in the decision metrics.
+func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
+	r := o.rule
+	if r == nil {
+		return
+	}
+	result := "ok"
+	switch {
+	case r.Unlimited:
+		result = "unlimited"
+	case o.failed && o.decision.Allowed:
+		result = "failed_open"
+	case o.failed:
+		result = "failed_closed"
+	case o.over:
+		result = "over_limit"
+	case o.shadowOver:
+		result = "shadow_over_limit"
+	}
+	s.metrics.decisions.WithLabelValues(domain, metricName(r, entries), result).Inc()
+}
+
+// metricName is the policy label of a rule's metrics: its name, or its key
+// in the tree; with detailed_metric, the request's own key and values.
+func metricName(r *config.Rule, entries []config.Entry) string {
+	if r.DetailedMetric {
+		var b strings.Builder
+		b.WriteString(r.Domain)
+		for _, e := range entries {
+			b.WriteByte('.')
+			b.WriteString(e.Key)
+			if e.Value != "" {
+				b.WriteByte('_')
+				b.WriteString(e.Value)
+			}
+		}
+		return b.String()
+	}
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.FullKey
+}
+
+// storeKey is the key of a descriptor's state under its rule's policy: its
+// entries, each length-prefixed so that no two descriptors share a key.
+func storeKey(entries []config.Entry) string {
+	n := 0
+	for _, e := range entries {
+		n += len(e.Key) + len(e.Value) + 8
+	}
+	b := make([]byte, 0, n)
+	for _, e := range entries {
+		b = strconv.AppendInt(b, int64(len(e.Key)), 10)
+		b = append(b, ':')
+		b = append(b, e.Key...)
+		b = strconv.AppendInt(b, int64(len(e.Value)), 10)
+		b = append(b, ':')
+		b = append(b, e.Value...)
+	}
+	return string(b)
+}
+
+// overrideRule is the rule of a descriptor that carries its own limit: a
+// fixed window, as in envoyproxy/ratelimit, whose state is keyed by the
+// descriptor and the limit.
+func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *config.Rule {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
+	}
+	key := b.String()
+	p.Name = fmt.Sprintf("override:%s:%d/%v", key, p.Limit, p.Period)
+	unit, mult := "", int64(0)
+	for _, u := range []string{"year", "month", "week", "day", "hour", "minute", "second"} {
+		d, _ := config.UnitDuration(u)
+		if p.Period%d == 0 {
+			unit, mult = u, int64(p.Period/d)
+			break
+		}
+	}
+	return &config.Rule{Domain: domain, FullKey: key, Policy: p, Unit: unit, UnitMultiplier: mult}
+}
+
+// clampU32 converts n to uint32, saturating.
+func clampU32(n int64) uint32 {
+	switch {
+	case n < 0:
+		return 0
+	case n > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(n)
+}

@@ -1,0 +1,157 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// RegisterGRPC registers the server as Envoy's
+// envoy.service.ratelimit.v3.RateLimitService on g.
+func (s *Server) RegisterGRPC(g grpc.ServiceRegistrar) {
+	rls.RegisterRateLimitServiceServer(g, rlsServer{s: s})
+}
+
+type rlsServer struct {
+	rls.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+// ShouldRateLimit implements Envoy's RLS v3.
+//
+// Hits: the request's hits_addend, where 0 means 1 as Envoy documents (the
+// field cannot say "unset"), applies to every descriptor; a descriptor's own
+// hits_addend, when set, overrides it, and 0 there peeks: nothing is taken
+// and the status reports the state.
+func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitRequest) (*rls.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "domain: must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
+	}
+	hits := int64(req.GetHitsAddend())
+	if hits == 0 {
+		hits = 1
+	}
+	descs := make([]descriptor, len(req.GetDescriptors()))
+	for i, d := range req.GetDescriptors() {
+		dd, err := fromProto(d, hits)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: %v", i, err)
+		}
+		descs[i] = dd
+	}
+	allowed, outs, err := r.s.check(ctx, "grpc", req.GetDomain(), descs)
+	if err != nil {
+		if errors.Is(err, errUnavailable) {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	resp := &rls.RateLimitResponse{OverallCode: rls.RateLimitResponse_OK, Statuses: make([]*rls.RateLimitResponse_DescriptorStatus, len(outs))}
+	if !allowed {
+		resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range outs {
+		resp.Statuses[i] = toProto(&outs[i])
+	}
+	return resp, nil
+}
+
+func fromProto(d *rlcommon.RateLimitDescriptor, hits int64) (descriptor, error) {
+	dd := descriptor{hits: hits, entries: make([]config.Entry, len(d.GetEntries()))}
+	if len(d.GetEntries()) == 0 {
+		return dd, errors.New("entries: must not be empty")
+	}
+	for j, e := range d.GetEntries() {
+		dd.entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		if d.GetIsNegativeHits() {
+			return dd, errors.New("is_negative_hits: refunds are not supported")
+		}
+		if h.GetValue() > math.MaxInt64 {
+			return dd, fmt.Errorf("hits_addend %d: too large", h.GetValue())
+		}
+		dd.hits = int64(h.GetValue())
+	}
+	if o := d.GetLimit(); o != nil {
+		unit, ok := overrideUnits[o.GetUnit()]
+		if !ok {
+			return dd, fmt.Errorf("limit.unit %v: not a known unit", o.GetUnit())
+		}
+		if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+			unit *= time.Duration(m.GetValue())
+		}
+		if o.GetRequestsPerUnit() == 0 {
+			return dd, errors.New("limit.requests_per_unit: must be at least 1")
+		}
+		dd.override = &sluice.Policy{Algorithm: sluice.FixedWindow, Limit: int64(o.GetRequestsPerUnit()), Period: unit}
+	}
+	return dd, nil
+}
+
+var overrideUnits = map[envoytype.RateLimitUnit]time.Duration{
+	envoytype.RateLimitUnit_SECOND: time.Second,
+	envoytype.RateLimitUnit_MINUTE: time.Minute,
+	envoytype.RateLimitUnit_HOUR:   time.Hour,
+	envoytype.RateLimitUnit_DAY:    24 * time.Hour,
+	envoytype.RateLimitUnit_MONTH:  30 * 24 * time.Hour,
+	envoytype.RateLimitUnit_YEAR:   365 * 24 * time.Hour,
+}
+
+var protoUnits = map[string]rls.RateLimitResponse_RateLimit_Unit{
+	"second": rls.RateLimitResponse_RateLimit_SECOND,
+	"minute": rls.RateLimitResponse_RateLimit_MINUTE,
+	"hour":   rls.RateLimitResponse_RateLimit_HOUR,
+	"day":    rls.RateLimitResponse_RateLimit_DAY,
+	"week":   rls.RateLimitResponse_RateLimit_WEEK,
+	"month":  rls.RateLimitResponse_RateLimit_MONTH,
+	"year":   rls.RateLimitResponse_RateLimit_YEAR,
+}
+
+func toProto(o *outcome) *rls.RateLimitResponse_DescriptorStatus {
+	st := &rls.RateLimitResponse_DescriptorStatus{Code: rls.RateLimitResponse_OK}
+	r := o.rule
+	switch {
+	case r == nil:
+		return st
+	case r.Unlimited:
+		st.LimitRemaining = math.MaxUint32
+		return st
+	}
+	if o.over {
+		st.Code = rls.RateLimitResponse_OVER_LIMIT
+	}
+	cl := &rls.RateLimitResponse_RateLimit{Name: r.Name, Unit: protoUnits[r.Unit]}
+	if r.Deny {
+		return withLimit(st, cl)
+	}
+	cl.RequestsPerUnit = clampU32(r.Policy.Limit)
+	if r.UnitMultiplier > 1 {
+		cl.UnitMultiplier = wrapperspb.UInt32(clampU32(r.UnitMultiplier))
+	}
+	st.LimitRemaining = clampU32(o.decision.Remaining)
+	st.DurationUntilReset = durationpb.New(o.decision.ResetAfter)
+	return withLimit(st, cl)
+}
+
+func withLimit(st *rls.RateLimitResponse_DescriptorStatus, cl *rls.RateLimitResponse_RateLimit) *rls.RateLimitResponse_DescriptorStatus {
+	st.CurrentLimit = cl
+	return st
+}

@@ -1,0 +1,245 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// Handler returns the HTTP API:
+//
+//	POST /v1/check   decide (or peek at) descriptors of a domain
+//	POST /v1/reset   forget one descriptor's state under its rule
+//	GET  /healthz    200 while the process serves
+//	GET  /readyz     200 once a configuration is in force, 503 before and while stopping
+//	GET  /metrics    Prometheus metrics
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/check", s.handleCheck)
+	mux.HandleFunc("POST /v1/reset", s.handleReset)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	Domain      string           `json:"domain"`
+	Descriptors []JSONDescriptor `json:"descriptors"`
+	// HitsAddend is the cost of every descriptor: 1 when absent, 0 to peek.
+	HitsAddend *int64 `json:"hits_addend,omitempty"`
+}
+
+// JSONDescriptor is one descriptor of a CheckRequest.
+type JSONDescriptor struct {
+	Entries []config.Entry `json:"entries"`
+	// HitsAddend, when set, overrides the request's for this descriptor.
+	HitsAddend *int64 `json:"hits_addend,omitempty"`
+}
+
+// CheckResponse is the answer to POST /v1/check.
+type CheckResponse struct {
+	// OverallCode is "OK" or "OVER_LIMIT", as in Envoy's RLS.
+	OverallCode string       `json:"overall_code"`
+	Allowed     bool         `json:"allowed"`
+	Statuses    []JSONStatus `json:"statuses"`
+}
+
+// JSONStatus is one descriptor's decision. Durations are in seconds.
+type JSONStatus struct {
+	Code string `json:"code"`
+	// Rule is the key of the matched rule in the configuration; empty when
+	// no rule applies (the descriptor is OK).
+	Rule       string  `json:"rule,omitempty"`
+	Name       string  `json:"name,omitempty"`
+	Algorithm  string  `json:"algorithm,omitempty"`
+	Unlimited  bool    `json:"unlimited,omitempty"`
+	Shadow     bool    `json:"shadow_mode,omitempty"`
+	Allowed    bool    `json:"allowed"`
+	Impossible bool    `json:"impossible,omitempty"`
+	Limit      int64   `json:"limit"`
+	Remaining  int64   `json:"remaining"`
+	RetryAfter float64 `json:"retry_after,omitempty"`
+	ResetAfter float64 `json:"reset_after"`
+	Delay      float64 `json:"delay,omitempty"`
+	// StoreError is set when the store failed and the rule's failure
+	// mode decided.
+	StoreError bool `json:"store_error,omitempty"`
+}
+
+// ResetRequest is the body of POST /v1/reset.
+type ResetRequest struct {
+	Domain  string         `json:"domain"`
+	Entries []config.Entry `json:"entries"`
+}
+
+const maxBody = 1 << 20
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "body: %v", err)
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "body: more than one JSON value")
+		return false
+	}
+	return true
+}
+
+func writeError(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, map[string]string{"error": fmt.Sprintf(format, args...)})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	var req CheckRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	if req.Domain == "" {
+		writeError(w, http.StatusBadRequest, "domain: must not be empty")
+		return
+	}
+	if len(req.Descriptors) == 0 {
+		writeError(w, http.StatusBadRequest, "descriptors: must not be empty")
+		return
+	}
+	hits := int64(1)
+	if req.HitsAddend != nil {
+		hits = *req.HitsAddend
+	}
+	descs := make([]descriptor, len(req.Descriptors))
+	for i, d := range req.Descriptors {
+		if len(d.Entries) == 0 {
+			writeError(w, http.StatusBadRequest, "descriptors[%d].entries: must not be empty", i)
+			return
+		}
+		descs[i] = descriptor{entries: d.Entries, hits: hits}
+		if d.HitsAddend != nil {
+			descs[i].hits = *d.HitsAddend
+		}
+		if descs[i].hits < 0 {
+			writeError(w, http.StatusBadRequest, "descriptors[%d]: hits_addend %d: must be >= 0", i, descs[i].hits)
+			return
+		}
+	}
+	allowed, outs, err := s.check(r.Context(), "http", req.Domain, descs)
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, errUnavailable) {
+			code = http.StatusServiceUnavailable
+		}
+		writeError(w, code, "%v", err)
+		return
+	}
+	resp := CheckResponse{OverallCode: "OK", Allowed: allowed, Statuses: make([]JSONStatus, len(outs))}
+	if !allowed {
+		resp.OverallCode = "OVER_LIMIT"
+	}
+	for i := range outs {
+		resp.Statuses[i] = toJSON(&outs[i])
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+func toJSON(o *outcome) JSONStatus {
+	st := JSONStatus{Code: "OK", Allowed: true}
+	r := o.rule
+	if r == nil {
+		return st
+	}
+	st.Rule, st.Name, st.Shadow = r.FullKey, r.Name, r.ShadowMode
+	if r.Unlimited {
+		st.Unlimited = true
+		return st
+	}
+	if o.over {
+		st.Code, st.Allowed = "OVER_LIMIT", false
+	}
+	if r.Deny {
+		return st
+	}
+	d := o.decision
+	st.Algorithm = string(r.Policy.Algorithm)
+	st.Impossible = d.Impossible
+	st.Limit, st.Remaining = d.Limit, d.Remaining
+	st.RetryAfter, st.ResetAfter, st.Delay = seconds(d.RetryAfter), seconds(d.ResetAfter), seconds(d.Delay)
+	st.StoreError = o.failed
+	return st
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	var req ResetRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	if req.Domain == "" || len(req.Entries) == 0 {
+		writeError(w, http.StatusBadRequest, "domain and entries: must not be empty")
+		return
+	}
+	sn := s.snap.Load()
+	if sn == nil {
+		writeError(w, http.StatusServiceUnavailable, "%v", errUnavailable)
+		return
+	}
+	rule := sn.cfg.Match(req.Domain, req.Entries)
+	if rule == nil || rule.Unlimited || rule.Deny {
+		writeError(w, http.StatusNotFound, "domain %q, entries %v: no rule with state matches", req.Domain, req.Entries)
+		return
+	}
+	if s.resetter == nil {
+		writeError(w, http.StatusNotImplemented, "this store cannot reset a key")
+		return
+	}
+	key := storeKey(req.Entries)
+	if err := s.resetter.Reset(r.Context(), rule.Policy, key); err != nil {
+		s.metrics.storeErrors.WithLabelValues(req.Domain).Inc()
+		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)
+		return
+	}
+	s.log.Info("key reset", "domain", req.Domain, "rule", rule.FullKey, "entries", fmt.Sprint(req.Entries))
+	writeJSON(w, http.StatusOK, map[string]string{"reset": rule.FullKey})
+}
+
+// readyProbe is the policy /readyz peeks at to see whether the store answers.
+var readyProbe = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Second}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.stopping.Load():
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	case s.snap.Load() == nil:
+		http.Error(w, "no configuration loaded yet", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	if _, err := s.store.Take(ctx, readyProbe, "probe", 0); err != nil {
+		// Every rule has a failure mode, which answers while the store is
+		// down: the service is still ready, but say so.
+		io.WriteString(w, "ready: store unreachable, failure modes in force: "+err.Error()+"\n")
+		return
+	}
+	io.WriteString(w, "ready\n")
+}

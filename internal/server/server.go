@@ -1,0 +1,174 @@
+// Package server is sluice serve: Envoy's rate limit service (RLS v3) over
+// gRPC, an HTTP JSON API, Prometheus metrics, health checks and hot reload
+// of the configuration, over any sluice.Store.
+//
+// A Server holds the current configuration as an immutable snapshot behind
+// an atomic pointer: a request uses the snapshot it started with, and a
+// reload swaps in a new one, so reloads under load are race-free and a bad
+// configuration never replaces a good one.
+//
+// All descriptors of one request are checked all-or-nothing through
+// sluice.AllowAll: if any enforced descriptor is over its limit, nothing is
+// consumed anywhere. A descriptor no rule matches, and an unlimited rule,
+// are OK. Shadow-mode rules are checked (and counted in metrics) after the
+// enforced ones admitted the request, and never refuse.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// Resetter is implemented by stores that can forget one key's state under
+// one policy. The admin reset call uses it; for stores without it, see
+// WithLocalReset.
+type Resetter interface {
+	Reset(ctx context.Context, p sluice.Policy, key string) error
+}
+
+// Server answers rate-limit requests against the current configuration.
+// Create it with New; it is safe for concurrent use.
+type Server struct {
+	store    sluice.Store
+	resetter Resetter // nil: resets are not supported
+	log      *slog.Logger
+	metrics  *metrics
+	snap     atomic.Pointer[snapshot]
+	stopping atomic.Bool
+	now      func() time.Time
+}
+
+// snapshot is one loaded configuration with a Limiter per rule. Immutable.
+type snapshot struct {
+	cfg      *config.Config
+	limiters map[*config.Rule]*sluice.Limiter
+	loaded   time.Time
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithRegisterer registers the server's metrics with r as well as with the
+// server's own registry (which /metrics serves).
+func WithRegisterer(r prometheus.Registerer) Option {
+	return func(s *Server) { s.metrics.extra = r }
+}
+
+// WithLocalReset makes the admin reset call work over a store that does not
+// implement Resetter, by wrapping the store: a reset key is given a new
+// generation, which the wrapper appends to the key, so its old state is no
+// longer seen (and expires in the store on its own). The generations live
+// in this process, so use it only with an in-process store such as
+// memstore; it is what sluice serve does for the memory store.
+func WithLocalReset() Option {
+	return func(s *Server) {
+		if _, ok := s.store.(Resetter); !ok {
+			g := newGenerations(s.store)
+			s.store, s.resetter = g, g
+		}
+	}
+}
+
+// New returns a Server over store. It answers nothing (and /readyz fails)
+// until a configuration is applied with Apply or ReloadDir.
+func New(store sluice.Store, opts ...Option) (*Server, error) {
+	if store == nil {
+		return nil, errors.New("server: store is nil")
+	}
+	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now}
+	if r, ok := store.(Resetter); ok {
+		s.resetter = r
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.metrics.extra != nil {
+		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
+			return nil, fmt.Errorf("server: register metrics: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Store returns the store the server decides with (possibly wrapped, see
+// WithLocalReset).
+func (s *Server) Store() sluice.Store { return s.store }
+
+// Config returns the configuration in force, or nil before the first one.
+func (s *Server) Config() *config.Config {
+	if sn := s.snap.Load(); sn != nil {
+		return sn.cfg
+	}
+	return nil
+}
+
+// Apply puts c in force. Requests already being decided finish with the
+// configuration they started with.
+func (s *Server) Apply(c *config.Config) error {
+	if c == nil {
+		return errors.New("server: Apply: nil configuration")
+	}
+	sn := &snapshot{cfg: c, limiters: map[*config.Rule]*sluice.Limiter{}, loaded: s.now()}
+	for _, r := range c.Rules() {
+		if r.Unlimited || r.Deny {
+			continue
+		}
+		l, err := sluice.NewLimiter(s.store, r.Policy, sluice.WithFailureMode(r.FailureMode))
+		if err != nil {
+			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
+		}
+		sn.limiters[r] = l
+	}
+	s.snap.Store(sn)
+	return nil
+}
+
+// ReloadDir loads the configuration in dir and puts it in force. If it does
+// not load, the configuration in force stays, the failure is logged and
+// counted, and the error is returned.
+func (s *Server) ReloadDir(dir string) error {
+	c, err := config.LoadDir(dir)
+	if err == nil {
+		err = s.Apply(c)
+	}
+	s.metrics.reloaded(err == nil, s.now())
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			s.log.Error("config reload failed; keeping the configuration in force", "dir", dir, "error", line)
+		}
+		return err
+	}
+	s.log.Info("config loaded", "dir", dir, "summary", c.Summary(), "domains", strings.Join(c.Domains(), ","))
+	return nil
+}
+
+// ApplyDefault puts the built-in configuration in force.
+func (s *Server) ApplyDefault() error {
+	c, err := config.Default()
+	if err == nil {
+		err = s.Apply(c)
+	}
+	s.metrics.reloaded(err == nil, s.now())
+	if err != nil {
+		return err
+	}
+	s.log.Info("config loaded", "dir", "(built-in defaults)", "summary", c.Summary(), "domains", strings.Join(c.Domains(), ","))
+	return nil
+}
+
+// SetStopping marks the server as shutting down: /readyz fails from now on,
+// so load balancers stop sending new work while in-flight requests finish.
+func (s *Server) SetStopping() { s.stopping.Store(true) }

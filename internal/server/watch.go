@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Watch reloads the configuration in dir whenever the directory changes,
+// until ctx ends. It watches the directory itself, not the files, and
+// reloads on any event once the directory has been quiet for debounce, so
+// editors' save dances, atomic renames and a Kubernetes ConfigMap's
+// "..data" symlink swap each cause one reload of the finished state. A bad
+// configuration is logged and counted and the one in force stays (see
+// ReloadDir). reloaded, if not nil, is called after every reload attempt
+// with its result.
+func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, reloaded func(error)) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("server: watch %s: %w", dir, err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("server: watch %s: %w", dir, err)
+	}
+	s.log.Info("watching the config directory", "dir", dir)
+	timer := time.NewTimer(debounce)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			s.log.Debug("config directory changed", "event", ev.String())
+			timer.Reset(debounce)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			s.log.Warn("config watcher error", "dir", dir, "error", err)
+			timer.Reset(debounce)
+		case <-timer.C:
+			err := s.ReloadDir(dir)
+			if reloaded != nil {
+				reloaded(err)
+			}
+		}
+	}
+}
