@@ -62,4 +62,3 @@ func failEach(e env, prefix string, err error) int {
 	}
 	return exitFailure
 }
-

@@ -26,7 +26,9 @@ var _ Resetter = (*generations)(nil)
 
 func newGenerations(s sluice.Store) *generations { return &generations{Store: s} }
 
-func genID(p sluice.Policy, key string) string { return p.Name + "\x00" + string(p.Algorithm) + "\x00" + key }
+func genID(p sluice.Policy, key string) string {
+	return p.Name + "\x00" + string(p.Algorithm) + "\x00" + key
+}
 
 // key returns the key the wrapped store sees.
 func (g *generations) key(p sluice.Policy, key string) string {
