@@ -69,6 +69,7 @@ type IPOption func(*ClientIP) error
 // as the chain of trusted proxies goes. cidrs are prefixes such as
 // "10.0.0.0/8" or "fd00::/8", or single addresses. Name exactly the
 // header your proxies set: any other header is the client's to forge.
+// TrustProxies may be given several times for the same source.
 func TrustProxies(source Source, cidrs ...string) IPOption {
 	return func(c *ClientIP) error {
 		if source < XForwardedFor || source > XRealIP {
@@ -76,6 +77,9 @@ func TrustProxies(source Source, cidrs ...string) IPOption {
 		}
 		if len(cidrs) == 0 {
 			return fmt.Errorf("httplimit: TrustProxies(%v): no proxy CIDRs given", source)
+		}
+		if c.source != 0 && c.source != source {
+			return fmt.Errorf("httplimit: TrustProxies(%v): proxies already trusted for %v; read one header only", source, c.source)
 		}
 		c.source = source
 		for _, s := range cidrs {

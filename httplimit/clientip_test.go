@@ -158,6 +158,9 @@ func TestClientIPConfigErrors(t *testing.T) {
 			t.Errorf("got %v; want an error containing %q", err, c.want)
 		}
 	}
+	if _, err := NewClientIP(TrustProxies(XForwardedFor, "10.0.0.0/8"), TrustProxies(Forwarded, "10.0.0.0/8")); err == nil || !strings.Contains(err.Error(), "already trusted for X-Forwarded-For") {
+		t.Errorf("two sources: %v", err)
+	}
 	// Mapped and non-canonical prefixes are normalised.
 	c, err := NewClientIP(TrustProxies(XForwardedFor, "::ffff:10.0.0.0/104", "192.168.7.9/16"))
 	if err != nil {
