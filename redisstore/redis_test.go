@@ -17,9 +17,11 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
+// newStore returns a store on c with a timeout generous enough for a loaded
+// machine under the race detector, unless opts set another.
 func newStore(t testing.TB, c rueidis.Client, opts ...Option) *Store {
 	t.Helper()
-	s, err := New(c, opts...)
+	s, err := New(c, append([]Option{WithTimeout(10 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
