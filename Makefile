@@ -5,9 +5,14 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 
-.PHONY: test fmt-check vet staticcheck unit fuzz bench
+.PHONY: test redis fmt-check vet staticcheck unit fuzz bench
 
-test: fmt-check vet staticcheck unit fuzz
+test: redis fmt-check vet staticcheck unit fuzz
+
+# The Redis store's tests start real redis-server processes (standalone and a
+# 3-master Cluster): install them when missing (apt-get, as root) or fail.
+redis:
+	@bash .ci/install-redis
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -22,10 +27,15 @@ staticcheck:
 unit:
 	$(GO) test -race -count=1 ./...
 
-# A short pass of every fuzz target (the seed corpora also run in `unit`).
+# A short pass of every fuzz target in the tree (their seed corpora also run
+# in `unit`). Targets are found by name, so a new Fuzz function is included.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzModels$$' -fuzztime $(FUZZTIME) .
-	@if [ -d replay ]; then $(GO) test -run '^$$' -fuzz '^FuzzParseTrace$$' -fuzztime $(FUZZTIME) ./replay; fi
+	@set -e; for f in $$(git ls-files '*_test.go'); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz $$t ($$(dirname $$f), $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
 # The comparative benchmarks of BENCHMARKS.md.
 bench:
