@@ -41,3 +41,29 @@ func Example() {
 	// 200ms later: true remaining 0
 	// keys held: 0
 }
+
+func ExampleStore_TakeAll() {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+
+	// Per-IP and per-organisation limits, all or nothing.
+	perIP := sluice.Policy{Name: "ip", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Minute}
+	perOrg := sluice.Policy{Name: "org", Algorithm: sluice.GCRA, Limit: 2, Period: time.Minute}
+	reqs := []sluice.Request{
+		{Policy: perIP, Key: "203.0.113.7", Cost: 1},
+		{Policy: perOrg, Key: "acme", Cost: 1},
+	}
+	out := make([]sluice.Decision, len(reqs))
+	for range 3 {
+		if err := store.TakeAll(context.Background(), reqs, out); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("ip: %v (%d left), org: %v (%d left)\n", out[0].Allowed, out[0].Remaining, out[1].Allowed, out[1].Remaining)
+	}
+	// Output:
+	// ip: true (99 left), org: true (1 left)
+	// ip: true (98 left), org: true (0 left)
+	// ip: true (98 left), org: false (0 left)
+}

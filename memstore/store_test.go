@@ -915,3 +915,42 @@ func must(d sluice.Decision, err error) sluice.Decision {
 func req(p sluice.Policy, key string, cost int64) sluice.Request {
 	return sluice.Request{Policy: p, Key: key, Cost: cost}
 }
+
+// TestTakeAllReconfigured: one named policy with two denominators in one
+// batch on one key; the working copy is carried between them exactly as the
+// stored state would be.
+func TestTakeAllReconfigured(t *testing.T) {
+	clock := sluicetest.NewClock(t0)
+	s := New(WithClock(clock), WithSweepInterval(0))
+	defer s.Close()
+	p3 := sluice.Policy{Name: "x", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}
+	p7 := p3
+	p7.Limit = 7
+	m3, _ := sluice.NewModel(p3)
+	m7, _ := sluice.NewModel(p7)
+	st, _ := m3.Take(sluice.State{}, 0, 1)
+	st.Time, st.Frac = convFrac(st.Time, st.Frac, m3.Denominator(), m7.Denominator())
+	st, _ = m7.Take(st, 0, 2)
+	_, want := m7.Take(st, 0, 0)
+
+	out := make([]sluice.Decision, 2)
+	if err := s.TakeAll(context.Background(), []sluice.Request{req(p3, "k", 1), req(p7, "k", 2)}, out); err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Allowed || !out[1].Allowed {
+		t.Fatalf("refused: %+v", out)
+	}
+	if got := must(s.Take(context.Background(), p7, "k", 0)); got != want {
+		t.Errorf("after the batch: %+v, want %+v", got, want)
+	}
+	c, _ := s.compile(p7)
+	h := hashString(s, "k")
+	tb := s.shardOf(h).table(c.pt.id)
+	_, e := tb.find(h, "k")
+	if e < 0 {
+		t.Fatal("key not stored")
+	}
+	if tb.get(e).Time != st.Time || tb.get(e).Frac != st.Frac || tb.den != m7.Denominator() {
+		t.Errorf("stored state %+v in 1/%d ns, want %+v in 1/%d", tb.get(e), tb.den, st, m7.Denominator())
+	}
+}

@@ -27,7 +27,8 @@ type work struct {
 	// For a sliding-log key the store holds: the stored log and base total
 	// after logRoom made room for every request of the batch on the key,
 	// so that the model appends in place; appended counts the appends.
-	takes    int // requests of the batch on the key with a positive cost
+	takes    int   // requests of the batch on the key with a positive cost
+	period   int64 // the longest period among them: logRoom keeps what any needs
 	stored   bool
 	base     []sluice.LogEntry
 	baseCnt  int64
@@ -119,8 +120,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			}
 		}
 		ws = append(ws, w)
-		if r.Cost > 0 {
-			ws[w.owner].takes++
+		if o := &ws[w.owner]; r.Cost > 0 {
+			o.takes++
+			o.period = max(o.period, c.period)
 		}
 		shards = append(shards, w.sh)
 	}
@@ -146,7 +148,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					o.st = t.get(e)
 					if w.c.kind == logKind && o.takes > 0 {
-						o.st.Log, o.st.Count = logRoom(o.st.Log, o.st.Count, now-w.c.period, o.takes)
+						o.st.Log, o.st.Count = logRoom(o.st.Log, o.st.Count, now-o.period, o.takes)
 						t.set(e, o.st)
 						o.stored, o.base, o.baseCnt = true, o.st.Log, o.st.Count
 					}
