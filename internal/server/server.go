@@ -115,8 +115,8 @@ func (s *Server) Config() *config.Config {
 	return nil
 }
 
-// Apply puts c in force. Requests already being decided finish with the
-// configuration they started with.
+// Apply puts c in force and counts a successful reload. Requests already
+// being decided finish with the configuration they started with.
 func (s *Server) Apply(c *config.Config) error {
 	if c == nil {
 		return errors.New("server: Apply: nil configuration")
@@ -133,39 +133,26 @@ func (s *Server) Apply(c *config.Config) error {
 		sn.limiters[r] = l
 	}
 	s.snap.Store(sn)
+	s.metrics.reloaded(true, sn.loaded)
 	return nil
 }
 
 // ReloadDir loads the configuration in dir and puts it in force. If it does
-// not load, the configuration in force stays, the failure is logged and
-// counted, and the error is returned.
+// not load, the configuration in force stays, the failure is logged (one
+// line per problem) and counted, and the error is returned.
 func (s *Server) ReloadDir(dir string) error {
 	c, err := config.LoadDir(dir)
 	if err == nil {
 		err = s.Apply(c)
 	}
-	s.metrics.reloaded(err == nil, s.now())
 	if err != nil {
+		s.metrics.reloaded(false, s.now())
 		for _, line := range strings.Split(err.Error(), "\n") {
 			s.log.Error("config reload failed; keeping the configuration in force", "dir", dir, "error", line)
 		}
 		return err
 	}
 	s.log.Info("config loaded", "dir", dir, "summary", c.Summary(), "domains", strings.Join(c.Domains(), ","))
-	return nil
-}
-
-// ApplyDefault puts the built-in configuration in force.
-func (s *Server) ApplyDefault() error {
-	c, err := config.Default()
-	if err == nil {
-		err = s.Apply(c)
-	}
-	s.metrics.reloaded(err == nil, s.now())
-	if err != nil {
-		return err
-	}
-	s.log.Info("config loaded", "dir", "(built-in defaults)", "summary", c.Summary(), "domains", strings.Join(c.Domains(), ","))
 	return nil
 }
 

@@ -687,7 +687,11 @@ func TestNotReadyWithoutConfig(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("ShouldRateLimit without config: %v", err)
 	}
-	if err := srv.ApplyDefault(); err != nil {
+	c, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Apply(c); err != nil {
 		t.Fatal(err)
 	}
 	rec = httptest.NewRecorder()

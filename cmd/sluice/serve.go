@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
+
+Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
+envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) and the gRPC
+health service over gRPC, and over HTTP a JSON API (POST /v1/check,
+POST /v1/reset), Prometheus metrics (/metrics), /healthz and /readyz.
+
+Flags:
+
+  --config DIR        a directory of YAML files in the format of Envoy's
+                      ratelimit service, with sluice's extensions; watched
+                      and reloaded on change (a bad change is logged and the
+                      configuration in force stays). Default: the built-in
+                      example configuration (see 'sluice config check').
+  --store URL         memory (also mem:// or memory://), the default; or
+                      redis://host:port/db, rediss://host:port,
+                      redis+cluster://host1:port1,host2:port2 (or rediss+),
+                      redis://s1:26379?addr=s2:26379&master_set=NAME for
+                      Sentinel
+  --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
+  --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
+  --shutdown-timeout D  how long in-flight requests get to finish after
+                      SIGTERM or SIGINT (default 15s)
+
+Logs go to standard error. On SIGTERM or SIGINT, serve stops accepting new
+requests, lets in-flight ones finish, and exits 0. A bad flag exits 2; a
+configuration that does not load, an unreachable store or an address in use
+exits 1, each problem on one line.
+`
+
+// serveOptions is the parsed command line of serve.
+type serveOptions struct {
+	configDir       string
+	storeURL        string
+	httpAddr        string
+	grpcAddr        string
+	shutdownTimeout time.Duration
+	reloadDebounce  time.Duration
+
+	// For tests: called once both listeners are up, and when shutdown
+	// begins.
+	onListening func(httpAddr, grpcAddr string)
+	onStopping  func()
+}
+
+func runServe(e env, args []string) int {
+	const prefix = "sluice serve"
+	fset := flag.NewFlagSet(prefix, flag.ContinueOnError)
+	fset.SetOutput(io.Discard)
+	fset.Usage = func() {}
+	o := serveOptions{reloadDebounce: 250 * time.Millisecond}
+	fset.StringVar(&o.configDir, "config", "", "")
+	fset.StringVar(&o.storeURL, "store", "memory", "")
+	fset.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "")
+	fset.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "")
+	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
+	err := fset.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		io.WriteString(e.stdout, serveUsage)
+		return exitOK
+	}
+	if err != nil {
+		return e.fail(exitUsage, prefix, "%v (run 'sluice help serve' for usage)", err)
+	}
+	if fset.NArg() > 0 {
+		return e.fail(exitUsage, prefix, "unexpected argument %q (run 'sluice help serve' for usage)", fset.Arg(0))
+	}
+	if o.shutdownTimeout <= 0 {
+		return e.fail(exitUsage, prefix, "--shutdown-timeout %v: must be positive", o.shutdownTimeout)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return serve(ctx, e, o)
+}
+
+// serve runs the service until ctx ends, then shuts down gracefully, and
+// returns the exit status.
+func serve(ctx context.Context, e env, o serveOptions) int {
+	const prefix = "sluice serve"
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+
+	store, closeStore, local, err := openServeStore(o.storeURL)
+	if err != nil {
+		code := exitFailure
+		var u usageError
+		if errors.As(err, &u) {
+			code = exitUsage
+		}
+		return e.fail(code, prefix, "%v", err)
+	}
+	defer closeStore()
+
+	opts := []server.Option{server.WithLogger(log)}
+	if local {
+		opts = append(opts, server.WithLocalReset())
+	}
+	srv, err := server.New(store, opts...)
+	if err != nil {
+		return e.fail(exitFailure, prefix, "%v", err)
+	}
+	var cfg *config.Config
+	source := o.configDir
+	if o.configDir == "" {
+		source = "(built-in defaults)"
+		cfg, err = config.Default()
+	} else {
+		cfg, err = config.LoadDir(o.configDir)
+	}
+	if err != nil {
+		return failEach(e, prefix, err)
+	}
+	if err := srv.Apply(cfg); err != nil {
+		return e.fail(exitFailure, prefix, "%v", err)
+	}
+	log.Info("config loaded", "config", source, "summary", cfg.Summary(), "domains", strings.Join(cfg.Domains(), ","))
+
+	httpLis, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		return e.fail(exitFailure, prefix, "--http-addr: %v", err)
+	}
+	grpcLis, err := net.Listen("tcp", o.grpcAddr)
+	if err != nil {
+		httpLis.Close()
+		return e.fail(exitFailure, prefix, "--grpc-addr: %v", err)
+	}
+
+	g := grpc.NewServer()
+	srv.RegisterGRPC(g)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(g, hs)
+	hsrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- fmt.Errorf("gRPC: %w", g.Serve(grpcLis)) }()
+	go func() { errc <- fmt.Errorf("HTTP: %w", hsrv.Serve(httpLis)) }()
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	if o.configDir != "" {
+		go func() {
+			defer close(watchDone)
+			if err := srv.Watch(watchCtx, o.configDir, o.reloadDebounce, nil); err != nil {
+				log.Error("config watcher stopped; reloads are off", "error", err)
+			}
+		}()
+	} else {
+		close(watchDone)
+	}
+
+	log.Info("sluice serving",
+		"grpc", grpcLis.Addr().String(), "grpc_services", "envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health",
+		"http", "http://"+httpLis.Addr().String(), "http_paths", "POST /v1/check, POST /v1/reset, GET /metrics, /healthz, /readyz",
+		"store", storeName(o.storeURL), "config", source)
+	if o.onListening != nil {
+		o.onListening(httpLis.Addr().String(), grpcLis.Addr().String())
+	}
+
+	status := exitOK
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing in-flight requests", "timeout", o.shutdownTimeout)
+	case err := <-errc:
+		log.Error("server failed; shutting down", "error", err)
+		e.fail(exitFailure, prefix, "%v", err)
+		status = exitFailure
+	}
+	srv.SetStopping()
+	hs.Shutdown()
+	stopWatch()
+	if o.onStopping != nil {
+		o.onStopping()
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	grpcDone := make(chan struct{})
+	go func() { g.GracefulStop(); close(grpcDone) }()
+	if err := hsrv.Shutdown(sctx); err != nil {
+		log.Warn("HTTP shutdown cut short", "error", err)
+		hsrv.Close()
+	}
+	select {
+	case <-grpcDone:
+	case <-sctx.Done():
+		log.Warn("gRPC shutdown cut short: closing open streams")
+		g.Stop()
+		<-grpcDone
+	}
+	<-watchDone
+	log.Info("stopped")
+	return status
+}
+
+// usageError is an error in a flag's value (exit status 2).
+type usageError struct{ error }
+
+// openServeStore opens the store --store names. local reports an
+// in-process store (whose resets can be done in process).
+func openServeStore(raw string) (store sluice.Store, closeFn func() error, local bool, err error) {
+	switch raw {
+	case "memory", "mem://", "memory://":
+		s := memstore.New()
+		return s, s.Close, true, nil
+	}
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok || !strings.HasPrefix(scheme, "redis") {
+		return nil, nil, false, usageError{fmt.Errorf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", raw)}
+	}
+	s, err := redisstore.Open(raw)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("--store: %v", err)
+	}
+	return s, s.Close, false, nil
+}
+
+// storeName is --store for the log, without a password.
+func storeName(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = "***@" + rest[i+1:]
+	}
+	return scheme + "://" + rest
+}

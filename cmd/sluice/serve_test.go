@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type running struct {
+	httpAddr, grpcAddr string
+	stopping           chan struct{}
+	cancel             context.CancelFunc
+	done               chan int
+	stderr             *syncBuffer
+}
+
+// startServe runs serve in process on loopback ports chosen by the system.
+func startServe(t *testing.T, o serveOptions) *running {
+	t.Helper()
+	r := &running{stopping: make(chan struct{}), done: make(chan int, 1), stderr: &syncBuffer{}}
+	o.httpAddr, o.grpcAddr = "127.0.0.1:0", "127.0.0.1:0"
+	if o.storeURL == "" {
+		o.storeURL = "memory"
+	}
+	if o.shutdownTimeout == 0 {
+		o.shutdownTimeout = 30 * time.Second
+	}
+	if o.reloadDebounce == 0 {
+		o.reloadDebounce = 20 * time.Millisecond
+	}
+	listening := make(chan struct{})
+	o.onListening = func(h, g string) { r.httpAddr, r.grpcAddr = h, g; close(listening) }
+	o.onStopping = func() { close(r.stopping) }
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	var stdout bytes.Buffer
+	go func() { r.done <- serve(ctx, env{stdout: &stdout, stderr: r.stderr}, o) }()
+	select {
+	case <-listening:
+	case code := <-r.done:
+		t.Fatalf("serve exited with %d: %s", code, r.stderr)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	return r
+}
+
+func rlsClient(t *testing.T, addr string) (rls.RateLimitServiceClient, *grpc.ClientConn) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rls.NewRateLimitServiceClient(conn), conn
+}
+
+func rlsRequest(domain string, kv ...string) *rls.RateLimitRequest {
+	d := &rlcommon.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return &rls.RateLimitRequest{Domain: domain, Descriptors: []*rlcommon.RateLimitDescriptor{d}}
+}
+
+func TestServeDefaults(t *testing.T) {
+	r := startServe(t, serveOptions{})
+	client, conn := rlsClient(t, r.grpcAddr)
+	// The built-in rider policy: token bucket, burst 10 at 5/s.
+	for i := 0; i < 10; i++ {
+		resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("rider-api", "rider_id", "r-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode != rls.RateLimitResponse_OK {
+			t.Fatalf("request %d: %v", i, resp)
+		}
+	}
+	// The 11th within the same instant is over; the bucket refills at 5/s,
+	// so allow for the time the test took: at most 2 more can pass.
+	over := false
+	for i := 0; i < 3 && !over; i++ {
+		resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("rider-api", "rider_id", "r-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		over = resp.OverallCode == rls.RateLimitResponse_OVER_LIMIT
+	}
+	if !over {
+		t.Error("the rider limit never refused")
+	}
+	h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health: %v %v", h, err)
+	}
+	resp, err := http.Post("http://"+r.httpAddr+"/v1/check", "application/json", strings.NewReader(`{"domain":"partner-api","descriptors":[{"entries":[{"key":"partner","value":"acme"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"algorithm":"sliding-log","allowed":true,"limit":500,"remaining":499`) {
+		t.Errorf("HTTP check: %s %s", resp.Status, body)
+	}
+	for _, want := range []string{`msg="sluice serving"`, "grpc=" + r.grpcAddr, "http=http://" + r.httpAddr, "store=memory", `config="(built-in defaults)"`} {
+		if !strings.Contains(r.stderr.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	r.cancel()
+	if code := <-r.done; code != exitOK {
+		t.Errorf("exit %d after shutdown", code)
+	}
+	r.done <- exitOK // for the cleanup
+}
+
+// TestGracefulShutdown starts a request, begins the shutdown while it is in
+// flight, and checks that it is answered.
+func TestGracefulShutdown(t *testing.T) {
+	r := startServe(t, serveOptions{})
+	conn, err := net.Dial("tcp", r.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"domain":"admin","descriptors":[{"entries":[{"key":"user","value":"ada"}]}]}`
+	head := "POST /v1/check HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	// Half the request: the server is now reading it.
+	if _, err := io.WriteString(conn, head+body[:10]); err != nil {
+		t.Fatal(err)
+	}
+	// Wait (bounded) until the server has seen the request begin: a
+	// second connection's request is answered only after the first
+	// connection was accepted, on the same listener.
+	resp, err := http.Get("http://" + r.httpAddr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	r.cancel()
+	select {
+	case <-r.stopping:
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown never began")
+	}
+	// The rest of the request, after the shutdown began.
+	if _, err := io.WriteString(conn, body[10:]); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the in-flight request was not answered: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || !strings.Contains(string(b), `"overall_code":"OK"`) {
+		t.Errorf("in-flight answer: %s %s", res.Status, b)
+	}
+	if code := <-r.done; code != exitOK {
+		t.Errorf("exit %d", code)
+	}
+	r.done <- exitOK
+}
+
+func TestServeReloadsConfigDir(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) {
+		t.Helper()
+		tmp := filepath.Join(dir, ".tmp")
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "a.yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := func(n string) string {
+		return "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: " + n + "}\n"
+	}
+	write(cfg("1"))
+	r := startServe(t, serveOptions{configDir: dir})
+	client, _ := rlsClient(t, r.grpcAddr)
+	limit := func() uint32 {
+		t.Helper()
+		req := rlsRequest("d", "k", "v")
+		req.Descriptors[0].HitsAddend = nil
+		resp, err := client.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Statuses[0].CurrentLimit.GetRequestsPerUnit()
+	}
+	if n := limit(); n != 1 {
+		t.Fatalf("limit %d, want 1", n)
+	}
+	// Bounded polling: rewrite until the watcher (which may still be
+	// starting) has reloaded.
+	deadline := time.Now().Add(20 * time.Second)
+	for limit() != 9 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload; log:\n%s", r.stderr)
+		}
+		write(cfg("9"))
+		waitLog(t, r.stderr, `msg="config loaded" dir=`)
+	}
+	write(cfg("nine"))
+	waitLog(t, r.stderr, "config reload failed")
+	if n := limit(); n != 9 {
+		t.Errorf("after a bad reload the limit is %d, want 9", n)
+	}
+	if !strings.Contains(r.stderr.String(), `requests_per_unit: want a whole number, got \"nine\"`) {
+		t.Errorf("the log does not name the problem:\n%s", r.stderr)
+	}
+}
+
+// waitLog waits (bounded) for the log to contain s.
+func waitLog(t *testing.T, log *syncBuffer, s string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(log.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q:\n%s", s, log)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestServeErrors(t *testing.T) {
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, "a.yaml"), []byte("domain: a\nx: 1\ny: 2\n"), 0o644)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		args  []string
+		code  int
+		lines []string
+	}{
+		{[]string{"--store", "etcd://x"}, exitUsage, []string{`sluice serve: --store "etcd://x": want memory, or a redis://`}},
+		{[]string{"--bogus"}, exitUsage, []string{"sluice serve: flag provided but not defined: -bogus"}},
+		{[]string{"extra"}, exitUsage, []string{`sluice serve: unexpected argument "extra"`}},
+		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},
+		{[]string{"--config", bad, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{
+			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":2: x: unknown field",
+			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":3: y: unknown field",
+		}},
+		{[]string{"--http-addr", taken.Addr().String(), "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{"sluice serve: --http-addr: listen tcp " + taken.Addr().String()}},
+	} {
+		code, _, stderr := runSluice(t, "", append([]string{"serve"}, tc.args...)...)
+		var lines []string // the error lines, without the log's
+		for _, l := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+			if !strings.HasPrefix(l, "time=") {
+				lines = append(lines, l)
+			}
+		}
+		if code != tc.code || len(lines) != len(tc.lines) {
+			t.Errorf("%v: exit %d, stderr:\n%s", tc.args, code, stderr)
+			continue
+		}
+		for i, want := range tc.lines {
+			if !strings.HasPrefix(lines[i], want) {
+				t.Errorf("%v: line %d is %q, want it to start with %q", tc.args, i, lines[i], want)
+			}
+		}
+	}
+	code, out, _ := runSluice(t, "", "help", "serve")
+	if code != exitOK || !strings.HasPrefix(out, "usage: sluice serve") {
+		t.Errorf("help serve: %d %q", code, out)
+	}
+}
