@@ -6,6 +6,7 @@
 //
 // The commands are:
 //
+//	serve     run the rate limit service (Envoy RLS v3, HTTP API, metrics)
 //	replay    replay a traffic trace through a policy on a virtual clock
 //	config    check a rate-limit configuration directory (config check DIR)
 //	version   print the version of sluice
@@ -69,6 +70,7 @@ type command struct {
 // function, not a variable, because help refers back to the table.)
 func commands() []command {
 	return []command{
+		{name: "serve", summary: "run the rate limit service (Envoy RLS v3, HTTP API, metrics)", usage: serveUsage, run: runServe},
 		{name: "replay", summary: "replay a traffic trace through a policy on a virtual clock", usage: replayUsage, run: runReplay},
 		{name: "config", summary: "check a rate-limit configuration directory (config check DIR)", usage: configUsage, run: runConfig},
 		{name: "version", summary: "print the version of sluice", usage: "usage: sluice version\n\nPrints the version of sluice and of the Go toolchain that built it.\n", run: runVersion},

@@ -340,9 +340,9 @@ func TestCommands(t *testing.T) {
 		{name: "replay -h", args: []string{"replay", "-h"}, code: 0, stdout: "SECONDS KEY [COST]"},
 		{name: "replay --help", args: []string{"replay", "--algorithm", "gcra", "--help"}, code: 0, stdout: "--burst B"},
 		{name: "help version", args: []string{"help", "version"}, code: 0, stdout: "usage: sluice version"},
-		{name: "help unknown", args: []string{"help", "serve"}, code: 2, stderr: `sluice help: unknown command "serve"`, stderrLine: true},
+		{name: "help unknown", args: []string{"help", "frobnicate"}, code: 2, stderr: `sluice help: unknown command "frobnicate"`, stderrLine: true},
 		{name: "help too many", args: []string{"help", "replay", "version"}, code: 2, stderr: "too many arguments", stderrLine: true},
-		{name: "unknown command", args: []string{"serve"}, code: 2, stderr: `sluice: unknown command "serve" (run 'sluice help' for the list)`, stderrLine: true},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: `sluice: unknown command "frobnicate" (run 'sluice help' for the list)`, stderrLine: true},
 		{name: "version", args: []string{"version"}, code: 0, stdout: "sluice "},
 		{name: "version with an argument", args: []string{"version", "x"}, code: 2, stderr: `unexpected argument "x"`, stderrLine: true},
 	} {
