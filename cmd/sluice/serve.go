@@ -27,6 +27,7 @@ import (
 )
 
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
+                    [--store-timeout D] [--shutdown-timeout D]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) and the gRPC
@@ -47,6 +48,9 @@ Flags:
                       Sentinel
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
+  --store-timeout D   the bound on one Redis call, after which the rules'
+                      failure modes decide (default: redisstore's, well
+                      under Envoy's 20ms)
   --shutdown-timeout D  how long in-flight requests get to finish after
                       SIGTERM or SIGINT (default 15s)
 
@@ -62,6 +66,7 @@ type serveOptions struct {
 	storeURL        string
 	httpAddr        string
 	grpcAddr        string
+	storeTimeout    time.Duration // 0: the store's default
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
 
@@ -82,6 +87,7 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "")
 	fset.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "")
 	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
+	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
 	err := fset.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		io.WriteString(e.stdout, serveUsage)
@@ -92,6 +98,9 @@ func runServe(e env, args []string) int {
 	}
 	if fset.NArg() > 0 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q (run 'sluice help serve' for usage)", fset.Arg(0))
+	}
+	if o.storeTimeout < 0 {
+		return e.fail(exitUsage, prefix, "--store-timeout %v: must not be negative", o.storeTimeout)
 	}
 	if o.shutdownTimeout <= 0 {
 		return e.fail(exitUsage, prefix, "--shutdown-timeout %v: must be positive", o.shutdownTimeout)
@@ -107,7 +116,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	const prefix = "sluice serve"
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 
-	store, closeStore, local, err := openServeStore(o.storeURL)
+	store, closeStore, local, err := openServeStore(o.storeURL, o.storeTimeout)
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -224,7 +233,7 @@ type usageError struct{ error }
 
 // openServeStore opens the store --store names. local reports an
 // in-process store (whose resets can be done in process).
-func openServeStore(raw string) (store sluice.Store, closeFn func() error, local bool, err error) {
+func openServeStore(raw string, timeout time.Duration) (store sluice.Store, closeFn func() error, local bool, err error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
 		s := memstore.New()
@@ -234,7 +243,11 @@ func openServeStore(raw string) (store sluice.Store, closeFn func() error, local
 	if !ok || !strings.HasPrefix(scheme, "redis") {
 		return nil, nil, false, usageError{fmt.Errorf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", raw)}
 	}
-	s, err := redisstore.Open(raw)
+	var opts []redisstore.Option
+	if timeout > 0 {
+		opts = append(opts, redisstore.WithTimeout(timeout))
+	}
+	s, err := redisstore.Open(raw, opts...)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("--store: %v", err)
 	}

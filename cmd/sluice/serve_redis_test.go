@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// envServeChild makes the test binary run sluice with its arguments instead
+// of the tests: the child processes of TestServeProcessesShareRedis.
+const envServeChild = "SLUICE_TEST_RUN_SLUICE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envServeChild) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+var servingGRPC = regexp.MustCompile(`msg="sluice serving" grpc=(127\.0\.0\.1:\d+)`)
+
+// startServeProcess runs "sluice serve args..." as a child process and
+// returns its gRPC address once it logs that it serves.
+func startServeProcess(t *testing.T, args ...string) (addr string, cmd *exec.Cmd, exited chan error) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(exe, append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), envServeChild+"=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited = make(chan error, 1)
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var log []byte
+		for sc.Scan() {
+			log = append(append(log, sc.Bytes()...), '\n')
+			if m := servingGRPC.FindSubmatch(sc.Bytes()); m != nil {
+				found <- string(m[1])
+				io.Copy(io.Discard, stderr) // keep the pipe drained
+				break
+			}
+		}
+		err := cmd.Wait()
+		if err != nil {
+			t.Logf("sluice serve: %v\n%s", err, log)
+		}
+		exited <- err
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+	})
+	select {
+	case addr = <-found:
+	case err := <-exited:
+		t.Fatalf("sluice serve exited before serving: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("sluice serve did not start within 60s")
+	}
+	return addr, cmd, exited
+}
+
+// TestServeProcessesShareRedis: 3 sluice serve processes share one real
+// Redis; 64 concurrent gRPC clients spread over them make 20,000 requests
+// at one descriptor limited to 1,000 per day: exactly 1,000 are OK.
+func TestServeProcessesShareRedis(t *testing.T) {
+	redis := sluicetest.StartRedis(t)
+	dir := t.TempDir()
+	// A sliding log, so no window boundary can fall inside the test.
+	cfg := "domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 1000, algorithm: sliding-log, failure_mode: closed}\n"
+	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type proc struct {
+		addr   string
+		cmd    *exec.Cmd
+		exited chan error
+	}
+	procs := make([]proc, 3)
+	for i := range procs {
+		// A generous store timeout: on a loaded machine a slow call must
+		// not turn into a failure-mode answer.
+		addr, cmd, exited := startServeProcess(t, "--store", "redis://"+redis, "--store-timeout", "30s", "--config", dir)
+		procs[i] = proc{addr, cmd, exited}
+	}
+	clients := make([]rls.RateLimitServiceClient, len(procs))
+	for i, p := range procs {
+		clients[i], _ = rlsClient(t, p.addr)
+	}
+	const total = 20000
+	var next, ok, over atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < 64; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := clients[c%len(clients)]
+			for next.Add(1) <= total {
+				resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("fleet", "tenant", "acme"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch resp.OverallCode {
+				case rls.RateLimitResponse_OK:
+					ok.Add(1)
+				case rls.RateLimitResponse_OVER_LIMIT:
+					over.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 1000 || over.Load() != total-1000 {
+		t.Errorf("OK %d, OVER_LIMIT %d; want exactly 1000 and %d", ok.Load(), over.Load(), total-1000)
+	}
+	for i, p := range procs {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-p.exited:
+			if err != nil {
+				t.Errorf("process %d after SIGTERM: %v", i, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("process %d did not stop after SIGTERM", i)
+		}
+	}
+}
