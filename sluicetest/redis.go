@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,18 +29,70 @@ const redisStartTimeout = 10 * time.Second
 // never skipped): run .ci/install-redis, which `make test` does.
 func StartRedis(t testing.TB) string {
 	t.Helper()
-	bin := lookRedisBinary(t, "redis-server")
-	dir := t.TempDir()
+	return StartRedisServer(t).Addr
+}
+
+// RedisServer is a standalone redis-server started by StartRedisServer,
+// which a test can kill and start again on the same port.
+type RedisServer struct {
+	// Addr is the server's address, "127.0.0.1:port".
+	Addr string
+
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+
+	mu   sync.Mutex
+	stop func() // kills the running process; nil when stopped
+}
+
+// StartRedisServer is StartRedis, returning a handle on the server.
+func StartRedisServer(t testing.TB) *RedisServer {
+	t.Helper()
+	s := &RedisServer{t: t, bin: lookRedisBinary(t, "redis-server"), dir: t.TempDir()}
 	for attempt := 0; ; attempt++ {
-		port := freePort(t)
-		addr, err := startRedisServer(t, bin, dir, port)
+		s.port = freePort(t)
+		stop, err := startRedisServer(s.bin, s.dir, s.port)
 		if err == nil {
-			return addr
+			s.stop = stop
+			break
 		}
 		if attempt >= 5 {
 			t.Fatalf("sluicetest: starting redis-server: %v", err)
 		}
 	}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Kill kills the server (SIGKILL) and waits for it to exit. Its data is
+// lost. Killing a stopped server does nothing.
+func (s *RedisServer) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+}
+
+// Restart starts a killed server again on the same port, empty, and waits
+// until it answers PING. It fails the test if it cannot (another process
+// took the port, say).
+func (s *RedisServer) Restart() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stop != nil {
+		s.t.Fatal("sluicetest: Restart of a running redis-server")
+	}
+	stop, err := startRedisServer(s.bin, s.dir, s.port)
+	if err != nil {
+		s.t.Fatalf("sluicetest: restarting redis-server on port %d: %v", s.port, err)
+	}
+	s.stop = stop
 }
 
 // StartRedisCluster starts a Redis Cluster of masters redis-server processes
@@ -68,12 +121,13 @@ func StartRedisCluster(t testing.TB, masters int) []string {
 			if port+10000 > 65535 || !portFree(port+10000) {
 				continue
 			}
-			addr, err := startRedisServer(t, bin, dir, port,
+			stop, err := startRedisServer(bin, dir, port,
 				"--cluster-enabled", "yes",
 				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 				"--cluster-node-timeout", "5000")
 			if err == nil {
-				addrs = append(addrs, addr)
+				t.Cleanup(stop)
+				addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 				break
 			}
 			if attempt >= 5 {
@@ -135,10 +189,10 @@ func portFree(port int) bool {
 	return true
 }
 
-// startRedisServer starts bin on port and waits for PING. On success the
-// process is killed at cleanup; on failure it is already gone.
-func startRedisServer(t testing.TB, bin, dir string, port int, extra ...string) (string, error) {
-	t.Helper()
+// startRedisServer starts bin on port and waits for PING. On success it
+// returns a function that kills the process and waits for it; on failure
+// the process is already gone.
+func startRedisServer(bin, dir string, port int, extra ...string) (stop func(), err error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := append([]string{
 		"--port", strconv.Itoa(port),
@@ -150,11 +204,11 @@ func startRedisServer(t testing.TB, bin, dir string, port int, extra ...string) 
 		"--logfile", "",
 	}, extra...)
 	cmd := exec.Command(bin, args...)
-	var out bytes.Buffer
+	var out syncBuffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return nil, err
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -165,25 +219,46 @@ func startRedisServer(t testing.TB, bin, dir string, port int, extra ...string) 
 		}
 		select {
 		case err := <-exited:
-			return "", fmt.Errorf("redis-server on port %d exited: %v\n%s", port, err, out.String())
+			return nil, fmt.Errorf("redis-server on port %d exited: %v\n%s", port, err, out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			<-exited
-			return "", fmt.Errorf("redis-server on port %d did not answer PING within %v\n%s", port, redisStartTimeout, out.String())
+			return nil, fmt.Errorf("redis-server on port %d did not answer PING within %v\n%s", port, redisStartTimeout, out.String())
 		}
 		time.Sleep(10 * time.Millisecond) // polling a starting server
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	return addr, nil
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+	}, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // redisCommand sends one command over a fresh connection and returns the
-// reply as text (simple strings, errors as errors, bulk strings).
+// reply as text (simple strings, errors as errors, bulk strings; a nil
+// bulk string as "").
 func redisCommand(addr string, args ...string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -212,6 +287,9 @@ func redisCommand(addr string, args ...string) (string, error) {
 		return "", fmt.Errorf("redis: %s", line[1:])
 	case strings.HasPrefix(line, "$"):
 		n, err := strconv.Atoi(line[1:])
+		if n == -1 {
+			return "", nil // nil bulk string
+		}
 		if err != nil || n < 0 {
 			return "", fmt.Errorf("redis: bad reply %q", line)
 		}

@@ -27,3 +27,18 @@ func TestStartRedisCluster(t *testing.T) {
 		}
 	}
 }
+
+func TestRedisServerRestart(t *testing.T) {
+	s := StartRedisServer(t)
+	if reply, err := redisCommand(s.Addr, "SET", "k", "v"); err != nil || reply != "OK" {
+		t.Fatalf("SET: %q %v", reply, err)
+	}
+	s.Kill()
+	if _, err := redisCommand(s.Addr, "PING"); err == nil {
+		t.Fatal("a killed server answered PING")
+	}
+	s.Restart()
+	if reply, err := redisCommand(s.Addr, "GET", "k"); err != nil || reply != "" {
+		t.Fatalf("GET after a restart: %q %v, want nothing (no persistence)", reply, err)
+	}
+}
