@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,4 +98,86 @@ func TestUnavailable(t *testing.T) {
 	if st := s.Stats(); st.Errors < 2 || st.ShortCircuited < 1 {
 		t.Fatalf("stats %+v", st)
 	}
+}
+
+// TestRedisRestart: Redis killed under load and started again. While it is
+// down a fail-closed Limiter rejects with an error and nothing panics; once
+// it answers again (empty, without the script) decisions resume within a
+// second.
+func TestRedisRestart(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	c := newClient(t, srv.Addr)
+	s := newStore(t, c, WithTimeout(200*time.Millisecond), WithBreaker(3, 100*time.Millisecond))
+	p := sluice.Policy{Algorithm: sluice.SlidingWindow, Limit: 1_000_000, Period: time.Second}
+	lim, err := sluice.NewLimiter(s, p, sluice.WithFailureMode(sluice.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		lastOK   time.Time
+		failures int
+		wrong    error
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := lim.Allow(t.Context(), fmt.Sprint("k", g, "-", i%100))
+				mu.Lock()
+				switch {
+				case err == nil && d.Allowed:
+					lastOK = time.Now()
+				case err != nil && !d.Allowed:
+					failures++
+				default:
+					wrong = fmt.Errorf("decision %+v with error %v", d, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; stats %+v", what, s.Stats())
+			}
+			time.Sleep(5 * time.Millisecond) // polling the load goroutines
+		}
+	}
+	state := func() (time.Time, int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return lastOK, failures, wrong
+	}
+	waitFor("decisions before the kill", func() bool { ok, _, _ := state(); return !ok.IsZero() })
+	srv.Kill()
+	killed := time.Now()
+	waitFor("failures after the kill", func() bool { _, f, _ := state(); return f > 0 })
+	srv.Restart()
+	restarted := time.Now()
+	waitFor("decisions after the restart", func() bool { ok, _, _ := state(); return ok.After(restarted) })
+	ok, f, w := state()
+	if w != nil {
+		t.Fatal(w)
+	}
+	if late := ok.Sub(restarted); late > time.Second {
+		t.Fatalf("first decision %v after Redis answered again, want at most 1s", late)
+	}
+	st := s.Stats()
+	if st.Errors == 0 || st.BreakerOpens == 0 {
+		t.Fatalf("stats after an outage: %+v", st)
+	}
+	t.Logf("down %v, %d failed decisions, recovered %v after the restart; %+v", restarted.Sub(killed), f, ok.Sub(restarted), st)
 }
