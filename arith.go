@@ -106,6 +106,9 @@ func (m *Model) sub(a, b rtime) rtime {
 // dur returns the exact time k units take to drain: k×Period/Limit.
 // k ≤ burst, so the whole part fits (it is at most MaxBurstDuration).
 func (m *Model) dur(k int64) rtime {
+	if m.den == 1 { // a whole number of nanoseconds per unit
+		return rtime{k * m.num, 0}
+	}
 	hi, lo := mul64(uint64(k), uint64(m.num))
 	q, r := divmod128(hi, lo, uint64(m.den))
 	return rtime{int64(q), int64(r)}
@@ -113,6 +116,9 @@ func (m *Model) dur(k int64) rtime {
 
 // units returns the whole units that drain in span a: ⌊a×Limit/Period⌋.
 func (m *Model) units(a rtime) int64 {
+	if m.den == 1 {
+		return a.ns / m.num
+	}
 	hi, lo := mul64(uint64(a.ns), uint64(m.den))
 	hi, lo = add128(hi, lo, uint64(a.frac))
 	return int64(quo128(hi, lo, uint64(m.num)))

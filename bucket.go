@@ -33,7 +33,7 @@ func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
 		return s, d
 	}
 	d.Allowed = true
-	if m.policy.Algorithm == LeakyBucket {
+	if m.leaky {
 		d.Delay = time.Duration(debt.ceil())
 	}
 	newDebt := m.sub(next, t)

@@ -39,6 +39,8 @@ type LogEntry struct {
 // store is tested against.
 type Model struct {
 	policy Policy
+	kind   kind
+	leaky  bool // leaky-bucket: admitted requests get a Delay
 	limit  int64
 	burst  int64
 	period int64
@@ -52,7 +54,7 @@ func NewModel(p Policy) (*Model, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{policy: p, limit: p.Limit, burst: p.burst(), period: int64(p.Period)}
+	m := &Model{policy: p, kind: kindOf(p.Algorithm), leaky: p.Algorithm == LeakyBucket, limit: p.Limit, burst: p.burst(), period: int64(p.Period)}
 	g := gcd(m.period, m.limit)
 	m.num, m.den = m.period/g, m.limit/g
 	m.burstDur = m.dur(m.burst)
@@ -82,12 +84,12 @@ func (m *Model) Take(s State, now, cost int64) (State, Decision) {
 	if cost < 0 {
 		return s, Decision{Limit: m.limit, Impossible: true}
 	}
-	switch m.policy.Algorithm {
-	case FixedWindow:
+	switch m.kind {
+	case fixedKind:
 		return m.fixedWindow(s, now, cost)
-	case SlidingWindow:
+	case slidingKind:
 		return m.slidingWindow(s, now, cost)
-	case SlidingLog:
+	case logKind:
 		return m.slidingLog(s, now, cost)
 	default:
 		return m.bucket(s, now, cost)
@@ -99,13 +101,13 @@ func (m *Model) Take(s State, now, cost int64) (State, Decision) {
 // forget it before. An idle state returns a time no later than any it has
 // seen.
 func (m *Model) ExpiresAt(s State) int64 {
-	switch m.policy.Algorithm {
-	case FixedWindow:
+	switch m.kind {
+	case fixedKind:
 		if s.Count > 0 {
 			return s.Time + m.period
 		}
 		return 0
-	case SlidingWindow:
+	case slidingKind:
 		switch {
 		case s.Count > 0:
 			return s.Time + 2*m.period
@@ -113,7 +115,7 @@ func (m *Model) ExpiresAt(s State) int64 {
 			return s.Time + m.period
 		}
 		return 0
-	case SlidingLog:
+	case logKind:
 		if n := len(s.Log); n > 0 {
 			return s.Log[n-1].At + m.period
 		}
@@ -121,6 +123,28 @@ func (m *Model) ExpiresAt(s State) int64 {
 	default:
 		return rtime{s.Time, s.Frac}.ceil()
 	}
+}
+
+// kind groups the algorithms by the model that evaluates them.
+type kind uint8
+
+const (
+	bucketKind kind = iota // token-bucket, gcra, leaky-bucket
+	fixedKind
+	slidingKind
+	logKind
+)
+
+func kindOf(a Algorithm) kind {
+	switch a {
+	case FixedWindow:
+		return fixedKind
+	case SlidingWindow:
+		return slidingKind
+	case SlidingLog:
+		return logKind
+	}
+	return bucketKind
 }
 
 // IdleAfter returns the longest time any key can take to return to idle
