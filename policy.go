@@ -58,8 +58,10 @@ const (
 //
 // Policies with the same non-empty Name and Algorithm share their per-key
 // state in a Store, so a policy can be reconfigured (a new Limit, say)
-// without forgetting who is being limited. Unnamed policies share state only
-// with identical policies.
+// without forgetting who is being limited: the stored state is read with the
+// new parameters (a bucket's TAT stays where it was, rounded up to the new
+// emission interval's sub-nanosecond grid so that it never moves earlier).
+// Unnamed policies share state only with identical policies.
 type Policy struct {
 	// Name identifies the policy in a store, in Redis keys, in metrics and in
 	// response headers. Optional.
