@@ -86,6 +86,8 @@
 // DefaultBreakerFailures consecutive failures a circuit breaker answers
 // ErrUnavailable at once, lets one probe through every cooldown (default
 // 200 ms) and closes when a probe succeeds. Stats counts calls, errors,
-// timeouts and short-circuited calls. The Limiter's failure mode (fail open
-// or closed) decides what a failed call means to the caller.
+// timeouts and short-circuited calls. A store opened (with Open) while Redis
+// is down starts anyway and connects on demand, under the same breaker. The
+// Limiter's failure mode (fail open or closed) decides what a failed call
+// means to the caller.
 package redisstore

@@ -60,6 +60,9 @@ type Stats struct {
 	ShortCircuited uint64
 	// BreakerOpens is the number of times the breaker opened.
 	BreakerOpens uint64
+	// DialErrors counts failed attempts to connect (Open connects on demand
+	// when Redis was down at the start).
+	DialErrors uint64
 }
 
 // Stats returns the store's counters.
@@ -70,11 +73,12 @@ func (s *Store) Stats() Stats {
 		Timeouts:       s.stats.timeouts.Load(),
 		ShortCircuited: s.stats.short.Load(),
 		BreakerOpens:   s.stats.opens.Load(),
+		DialErrors:     s.stats.dialErrors.Load(),
 	}
 }
 
 type counters struct {
-	calls, errors, timeouts, short, opens atomic.Uint64
+	calls, errors, timeouts, short, opens, dialErrors atomic.Uint64
 }
 
 // breaker is a lock-free circuit breaker.

@@ -226,7 +226,7 @@ func TestCluster(t *testing.T) {
 	c := newClient(t, addrs...)
 	clock := sluicetest.NewClock(time.Unix(0, 1_700_000_000_000_000_000))
 	s := newStore(t, c, WithClock(clock), WithTimeout(10*time.Second))
-	if !s.cluster {
+	if !s.conn.Load().cluster {
 		t.Fatal("the client is not in cluster mode")
 	}
 	var policies []sluice.Policy

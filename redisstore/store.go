@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -27,10 +28,10 @@ var ErrCrossSlot = errors.New("redisstore: the batch's keys are in more than one
 // Store is a sluice.Store on Redis or Redis Cluster. It is safe for
 // concurrent use.
 type Store struct {
-	client  rueidis.Client
-	owned   bool // Close closes the client
-	cluster bool
-	clock   sluice.Clock
+	conn  atomic.Pointer[conn] // nil until Open's first connection succeeds
+	owned bool                 // Close closes the client
+	dial  *dialer              // for Open: connects on demand
+	clock sluice.Clock
 	prefix  string
 	slot    string
 	slack   time.Duration
@@ -38,12 +39,23 @@ type Store struct {
 	timeout time.Duration
 	brk     breaker
 	stats   counters
+	closed  atomic.Bool
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
 }
 
 var _ sluice.Store = (*Store)(nil)
+
+// conn is a connected client.
+type conn struct {
+	client  rueidis.Client
+	cluster bool
+}
+
+func newConn(c rueidis.Client) *conn {
+	return &conn{client: c, cluster: c.Mode() == rueidis.ClientModeCluster}
+}
 
 // compiled is a validated policy with what the script needs from it.
 type compiled struct {
@@ -90,9 +102,16 @@ func WithSingleSlot(name string) Option { return func(s *Store) { s.slot = name 
 // New returns a store that uses client, which may be a standalone, Sentinel
 // or Cluster rueidis client. Close does not close it.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
+	s, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.conn.Store(newConn(client))
+	return s, nil
+}
+
+func configure(opts []Option) (*Store, error) {
 	s := &Store{
-		client:   client,
-		cluster:  client.Mode() == rueidis.ClientModeCluster,
 		prefix:   "sluice:",
 		slack:    time.Hour,
 		script:   rueidis.NewLuaScript(takeSource),
@@ -119,7 +138,9 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 }
 
 // Open connects to Redis as url says and returns a store that owns the
-// connection: Close closes it. The forms, all with optional user:password@
+// connection: Close closes it. Only a bad URL or option is an error: if
+// Redis cannot be reached, the store's calls fail (fast, under the circuit
+// breaker) until it can, and then the store connects. The forms, all with optional user:password@
 // and query parameters as rueidis.ParseURL reads them (db, dial_timeout,
 // skip_verify, ...):
 //
@@ -134,23 +155,70 @@ func Open(url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	c, err := rueidis.NewClient(o)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: connecting to %s: %w", redact(url), err)
+	if o.Dialer.Timeout == 0 {
+		o.Dialer.Timeout = time.Second
 	}
-	s, err := New(c, opts...)
+	s, err := configure(opts)
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
 	s.owned = true
+	s.dial = &dialer{opt: o, url: redact(url)}
+	// If Redis is down or unreachable the store still works: its calls
+	// fail (under the breaker) until a connection succeeds.
+	_ = s.connect()
 	return s, nil
 }
 
+// dialer connects Open's client on demand, at most once per
+// DefaultBreakerCooldown while connecting fails.
+type dialer struct {
+	opt     rueidis.ClientOption
+	url     string
+	mu      sync.Mutex
+	lastErr error
+	lastAt  time.Time
+}
+
+// connect makes the client if there is none.
+func (s *Store) connect() error {
+	d := s.dial
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s.conn.Load() != nil {
+		return nil
+	}
+	if d.lastErr != nil && time.Since(d.lastAt) < DefaultBreakerCooldown {
+		return d.lastErr
+	}
+	c, err := rueidis.NewClient(d.opt)
+	if err != nil {
+		s.stats.dialErrors.Add(1)
+		d.lastErr, d.lastAt = fmt.Errorf("connecting to %s: %w", d.url, err), time.Now()
+		return d.lastErr
+	}
+	if s.closed.Load() {
+		c.Close()
+		return errClosed
+	}
+	s.conn.Store(newConn(c))
+	return nil
+}
+
+var errClosed = errors.New("redisstore: store is closed")
+
 // Close releases the store; it closes the client if Open created it.
+// Calls after Close fail.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	if s.owned {
-		s.client.Close()
+		if s.dial != nil {
+			s.dial.mu.Lock()
+			defer s.dial.mu.Unlock()
+		}
+		if c := s.conn.Load(); c != nil {
+			c.client.Close()
+		}
 	}
 	return nil
 }
@@ -256,7 +324,20 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		args = append(args, c.kind, strconv.FormatInt(r.Cost, 10), c.capS, c.perS,
 			durNS, durFrac, c.burst[0], c.burst[1], c.denS)
 	}
-	if s.cluster && s.slot == "" {
+	if s.closed.Load() {
+		return errClosed
+	}
+	cn := s.conn.Load()
+	if cn == nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
+			return err
+		}
+		cn = s.conn.Load()
+	}
+	if cn.cluster && s.slot == "" {
 		slot := keySlot(keys[0])
 		for _, k := range keys[1:] {
 			if keySlot(k) != slot {
@@ -278,7 +359,7 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 	args[2] = strconv.Itoa(len(reqs))
 	var reply []string
 	err := s.call(ctx, func(ctx context.Context) (err error) {
-		reply, err = s.script.Exec(ctx, s.client, keys, args).AsStrSlice()
+		reply, err = s.script.Exec(ctx, cn.client, keys, args).AsStrSlice()
 		return err
 	})
 	if err != nil {

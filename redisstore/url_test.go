@@ -59,14 +59,56 @@ func TestOpen(t *testing.T) {
 				t.Fatalf("%s: request %d: %+v", url, i, d)
 			}
 		}
-		if strings.HasPrefix(url, "redis+cluster") != s.cluster {
-			t.Fatalf("%s: cluster mode %v", url, s.cluster)
+		if strings.HasPrefix(url, "redis+cluster") != s.conn.Load().cluster {
+			t.Fatalf("%s: cluster mode %v", url, s.conn.Load().cluster)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Open("redis://127.0.0.1:1"); err == nil {
-		t.Fatal("Open of a closed port returned no error")
+	if _, err := Open("redis://127.0.0.1:1/x"); err == nil {
+		t.Fatal("Open of a bad URL returned no error")
+	}
+}
+
+// TestStartWhileDown: Open while Redis is down returns a working store
+// whose calls fail fast; it connects once Redis is up, within a second; after
+// Close calls fail.
+func TestStartWhileDown(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	srv.Kill()
+	s, err := Open("redis://"+srv.Addr, WithTimeout(time.Second), WithBreaker(3, 50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Open while Redis is down: %v", err)
+	}
+	p := sluice.Policy{Algorithm: sluice.LeakyBucket, Limit: 5, Period: time.Second}
+	for range 20 {
+		start := time.Now()
+		if d, err := s.Take(t.Context(), p, "k", 1); err == nil {
+			t.Fatalf("Take while Redis is down: %+v and no error", d)
+		}
+		if d := time.Since(start); d > 500*time.Millisecond {
+			t.Fatalf("a Take while Redis is down took %v", d)
+		}
+	}
+	if st := s.Stats(); st.DialErrors == 0 || st.ShortCircuited == 0 {
+		t.Fatalf("stats while down: %+v", st)
+	}
+	srv.Restart()
+	up := time.Now()
+	for {
+		if _, err := s.Take(t.Context(), p, "k", 1); err == nil {
+			break
+		}
+		if time.Since(up) > time.Second {
+			t.Fatalf("no connection a second after Redis started; stats %+v", s.Stats())
+		}
+		time.Sleep(5 * time.Millisecond) // polling the reconnecting store
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Take(t.Context(), p, "k", 1); err == nil {
+		t.Fatal("Take after Close returned no error")
 	}
 }
