@@ -28,10 +28,10 @@ var ErrCrossSlot = errors.New("redisstore: the batch's keys are in more than one
 // Store is a sluice.Store on Redis or Redis Cluster. It is safe for
 // concurrent use.
 type Store struct {
-	conn  atomic.Pointer[conn] // nil until Open's first connection succeeds
-	owned bool                 // Close closes the client
-	dial  *dialer              // for Open: connects on demand
-	clock sluice.Clock
+	conn    atomic.Pointer[conn] // nil until Open's first connection succeeds
+	owned   bool                 // Close closes the client
+	dial    *dialer              // for Open: connects on demand
+	clock   sluice.Clock
 	prefix  string
 	slot    string
 	slack   time.Duration
