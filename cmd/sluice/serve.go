@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/memstore"
@@ -28,6 +31,7 @@ import (
 
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--store-timeout D] [--shutdown-timeout D]
+                    [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) and the gRPC
@@ -54,6 +58,21 @@ Flags:
   --shutdown-timeout D  how long in-flight requests get to finish after
                       SIGTERM or SIGINT (default 15s)
 
+Gateway mode:
+
+  --upstream URL      also run a reverse proxy to URL that enforces the
+                      HTTP policies of one domain of the configuration
+                      (through httplimit: 429 with RateLimit headers)
+  --gateway-addr ADDR its listen address (default 127.0.0.1:8082)
+  --gateway-domain D  the domain (default gateway). Its rules are counted
+                      by the descriptor key: remote_address (the client
+                      IP) or header:NAME (a request header), at the top
+                      level (every request) or under key route with a Go
+                      ServeMux pattern as the value ("POST /v1/quotes")
+  --trusted-proxies CIDRS  comma-separated proxy networks whose
+                      X-Forwarded-For is believed (default: none; the
+                      client IP is the peer address)
+
 Logs go to standard error. On SIGTERM or SIGINT, serve stops accepting new
 requests, lets in-flight ones finish, and exits 0. A bad flag exits 2; a
 configuration that does not load, an unreachable store or an address in use
@@ -67,6 +86,10 @@ type serveOptions struct {
 	httpAddr        string
 	grpcAddr        string
 	storeTimeout    time.Duration // 0: the store's default
+	upstream        string        // gateway mode when not empty
+	gatewayAddr     string
+	gatewayDomain   string
+	trustedProxies  string // comma-separated CIDRs
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
 
@@ -74,6 +97,7 @@ type serveOptions struct {
 	// begins.
 	onListening func(httpAddr, grpcAddr string)
 	onStopping  func()
+	onGateway   func(addr string)
 }
 
 func runServe(e env, args []string) int {
@@ -88,6 +112,10 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "")
 	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
 	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
+	fset.StringVar(&o.upstream, "upstream", "", "")
+	fset.StringVar(&o.gatewayAddr, "gateway-addr", "127.0.0.1:8082", "")
+	fset.StringVar(&o.gatewayDomain, "gateway-domain", server.GatewayDomain, "")
+	fset.StringVar(&o.trustedProxies, "trusted-proxies", "", "")
 	err := fset.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		io.WriteString(e.stdout, serveUsage)
@@ -101,6 +129,12 @@ func runServe(e env, args []string) int {
 	}
 	if o.storeTimeout < 0 {
 		return e.fail(exitUsage, prefix, "--store-timeout %v: must not be negative", o.storeTimeout)
+	}
+	if o.upstream != "" {
+		u, err := url.Parse(o.upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return e.fail(exitUsage, prefix, "--upstream %q: want an http:// or https:// URL with a host", o.upstream)
+		}
 	}
 	if o.shutdownTimeout <= 0 {
 		return e.fail(exitUsage, prefix, "--shutdown-timeout %v: must be positive", o.shutdownTimeout)
@@ -161,7 +195,32 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		return e.fail(exitFailure, prefix, "--grpc-addr: %v", err)
 	}
 
-	g := grpc.NewServer()
+	var (
+		gwSrv *http.Server
+		gwLis net.Listener
+	)
+	if o.upstream != "" {
+		u, _ := url.Parse(o.upstream) // checked by runServe
+		var ipOpts []httplimit.IPOption
+		if o.trustedProxies != "" {
+			ipOpts = append(ipOpts, httplimit.TrustProxies(httplimit.XForwardedFor, strings.Split(o.trustedProxies, ",")...))
+		}
+		ip, err := httplimit.NewClientIP(ipOpts...)
+		if err != nil {
+			httpLis.Close()
+			grpcLis.Close()
+			return e.fail(exitUsage, prefix, "--trusted-proxies: %v", err)
+		}
+		gwLis, err = net.Listen("tcp", o.gatewayAddr)
+		if err != nil {
+			httpLis.Close()
+			grpcLis.Close()
+			return e.fail(exitFailure, prefix, "--gateway-addr: %v", err)
+		}
+		gwSrv = &http.Server{Handler: srv.Gateway(u, o.gatewayDomain, ip), ReadHeaderTimeout: 10 * time.Second}
+	}
+
+	g := grpc.NewServer(grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
 	srv.RegisterGRPC(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
@@ -170,6 +229,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	errc := make(chan error, 2)
 	go func() { errc <- fmt.Errorf("gRPC: %w", g.Serve(grpcLis)) }()
 	go func() { errc <- fmt.Errorf("HTTP: %w", hsrv.Serve(httpLis)) }()
+	if gwSrv != nil {
+		go func() { errc <- fmt.Errorf("gateway: %w", gwSrv.Serve(gwLis)) }()
+		log.Info("sluice gateway", "listen", "http://"+gwLis.Addr().String(), "upstream", o.upstream, "domain", o.gatewayDomain)
+	}
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan struct{})
@@ -188,6 +251,9 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		"grpc", grpcLis.Addr().String(), "grpc_services", "envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health",
 		"http", "http://"+httpLis.Addr().String(), "http_paths", "POST /v1/check, POST /v1/reset, GET /metrics, /healthz, /readyz",
 		"store", storeName(o.storeURL), "config", source)
+	if o.onGateway != nil && gwLis != nil {
+		o.onGateway(gwLis.Addr().String())
+	}
 	if o.onListening != nil {
 		o.onListening(httpLis.Addr().String(), grpcLis.Addr().String())
 	}
@@ -212,6 +278,12 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	defer cancel()
 	grpcDone := make(chan struct{})
 	go func() { g.GracefulStop(); close(grpcDone) }()
+	if gwSrv != nil {
+		if err := gwSrv.Shutdown(sctx); err != nil {
+			log.Warn("gateway shutdown cut short", "error", err)
+			gwSrv.Close()
+		}
+	}
 	if err := hsrv.Shutdown(sctx); err != nil {
 		log.Warn("HTTP shutdown cut short", "error", err)
 		hsrv.Close()

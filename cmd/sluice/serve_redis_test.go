@@ -34,7 +34,7 @@ var servingGRPC = regexp.MustCompile(`msg="sluice serving" grpc=(127\.0\.0\.1:\d
 
 // startServeProcess runs "sluice serve args..." as a child process and
 // returns its gRPC address once it logs that it serves.
-func startServeProcess(t *testing.T, args ...string) (addr string, cmd *exec.Cmd, exited chan error) {
+func startServeProcess(t testing.TB, args ...string) (addr string, cmd *exec.Cmd, exited chan error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,6 +43,7 @@ func (s *syncBuffer) String() string {
 
 type running struct {
 	httpAddr, grpcAddr string
+	gatewayAddr        string
 	stopping           chan struct{}
 	cancel             context.CancelFunc
 	done               chan int
@@ -52,7 +54,8 @@ type running struct {
 func startServe(t *testing.T, o serveOptions) *running {
 	t.Helper()
 	r := &running{stopping: make(chan struct{}), done: make(chan int, 1), stderr: &syncBuffer{}}
-	o.httpAddr, o.grpcAddr = "127.0.0.1:0", "127.0.0.1:0"
+	o.httpAddr, o.grpcAddr, o.gatewayAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	o.onGateway = func(a string) { r.gatewayAddr = a }
 	if o.storeURL == "" {
 		o.storeURL = "memory"
 	}
@@ -281,6 +284,8 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"--store", "etcd://x"}, exitUsage, []string{`sluice serve: --store "etcd://x": want memory, or a redis://`}},
 		{[]string{"--bogus"}, exitUsage, []string{"sluice serve: flag provided but not defined: -bogus"}},
 		{[]string{"extra"}, exitUsage, []string{`sluice serve: unexpected argument "extra"`}},
+		{[]string{"--upstream", "ftp://x"}, exitUsage, []string{`sluice serve: --upstream "ftp://x": want an http:// or https:// URL`}},
+		{[]string{"--store-timeout", "-1s"}, exitUsage, []string{"sluice serve: --store-timeout -1s: must not be negative"}},
 		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},
 		{[]string{"--config", bad, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{
 			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":2: x: unknown field",
@@ -308,5 +313,32 @@ func TestServeErrors(t *testing.T) {
 	code, out, _ := runSluice(t, "", "help", "serve")
 	if code != exitOK || !strings.HasPrefix(out, "usage: sluice serve") {
 		t.Errorf("help serve: %d %q", code, out)
+	}
+}
+
+func TestServeGateway(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello from upstream")
+	}))
+	defer upstream.Close()
+	dir := t.TempDir()
+	cfg := "domain: gateway\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: hour, requests_per_unit: 2}\n"
+	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startServe(t, serveOptions{configDir: dir, upstream: upstream.URL, gatewayDomain: "gateway"})
+	for i, want := range []int{200, 200, 429} {
+		resp, err := http.Get("http://" + r.gatewayAddr + "/anything")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 200 && string(b) != "hello from upstream") {
+			t.Errorf("request %d: %s %q", i, resp.Status, b)
+		}
+	}
+	if !strings.Contains(r.stderr.String(), `msg="sluice gateway"`) {
+		t.Errorf("the log does not mention the gateway:\n%s", r.stderr)
 	}
 }

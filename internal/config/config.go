@@ -94,6 +94,9 @@ type Rule struct {
 	// tree: the domain and each level's key (with "_value" when the level
 	// has a value), joined by dots: "rides.rider_id", "rides.partner_acme".
 	FullKey string
+	// Path is the rule's place in the tree: one entry per level, with the
+	// value as configured ("" for any value, "prefix*" for a wildcard).
+	Path []Entry
 	// Name is rate_limit.name, the name other rules' replaces refer to.
 	// Optional.
 	Name string

@@ -287,3 +287,14 @@ func TestUnits(t *testing.T) {
 		}
 	}
 }
+
+func TestRulePath(t *testing.T) {
+	c := mustLoad(t, "domain: d\ndescriptors:\n  - key: a\n    value: x*\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: 1}\n      - key: c\n        value: y\n        rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	var got []string
+	for _, r := range c.Rules() {
+		got = append(got, fmt.Sprint(r.Path))
+	}
+	if s := strings.Join(got, " "); s != "[{a x*} {b }] [{a x*} {c y}]" {
+		t.Errorf("paths %s", s)
+	}
+}

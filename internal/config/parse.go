@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,7 +74,7 @@ func parseFile(file string, data []byte) (*parsed, []error) {
 	}
 	p.domain = out.domain
 	if d := lookup(root, "descriptors"); d != nil && out.domain != "" {
-		p.descriptors(d, "descriptors", out.domain, out.root)
+		p.descriptors(d, "descriptors", out.domain, nil, out.root)
 	}
 	if len(p.errs) > 0 {
 		return nil, p.errs
@@ -203,7 +204,7 @@ type rawLimit struct {
 }
 
 // descriptors compiles a descriptors list into parent.
-func (p *parser) descriptors(n *yaml.Node, field, parentKey string, parent *node) {
+func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry, parent *node) {
 	for i, d := range p.list(n, field) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		var (
@@ -268,13 +269,14 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, parent *node
 		}
 		if limit != nil {
 			if r := p.rule(limit, f+".rate_limit", fullKey); r != nil {
+				r.Path = append(slices.Clip(path), Entry{Key: key, Value: value})
 				r.ShadowMode, r.DetailedMetric = shadow, detailed
 				next.rule = r
 				p.rules = append(p.rules, r)
 			}
 		}
 		if children != nil {
-			p.descriptors(children, f+".descriptors", fullKey, next)
+			p.descriptors(children, f+".descriptors", fullKey, append(slices.Clip(path), Entry{Key: key, Value: value}), next)
 		}
 	}
 }

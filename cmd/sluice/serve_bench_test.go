@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// BenchmarkServe is the load benchmark of sluice serve as Envoy uses it: a
+// separate serve process, and a Go gRPC load client (in the benchmark's
+// process) keeping 16 or 64 ShouldRateLimit calls in flight over 100,000
+// distinct descriptor values, on the memory store and on Redis. Reported:
+// requests/s, p50 and p99 latency as the client sees it, and the serve
+// process's CPU time (user + system, from /proc) per request.
+//
+//	go test -run '^$' -bench BenchmarkServe -benchtime 200000x ./cmd/sluice
+func BenchmarkServe(b *testing.B) {
+	dir := b.TempDir()
+	cfg := "domain: load\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 100}\n"
+	if err := os.WriteFile(filepath.Join(dir, "load.yaml"), []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, store := range []string{"mem", "redis"} {
+		b.Run("store="+store, func(b *testing.B) {
+			url := "memory"
+			if store == "redis" {
+				url = "redis://" + sluicetest.StartRedis(b)
+			}
+			addr, cmd, _ := startServeProcess(b, "--store", url, "--config", dir)
+			pid := cmd.Process.Pid
+			for _, inflight := range []int{16, 64} {
+				b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, pid, inflight) })
+			}
+		})
+	}
+}
+
+func loadServe(b *testing.B, addr string, pid, inflight int) {
+	const values = 100000
+	conns := make([]rls.RateLimitServiceClient, 4)
+	for i := range conns {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = rls.NewRateLimitServiceClient(c)
+	}
+	reqs := make([]*rls.RateLimitRequest, values)
+	for i := range reqs {
+		reqs[i] = &rls.RateLimitRequest{Domain: "load", Descriptors: []*rlcommon.RateLimitDescriptor{{
+			Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "user", Value: "u" + strconv.Itoa(i)}},
+		}}}
+	}
+	// Warm up the connections.
+	for _, c := range conns {
+		if _, err := c.ShouldRateLimit(context.Background(), reqs[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := procCPU(b, pid)
+	b.ResetTimer()
+	start := time.Now()
+	for w := 0; w < inflight; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := conns[w%len(conns)]
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				t := time.Now()
+				if _, err := c.ShouldRateLimit(context.Background(), reqs[(i*7919)%values]); err != nil {
+					b.Error(err)
+					return
+				}
+				lat[i] = time.Since(t)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cpu := procCPU(b, pid) - cpu0
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-cpu-µs/req")
+}
+
+// procCPU returns the user + system CPU time of process pid so far.
+func procCPU(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: state is
+	// field 3, utime 14 and stime 15 (clock ticks of 1/100 s on Linux).
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parsing /proc/%d/stat: %q", pid, s)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+const gatewayYAML = `domain: gateway
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 5, name: per-ip}
+  - key: route
+    value: POST /v1/quotes
+    descriptors:
+      - key: header:X-Api-Key
+        rate_limit: {unit: minute, requests_per_unit: 2, name: quotes-per-key}
+  - key: path
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`
+
+func TestGateway(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": gatewayYAML})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "upstream saw "+r.Method+" "+r.URL.Path)
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	ip, err := httplimit.NewClientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	defer gw.Close()
+
+	do := func(method, path, apiKey string) (int, string, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest(method, gw.URL+path, nil)
+		if apiKey != "" {
+			req.Header.Set("X-Api-Key", apiKey)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	// Two quotes with key a, then the route's per-key limit refuses; the
+	// refusal does not consume the per-IP limit (all-or-nothing).
+	for i := 0; i < 2; i++ {
+		if code, body, _ := do("POST", "/v1/quotes", "a"); code != 200 || body != "upstream saw POST /v1/quotes" {
+			t.Fatalf("quote %d: %d %q", i, code, body)
+		}
+	}
+	code, _, hdr := do("POST", "/v1/quotes", "a")
+	if code != http.StatusTooManyRequests || !strings.Contains(hdr.Get("RateLimit-Policy"), `"gateway.route_POST /v1/quotes.header:X-Api-Key";q=2;w=60`) || hdr.Get("Retry-After") == "" {
+		t.Errorf("third quote: %d %v", code, hdr)
+	}
+	// The per-IP state is the one RLS sees for (remote_address, 127.0.0.1).
+	r := h.peek(t, "gateway", desc("remote_address", "127.0.0.1"))
+	if r.Statuses[0].LimitRemaining != 3 {
+		t.Errorf("per-IP remaining %d after 2 admitted requests, want 3", r.Statuses[0].LimitRemaining)
+	}
+	// Other paths: only the per-IP limit.
+	for i := 0; i < 3; i++ {
+		if code, _, _ := do("GET", "/v1/trips", ""); code != 200 {
+			t.Fatalf("trips %d: %d", i, code)
+		}
+	}
+	if code, _, _ := do("GET", "/v1/trips", ""); code != http.StatusTooManyRequests {
+		t.Errorf("sixth request from one IP: %d", code)
+	}
+
+	// A reload with a higher per-IP limit is enforced from the next request.
+	c, err := config.Load(mapFS("g.yaml", strings.Replace(gatewayYAML, "requests_per_unit: 5", "requests_per_unit: 7", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := do("GET", "/v1/trips", ""); code != 200 {
+		t.Errorf("after raising the limit: %d", code)
+	}
+	// A configuration whose HTTP policies do not build keeps the previous.
+	c, err = config.Load(mapFS("g.yaml", "domain: gateway\ndescriptors:\n  - key: route\n    value: NOT A PATTERN\n    descriptors:\n      - key: remote_address\n        rate_limit: {unit: minute, requests_per_unit: 1000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := do("GET", "/v1/trips", ""); code != 200 {
+		t.Errorf("7th request under the kept policies: %d", code)
+	}
+	if code, _, _ := do("GET", "/v1/trips", ""); code != http.StatusTooManyRequests {
+		t.Errorf("8th request under the kept policies: %d", code)
+	}
+}
