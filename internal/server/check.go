@@ -116,8 +116,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			outs[i].over = !res.Decisions[j].Allowed
 		}
 		if aerr != nil {
-			s.metrics.storeErrors.WithLabelValues(domain).Inc()
-			s.log.Warn("store failed; failure modes decide", "domain", domain, "error", aerr)
+			s.storeFailed(domain, "", aerr)
 		}
 		allowed = allowed && res.Allowed
 	}
@@ -139,8 +138,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		}
 		d, terr := limiters[i].AllowN(ctx, storeKey(descs[i].entries), cost)
 		if terr != nil {
-			s.metrics.storeErrors.WithLabelValues(domain).Inc()
-			s.log.Warn("store failed on a shadow-mode rule", "domain", domain, "rule", r.FullKey, "error", terr)
+			s.storeFailed(domain, r.FullKey, terr)
 			outs[i].failed = true
 		}
 		outs[i].shadowOver = !d.Allowed
@@ -253,4 +251,19 @@ func clampU32(n int64) uint32 {
 		return math.MaxUint32
 	}
 	return uint32(n)
+}
+
+// storeFailed counts a store failure and logs it, at most once a second
+// (with the number of failures since the last line), so a dead store does
+// not flood the log.
+func (s *Server) storeFailed(domain, rule string, err error) {
+	s.metrics.storeErrors.WithLabelValues(domain).Inc()
+	n := s.failures.Add(1)
+	now := time.Now().UnixNano()
+	last := s.lastFailLog.Load()
+	if now-last < int64(time.Second) || !s.lastFailLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.failures.Add(-n)
+	s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rule", rule, "error", err, "failures_since_last_log", n)
 }

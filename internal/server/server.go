@@ -45,6 +45,9 @@ type Server struct {
 	metrics  *metrics
 	snap     atomic.Pointer[snapshot]
 	stopping atomic.Bool
+
+	failures    atomic.Int64 // store failures not yet logged
+	lastFailLog atomic.Int64 // UnixNano of the last failure log line
 	now      func() time.Time
 }
 

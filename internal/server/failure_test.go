@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// deadStore fails every call, as a store whose backend is unreachable.
+type deadStore struct{}
+
+var errDead = errors.New("connection refused")
+
+func (deadStore) Take(context.Context, sluice.Policy, string, int64) (sluice.Decision, error) {
+	return sluice.Decision{}, errDead
+}
+
+func (deadStore) TakeAll(context.Context, []sluice.Request, []sluice.Decision) error {
+	return errDead
+}
+
+func TestStoreFailure(t *testing.T) {
+	srv, err := New(deadStore{}, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(mapFS("f.yaml", `domain: d
+descriptors:
+  - key: open
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: closed
+    rate_limit: {unit: second, requests_per_unit: 1, failure_mode: closed}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	r := rlsServer{s: srv}
+	ask := func(ds ...*rlcommon.RateLimitDescriptor) string {
+		t.Helper()
+		resp, err := r.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "d", Descriptors: ds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return codesOf(resp)
+	}
+	for i := 0; i < 3; i++ {
+		if got := ask(desc("open", "x")); got != "OK: OK" {
+			t.Errorf("fail-open: %s", got)
+		}
+	}
+	if got := ask(desc("closed", "x")); got != "OVER: OVER" {
+		t.Errorf("fail-closed: %s", got)
+	}
+	if got := ask(desc("open", "x"), desc("closed", "x")); got != "OVER: OK OVER" {
+		t.Errorf("both: %s", got)
+	}
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`sluice_store_errors_total{domain="d"} 5`,
+		`sluice_decisions_total{domain="d",policy="d.open",result="failed_open"} 4`,
+		`sluice_decisions_total{domain="d",policy="d.closed",result="failed_closed"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	rec = httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "store unreachable") {
+		t.Errorf("readyz with a dead store: %d %q", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/reset", strings.NewReader(`{"domain":"d","entries":[{"key":"open","value":"x"}]}`)))
+	if rec.Code != http.StatusNotImplemented {
+		t.Errorf("reset on a store without Resetter: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestLimitOverride(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	d := func() *rlcommon.RateLimitDescriptor {
+		x := desc("anything", "v")
+		x.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: envoytype.RateLimitUnit_MINUTE}
+		return x
+	}
+	for i, want := range []string{"OK: OK", "OK: OK", "OVER: OVER"} {
+		r := h.should(t, "rides", d())
+		if got := codesOf(r); got != want {
+			t.Errorf("override %d: %s, want %s", i, got, want)
+		}
+		if cl := r.Statuses[0].CurrentLimit; cl.GetRequestsPerUnit() != 2 || cl.GetUnit() != rls.RateLimitResponse_RateLimit_MINUTE {
+			t.Errorf("override %d: current limit %v", i, cl)
+		}
+	}
+	h.clock.Advance(time.Minute)
+	if got := codesOf(h.should(t, "rides", d())); got != "OK: OK" {
+		t.Errorf("next window: %s", got)
+	}
+}
