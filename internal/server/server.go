@@ -48,7 +48,7 @@ type Server struct {
 
 	failures    atomic.Int64 // store failures not yet logged
 	lastFailLog atomic.Int64 // UnixNano of the last failure log line
-	now      func() time.Time
+	now         func() time.Time
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
