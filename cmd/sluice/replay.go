@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/replay"
 )
 
@@ -32,7 +33,10 @@ Flags:
                      limit units: 1s, 1m, 500ms, 1h30m (required)
   --burst B          bucket capacity (leaky-bucket: queue size) for
                      token-bucket, gcra and leaky-bucket; default: limit
-  --store URL        memory (also mem:// or memory://), the default
+  --store URL        memory (also mem:// or memory://), the default; or a
+                     Redis URL (redis://host:port/db, rediss://…, or
+                     redis+cluster://h1:p1,h2:p2), replayed on the trace's
+                     clock under a key prefix of the run's own
 
 The trace is read from the TRACE file, or from standard input if TRACE is
 absent or "-". It has one request per line, fields separated by spaces or
@@ -200,10 +204,21 @@ func openStore(raw string, clock sluice.Clock) (sluice.Store, func() error, erro
 	u, err := url.Parse(raw)
 	if err == nil {
 		switch strings.ToLower(u.Scheme) {
-		case "redis", "rediss":
-			return nil, nil, errors.New("--store: the redis store is not available yet: see issue 3")
+		case "redis", "rediss", "redis+cluster", "rediss+cluster":
+			// The trace's clock, a prefix of this run's own so that
+			// runs never see each other's keys, and a generous timeout:
+			// a replay wants every answer, not a fast failure.
+			s, err := redisstore.Open(raw,
+				redisstore.WithClock(clock),
+				redisstore.WithPrefix(fmt.Sprintf("sluice-replay:%d:%d:", os.Getpid(), time.Now().UnixNano())),
+				redisstore.WithExpirySlack(time.Minute),
+				redisstore.WithTimeout(10*time.Second))
+			if err != nil {
+				return nil, nil, fmt.Errorf("--store %q: %v", u.Redacted(), err)
+			}
+			return s, s.Close, nil
 		}
 		raw = u.Redacted() // never echo a password
 	}
-	return nil, nil, fmt.Errorf("--store %q: unknown store (want memory, mem:// or memory://)", raw)
+	return nil, nil, fmt.Errorf("--store %q: unknown store (want memory, mem://, memory:// or a redis:// URL)", raw)
 }
