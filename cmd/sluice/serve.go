@@ -31,6 +31,7 @@ import (
 
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--store-timeout D] [--shutdown-timeout D]
+                    [--response-headers] [--legacy-headers]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
@@ -55,6 +56,10 @@ Flags:
   --store-timeout D   the bound on one Redis call, after which the rules'
                       failure modes decide (default: redisstore's, well
                       under Envoy's 20ms)
+  --response-headers  RLS answers ask Envoy to add RateLimit-Policy and
+                      RateLimit (draft-ietf-httpapi-ratelimit-headers-10)
+                      and, on OVER_LIMIT, Retry-After to the response
+  --legacy-headers    also X-RateLimit-Limit, -Remaining and -Reset
   --shutdown-timeout D  how long in-flight requests get to finish after
                       SIGTERM or SIGINT (default 15s)
 
@@ -90,6 +95,8 @@ type serveOptions struct {
 	gatewayAddr     string
 	gatewayDomain   string
 	trustedProxies  string // comma-separated CIDRs
+	headers         bool   // RLS response headers
+	legacyHeaders   bool
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
 
@@ -113,6 +120,8 @@ func runServe(e env, args []string) int {
 	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
 	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
 	fset.StringVar(&o.upstream, "upstream", "", "")
+	fset.BoolVar(&o.headers, "response-headers", false, "")
+	fset.BoolVar(&o.legacyHeaders, "legacy-headers", false, "")
 	fset.StringVar(&o.gatewayAddr, "gateway-addr", "127.0.0.1:8082", "")
 	fset.StringVar(&o.gatewayDomain, "gateway-domain", server.GatewayDomain, "")
 	fset.StringVar(&o.trustedProxies, "trusted-proxies", "", "")
@@ -164,6 +173,9 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	opts := []server.Option{server.WithLogger(log)}
 	if local {
 		opts = append(opts, server.WithLocalReset())
+	}
+	if o.headers || o.legacyHeaders {
+		opts = append(opts, server.WithResponseHeaders(o.legacyHeaders))
 	}
 	srv, err := server.New(store, opts...)
 	if err != nil {

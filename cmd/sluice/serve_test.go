@@ -221,8 +221,11 @@ func TestServeReloadsConfigDir(t *testing.T) {
 		return "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: " + n + "}\n"
 	}
 	write(cfg("1"))
-	r := startServe(t, serveOptions{configDir: dir})
+	r := startServe(t, serveOptions{configDir: dir, headers: true})
 	client, _ := rlsClient(t, r.grpcAddr)
+	if resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("d", "k", "h")); err != nil || len(resp.ResponseHeadersToAdd) != 2 || resp.ResponseHeadersToAdd[0].Key != "RateLimit-Policy" {
+		t.Errorf("--response-headers: %v %v", resp, err)
+	}
 	limit := func() uint32 {
 		t.Helper()
 		req := rlsRequest("d", "k", "v")

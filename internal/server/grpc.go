@@ -70,6 +70,9 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 	for i := range outs {
 		resp.Statuses[i] = toProto(&outs[i])
 	}
+	if r.s.headers {
+		resp.ResponseHeadersToAdd = responseHeaders(outs, allowed, r.s.legacyHeaders)
+	}
 	return resp, nil
 }
 

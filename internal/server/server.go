@@ -46,6 +46,8 @@ type Server struct {
 	snap     atomic.Pointer[snapshot]
 	stopping atomic.Bool
 
+	headers, legacyHeaders bool // WithResponseHeaders
+
 	failures    atomic.Int64 // store failures not yet logged
 	lastFailLog atomic.Int64 // UnixNano of the last failure log line
 	now         func() time.Time

@@ -46,13 +46,13 @@ type harness struct {
 // start runs a Server over memstore on a manual clock, its gRPC service on
 // 127.0.0.1:0 with a real client, and its HTTP API, configured from yaml
 // (file name → content) written to a temporary directory.
-func start(t *testing.T, files map[string]string) *harness {
+func start(t *testing.T, files map[string]string, opts ...Option) *harness {
 	t.Helper()
 	h := &harness{clock: sluicetest.NewClock(t0), dir: t.TempDir()}
 	writeFiles(t, h.dir, files)
 	store := memstore.New(memstore.WithClock(h.clock))
 	t.Cleanup(func() { store.Close() })
-	srv, err := New(store, WithLocalReset(), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv, err := New(store, append([]Option{WithLocalReset(), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
