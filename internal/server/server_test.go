@@ -45,7 +45,8 @@ type harness struct {
 
 // start runs a Server over memstore on a manual clock, its gRPC service on
 // 127.0.0.1:0 with a real client, and its HTTP API, configured from yaml
-// (file name → content) written to a temporary directory.
+// (file name → content) written to a temporary directory and loaded (no
+// files: no configuration yet).
 func start(t *testing.T, files map[string]string, opts ...Option) *harness {
 	t.Helper()
 	h := &harness{clock: sluicetest.NewClock(t0), dir: t.TempDir()}
@@ -58,8 +59,10 @@ func start(t *testing.T, files map[string]string, opts ...Option) *harness {
 	}
 	srv.now = h.clock.Now
 	h.srv = srv
-	if err := srv.ReloadDir(h.dir); err != nil {
-		t.Fatal(err)
+	if len(files) > 0 {
+		if err := srv.ReloadDir(h.dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -715,5 +718,40 @@ func TestBadRequests(t *testing.T) {
 		if _, err := h.client.ShouldRateLimit(context.Background(), req); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestEnvoyExampleConfigs serves the configurations written like
+// envoyproxy/ratelimit's documented examples (internal/config/testdata/envoy)
+// and checks a few decisions of each kind end to end.
+func TestEnvoyExampleConfigs(t *testing.T) {
+	h := start(t, nil)
+	if err := h.srv.ReloadDir("../config/testdata/envoy"); err != nil {
+		t.Fatal(err)
+	}
+	// Nested: 3 promos a day per recipient; any message: 50 a day.
+	for i, want := range []string{"OK: OK OK", "OK: OK OK", "OK: OK OK", "OVER: OVER OK"} {
+		r := h.should(t, "sms", desc("kind", "promo", "recipient", "+15550100"), desc("recipient", "+15550100"))
+		if got := codesOf(r); got != want {
+			t.Errorf("promo %d: %s, want %s", i, got, want)
+		}
+	}
+	if r := h.peek(t, "sms", desc("recipient", "+15550100")); r.Statuses[0].LimitRemaining != 47 {
+		t.Errorf("recipient remaining %d, want 47 (the refused request took nothing)", r.Statuses[0].LimitRemaining)
+	}
+	// Exact value beats the default; each database value has its own state.
+	if r := h.should(t, "db_ops", desc("database", "accounts"), desc("database", "orders"), desc("database", "users")); codesOf(r) != "OK: OK OK OK" ||
+		r.Statuses[0].LimitRemaining != 399 || r.Statuses[1].LimitRemaining != 199 || r.Statuses[2].LimitRemaining != 199 {
+		t.Errorf("db_ops: %v", r)
+	}
+	// A blocked address, an unlimited one, the default.
+	if got := codesOf(h.should(t, "mesh", desc("logged_in", "no", "client_ip", "192.0.2.7"), desc("logged_in", "no", "client_ip", "198.51.100.9"))); got != "OVER: OVER OK" {
+		t.Errorf("mesh: %s", got)
+	}
+	// Wildcard: each /reports/ value has its own state under the
+	// wildcard's limit; the exact value and the default have theirs.
+	r := h.should(t, "paths", desc("path", "/reports/weekly"), desc("path", "/reports/daily"), desc("path", "/trips"))
+	if codesOf(r) != "OK: OK OK OK" || r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 10 || r.Statuses[1].CurrentLimit.GetRequestsPerUnit() != 100 || r.Statuses[2].CurrentLimit.GetRequestsPerUnit() != 50 {
+		t.Errorf("paths: %v", r)
 	}
 }
