@@ -298,3 +298,53 @@ func TestRulePath(t *testing.T) {
 		t.Errorf("paths %s", s)
 	}
 }
+
+func TestAnchorsAliasesAndMerges(t *testing.T) {
+	c := mustLoad(t, `domain: d
+descriptors:
+  - key: a
+    rate_limit: &base {unit: minute, requests_per_unit: 10, name: base}
+  - key: b
+    rate_limit:
+      <<: *base
+      name: b
+      requests_per_unit: 20
+  - key: c
+    rate_limit:
+      <<: [*base, {unit: hour, algorithm: sliding-window}]
+      name: c
+  - &dleaf
+    key: e
+    value: x
+    rate_limit: {unit: second, requests_per_unit: 1}
+`)
+	for _, tc := range []struct {
+		key, name string
+		limit     int64
+		period    time.Duration
+		alg       sluice.Algorithm
+	}{
+		{"a", "base", 10, time.Minute, sluice.FixedWindow},
+		{"b", "b", 20, time.Minute, sluice.FixedWindow},
+		{"c", "c", 10, time.Minute, sluice.SlidingWindow},
+	} {
+		r := c.Match("d", []Entry{{tc.key, "v"}})
+		if r == nil || r.Name != tc.name || r.Policy.Limit != tc.limit || r.Policy.Period != tc.period || r.Policy.Algorithm != tc.alg {
+			t.Errorf("%s: %+v", tc.key, r)
+		}
+	}
+
+	// Nested aliases that would expand to billions of nodes are refused.
+	bomb := "domain: d\ndescriptors:\n  - key: l0\n    descriptors: &l0 [{key: k, rate_limit: {unit: second, requests_per_unit: 1}}]\n"
+	for i := 1; i < 12; i++ {
+		var items []string
+		for j := 0; j < 10; j++ {
+			items = append(items, fmt.Sprintf("{key: k%d, descriptors: *l%d}", j, i-1))
+		}
+		bomb += fmt.Sprintf("  - key: l%d\n    descriptors: &l%d [%s]\n", i, i, strings.Join(items, ", "))
+	}
+	_, err := Load(fsOf(bomb))
+	if err == nil || !strings.Contains(err.Error(), "too many alias expansions") || strings.Count(err.Error(), "\n") > maxErrors {
+		t.Errorf("alias bomb: %.300v", err)
+	}
+}

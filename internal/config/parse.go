@@ -25,13 +25,23 @@ type parsed struct {
 
 // parser walks one file's YAML tree, collecting every error.
 type parser struct {
-	file   string
-	errs   []error
-	domain string
-	rules  []*Rule
+	file      string
+	errs      []error
+	dropped   int  // errors beyond maxErrors
+	work      int  // nodes visited, aliases expanded
+	exhausted bool // work exceeded maxWork
+	domain    string
+	rules     []*Rule
 }
 
+// maxErrors is the most errors reported per file; the rest are counted.
+const maxErrors = 50
+
 func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
+	if len(p.errs) >= maxErrors {
+		p.dropped++
+		return
+	}
 	line := 0
 	if n != nil {
 		line = n.Line
@@ -62,38 +72,29 @@ func parseFile(file string, data []byte) (*parsed, []error) {
 		root = root.Content[0]
 	}
 	out := &parsed{root: newNode()}
+	var descriptors *yaml.Node
 	p.fields(root, "", map[string]func(*yaml.Node, string){
 		"domain": func(v *yaml.Node, f string) {
 			out.domain = p.str(v, f)
 			out.domainLine = v.Line
 		},
-		"descriptors": func(v *yaml.Node, f string) {},
+		"descriptors": func(v *yaml.Node, f string) { descriptors = v },
 	})
 	if out.domain == "" && len(p.errs) == 0 {
 		p.errorf(root, "domain", "missing or empty")
 	}
 	p.domain = out.domain
-	if d := lookup(root, "descriptors"); d != nil && out.domain != "" {
-		p.descriptors(d, "descriptors", out.domain, nil, out.root)
+	if descriptors != nil && out.domain != "" {
+		p.descriptors(descriptors, "descriptors", out.domain, nil, out.root)
+	}
+	if p.dropped > 0 {
+		p.errs = append(p.errs, fmt.Errorf("%s: and %d more errors", file, p.dropped))
 	}
 	if len(p.errs) > 0 {
 		return nil, p.errs
 	}
 	out.rules = p.rules
 	return out, nil
-}
-
-// lookup returns the value of key in mapping n, or nil.
-func lookup(n *yaml.Node, key string) *yaml.Node {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
 }
 
 // fields checks that n is a mapping with only the known keys, each once,
@@ -103,13 +104,14 @@ func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml
 	if where == "" {
 		where = "(top level)"
 	}
+	n = p.deref(n)
 	if n.Kind != yaml.MappingNode {
 		p.errorf(n, where, "want a mapping, got %s", kindName(n))
 		return false
 	}
 	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+	for _, kv := range p.pairs(n, where) {
+		k, v := kv[0], kv[1]
 		f := prefix + k.Value
 		fn, ok := known[k.Value]
 		switch {
@@ -124,6 +126,67 @@ func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml
 		fn(v, f)
 	}
 	return true
+}
+
+// maxWork bounds the nodes a file may make the parser visit, counting
+// every alias expansion, so a small file of nested aliases ("billion
+// laughs") cannot make loading explode.
+const maxWork = 1 << 17
+
+// deref follows aliases, counting the work.
+func (p *parser) deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
+		if i > 100 {
+			break
+		}
+		n = n.Alias
+	}
+	p.work++
+	if p.work > maxWork {
+		if !p.exhausted {
+			p.exhausted = true
+			p.errorf(n, "(file)", "too many alias expansions (more than %d nodes)", maxWork)
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line}
+	}
+	return n
+}
+
+// pairs returns mapping n's key/value pairs with YAML merge keys ("<<:
+// *base") resolved: explicit keys win over merged ones, and among merged
+// mappings the first listed wins.
+func (p *parser) pairs(n *yaml.Node, where string) [][2]*yaml.Node {
+	var out, merged [][2]*yaml.Node
+	explicit := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Value == "<<" && (k.Tag == "!!merge" || k.Tag == "") {
+			v = p.deref(v)
+			sources := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				sources = v.Content
+			}
+			for _, src := range sources {
+				src = p.deref(src)
+				if src.Kind != yaml.MappingNode {
+					p.errorf(src, where+".<<", "want a mapping or a list of mappings to merge, got %s", kindName(src))
+					continue
+				}
+				merged = append(merged, p.pairs(src, where)...)
+			}
+			continue
+		}
+		explicit[k.Value] = true
+		out = append(out, [2]*yaml.Node{k, v})
+	}
+	taken := map[string]bool{}
+	for _, kv := range merged {
+		if !explicit[kv[0].Value] && !taken[kv[0].Value] {
+			taken[kv[0].Value] = true
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func kindName(n *yaml.Node) string {
@@ -144,6 +207,7 @@ func kindName(n *yaml.Node) string {
 }
 
 func (p *parser) str(n *yaml.Node, field string) string {
+	n = p.deref(n)
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 		p.errorf(n, field, "want a string, got %s", kindName(n))
 		return ""
@@ -152,6 +216,7 @@ func (p *parser) str(n *yaml.Node, field string) string {
 }
 
 func (p *parser) boolean(n *yaml.Node, field string) bool {
+	n = p.deref(n)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
 		p.errorf(n, field, "want true or false, got %s", kindName(n))
 		return false
@@ -161,6 +226,7 @@ func (p *parser) boolean(n *yaml.Node, field string) bool {
 }
 
 func (p *parser) integer(n *yaml.Node, field string) (int64, bool) {
+	n = p.deref(n)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		p.errorf(n, field, "want a whole number, got %s", kindName(n))
 		return 0, false
@@ -174,6 +240,7 @@ func (p *parser) integer(n *yaml.Node, field string) (int64, bool) {
 }
 
 func (p *parser) list(n *yaml.Node, field string) []*yaml.Node {
+	n = p.deref(n)
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return nil
 	}
@@ -206,6 +273,9 @@ type rawLimit struct {
 // descriptors compiles a descriptors list into parent.
 func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry, parent *node) {
 	for i, d := range p.list(n, field) {
+		if p.exhausted {
+			return
+		}
 		f := fmt.Sprintf("%s[%d]", field, i)
 		var (
 			key, value       string
