@@ -30,7 +30,7 @@ import (
 )
 
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
-                    [--store-timeout D] [--shutdown-timeout D]
+                    [--max-keys N] [--store-timeout D] [--shutdown-timeout D]
                     [--response-headers] [--legacy-headers]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
@@ -53,6 +53,10 @@ Flags:
                       Sentinel
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
+  --max-keys N        for the memory store: hold at most N keys, evicting
+                      (and so forgiving) the soonest-idle ones when full;
+                      default 0, no bound (idle keys are dropped exactly
+                      when they expire either way)
   --store-timeout D   the bound on one Redis call, after which the rules'
                       failure modes decide (default: redisstore's, well
                       under Envoy's 20ms)
@@ -91,6 +95,7 @@ type serveOptions struct {
 	httpAddr        string
 	grpcAddr        string
 	storeTimeout    time.Duration // 0: the store's default
+	maxKeys         int           // memory store bound; 0: none
 	upstream        string        // gateway mode when not empty
 	gatewayAddr     string
 	gatewayDomain   string
@@ -119,6 +124,7 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "")
 	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
 	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
+	fset.IntVar(&o.maxKeys, "max-keys", 0, "")
 	fset.StringVar(&o.upstream, "upstream", "", "")
 	fset.BoolVar(&o.headers, "response-headers", false, "")
 	fset.BoolVar(&o.legacyHeaders, "legacy-headers", false, "")
@@ -135,6 +141,9 @@ func runServe(e env, args []string) int {
 	}
 	if fset.NArg() > 0 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q (run 'sluice help serve' for usage)", fset.Arg(0))
+	}
+	if o.maxKeys < 0 {
+		return e.fail(exitUsage, prefix, "--max-keys %d: must not be negative", o.maxKeys)
 	}
 	if o.storeTimeout < 0 {
 		return e.fail(exitUsage, prefix, "--store-timeout %v: must not be negative", o.storeTimeout)
@@ -159,7 +168,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	const prefix = "sluice serve"
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 
-	store, closeStore, local, err := openServeStore(o.storeURL, o.storeTimeout)
+	store, closeStore, local, err := openServeStore(o.storeURL, o.storeTimeout, o.maxKeys)
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -317,10 +326,10 @@ type usageError struct{ error }
 
 // openServeStore opens the store --store names. local reports an
 // in-process store (whose resets can be done in process).
-func openServeStore(raw string, timeout time.Duration) (store sluice.Store, closeFn func() error, local bool, err error) {
+func openServeStore(raw string, timeout time.Duration, maxKeys int) (store sluice.Store, closeFn func() error, local bool, err error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
-		s := memstore.New()
+		s := memstore.New(memstore.WithMaxKeys(maxKeys))
 		return s, s.Close, true, nil
 	}
 	scheme, _, ok := strings.Cut(raw, "://")

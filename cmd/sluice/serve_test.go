@@ -288,6 +288,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"--bogus"}, exitUsage, []string{"sluice serve: flag provided but not defined: -bogus"}},
 		{[]string{"extra"}, exitUsage, []string{`sluice serve: unexpected argument "extra"`}},
 		{[]string{"--upstream", "ftp://x"}, exitUsage, []string{`sluice serve: --upstream "ftp://x": want an http:// or https:// URL`}},
+		{[]string{"--max-keys", "-5"}, exitUsage, []string{"sluice serve: --max-keys -5: must not be negative"}},
 		{[]string{"--store-timeout", "-1s"}, exitUsage, []string{"sluice serve: --store-timeout -1s: must not be negative"}},
 		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},
 		{[]string{"--config", bad, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{
