@@ -30,7 +30,8 @@ import (
 )
 
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
-                    [--max-keys N] [--store-timeout D] [--shutdown-timeout D]
+                    [--max-keys N] [--redis-single-slot NAME] [--store-timeout D]
+                    [--shutdown-timeout D]
                     [--response-headers] [--legacy-headers]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
@@ -57,6 +58,13 @@ Flags:
                       (and so forgiving) the soonest-idle ones when full;
                       default 0, no bound (idle keys are dropped exactly
                       when they expire either way)
+  --redis-single-slot NAME  on a Redis Cluster, keep every key in the
+                      hash slot of {NAME}, so that requests with several
+                      descriptors stay all-or-nothing (at the price of one
+                      shard). Without it, such a request whose keys fall in
+                      different slots cannot be decided atomically: it is
+                      answered by the rules' failure modes, and the store
+                      error is logged and counted
   --store-timeout D   the bound on one Redis call, after which the rules'
                       failure modes decide (default: redisstore's, well
                       under Envoy's 20ms)
@@ -96,6 +104,7 @@ type serveOptions struct {
 	grpcAddr        string
 	storeTimeout    time.Duration // 0: the store's default
 	maxKeys         int           // memory store bound; 0: none
+	singleSlot      string        // redisstore.WithSingleSlot when not empty
 	upstream        string        // gateway mode when not empty
 	gatewayAddr     string
 	gatewayDomain   string
@@ -125,6 +134,7 @@ func runServe(e env, args []string) int {
 	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
 	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
 	fset.IntVar(&o.maxKeys, "max-keys", 0, "")
+	fset.StringVar(&o.singleSlot, "redis-single-slot", "", "")
 	fset.StringVar(&o.upstream, "upstream", "", "")
 	fset.BoolVar(&o.headers, "response-headers", false, "")
 	fset.BoolVar(&o.legacyHeaders, "legacy-headers", false, "")
@@ -141,6 +151,9 @@ func runServe(e env, args []string) int {
 	}
 	if fset.NArg() > 0 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q (run 'sluice help serve' for usage)", fset.Arg(0))
+	}
+	if strings.ContainsAny(o.singleSlot, "{}") {
+		return e.fail(exitUsage, prefix, "--redis-single-slot %q: must not contain { or }", o.singleSlot)
 	}
 	if o.maxKeys < 0 {
 		return e.fail(exitUsage, prefix, "--max-keys %d: must not be negative", o.maxKeys)
@@ -168,7 +181,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	const prefix = "sluice serve"
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 
-	store, closeStore, local, err := openServeStore(o.storeURL, o.storeTimeout, o.maxKeys)
+	store, closeStore, local, err := openServeStore(o.storeURL, o.storeTimeout, o.maxKeys, o.singleSlot)
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -326,7 +339,7 @@ type usageError struct{ error }
 
 // openServeStore opens the store --store names. local reports an
 // in-process store (whose resets can be done in process).
-func openServeStore(raw string, timeout time.Duration, maxKeys int) (store sluice.Store, closeFn func() error, local bool, err error) {
+func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string) (store sluice.Store, closeFn func() error, local bool, err error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
 		s := memstore.New(memstore.WithMaxKeys(maxKeys))
@@ -339,6 +352,9 @@ func openServeStore(raw string, timeout time.Duration, maxKeys int) (store sluic
 	var opts []redisstore.Option
 	if timeout > 0 {
 		opts = append(opts, redisstore.WithTimeout(timeout))
+	}
+	if singleSlot != "" {
+		opts = append(opts, redisstore.WithSingleSlot(singleSlot))
 	}
 	s, err := redisstore.Open(raw, opts...)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,7 +52,10 @@ func startServeProcess(t testing.TB, args ...string) (addr string, cmd *exec.Cmd
 	}
 	exited = make(chan error, 1)
 	found := make(chan string, 1)
+	done := make(chan struct{})
+	var killed atomic.Bool
 	go func() {
+		defer close(done)
 		sc := bufio.NewScanner(stderr)
 		var log []byte
 		for sc.Scan() {
@@ -63,13 +67,15 @@ func startServeProcess(t testing.TB, args ...string) (addr string, cmd *exec.Cmd
 			}
 		}
 		err := cmd.Wait()
-		if err != nil {
+		if err != nil && !killed.Load() {
 			t.Logf("sluice serve: %v\n%s", err, log)
 		}
 		exited <- err
 	}()
 	t.Cleanup(func() {
+		killed.Store(true)
 		cmd.Process.Kill()
+		<-done // no logging after the test ends
 	})
 	select {
 	case addr = <-found:
@@ -146,6 +152,39 @@ func TestServeProcessesShareRedis(t *testing.T) {
 			}
 		case <-time.After(60 * time.Second):
 			t.Errorf("process %d did not stop after SIGTERM", i)
+		}
+	}
+}
+
+// TestServeRedisCluster: on a real 3-master Redis Cluster, with
+// --redis-single-slot, a request with several descriptors is
+// all-or-nothing: refused by one, it consumes nothing from the others.
+func TestServeRedisCluster(t *testing.T) {
+	nodes := sluicetest.StartRedisCluster(t, 3)
+	dir := t.TempDir()
+	cfg := "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 10, failure_mode: closed}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 1, failure_mode: closed}\n"
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr, _, _ := startServeProcess(t, "--store", "redis+cluster://"+strings.Join(nodes, ","), "--redis-single-slot", "sluice", "--store-timeout", "30s", "--config", dir)
+	client, _ := rlsClient(t, addr)
+	two := func() *rls.RateLimitResponse {
+		t.Helper()
+		req := rlsRequest("d", "a", "x")
+		req.Descriptors = append(req.Descriptors, rlsRequest("d", "b", "y").Descriptors...)
+		resp, err := client.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := two(); r.OverallCode != rls.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 9 || r.Statuses[1].LimitRemaining != 0 {
+		t.Fatalf("first: %v", r)
+	}
+	for i := 0; i < 3; i++ {
+		r := two()
+		if r.OverallCode != rls.RateLimitResponse_OVER_LIMIT || r.Statuses[0].Code != rls.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 9 {
+			t.Fatalf("refused %d: %v", i, r)
 		}
 	}
 }
