@@ -56,8 +56,11 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Defaults is the built-in configuration sluice serve starts with when it is
-// given no --config: the ride-hailing platform of the examples.
+// defaults is the built-in configuration sluice serve starts with when it is
+// given no --config: the ride-hailing platform of the examples (rider APIs
+// on token bucket, driver location ingestion on leaky bucket, admin
+// analytics on fixed window, the partner API on sliding log, trip history
+// on the sliding-window counter).
 //
 //go:embed defaults/*.yaml
 var defaults embed.FS
@@ -69,12 +72,6 @@ func Default() (*Config, error) {
 		return nil, fmt.Errorf("config: defaults: %w", err)
 	}
 	return Load(sub)
-}
-
-// DefaultFS returns the built-in configuration's files, for display.
-func DefaultFS() fs.FS {
-	sub, _ := fs.Sub(defaults, "defaults")
-	return sub
 }
 
 // Config is a compiled configuration: every domain's descriptor tree. It is
