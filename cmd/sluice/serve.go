@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
@@ -36,8 +37,8 @@ const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-add
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
-envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) and the gRPC
-health service over gRPC, and over HTTP a JSON API (POST /v1/check,
+envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), the gRPC
+health service and server reflection (for grpcurl) over gRPC, and over HTTP a JSON API (POST /v1/check,
 POST /v1/reset), Prometheus metrics (/metrics), /healthz and /readyz.
 
 Flags:
@@ -258,6 +259,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	srv.RegisterGRPC(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g) // for grpcurl and friends
 	hsrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
@@ -282,7 +284,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	}
 
 	log.Info("sluice serving",
-		"grpc", grpcLis.Addr().String(), "grpc_services", "envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health",
+		"grpc", grpcLis.Addr().String(), "grpc_services", "envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection",
 		"http", "http://"+httpLis.Addr().String(), "http_paths", "POST /v1/check, POST /v1/reset, GET /metrics, /healthz, /readyz",
 		"store", storeName(o.storeURL), "config", source)
 	if o.onGateway != nil && gwLis != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test.
@@ -135,6 +137,26 @@ func TestServeDefaults(t *testing.T) {
 	h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
 	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health: %v %v", h, err)
+	}
+	// Server reflection lists the RLS service, so grpcurl needs no protos.
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.CloseSend()
+	var services []string
+	for _, sv := range rr.GetListServicesResponse().GetService() {
+		services = append(services, sv.GetName())
+	}
+	if !slices.Contains(services, "envoy.service.ratelimit.v3.RateLimitService") {
+		t.Errorf("reflection lists %v", services)
 	}
 	resp, err := http.Post("http://"+r.httpAddr+"/v1/check", "application/json", strings.NewReader(`{"domain":"partner-api","descriptors":[{"entries":[{"key":"partner","value":"acme"}]}]}`))
 	if err != nil {
