@@ -51,3 +51,13 @@ type monotonic struct{ start time.Time }
 func (c monotonic) Now() time.Time {
 	return c.start.Add(time.Since(c.start))
 }
+
+// Resetter is implemented by stores that can forget a key at once, as if
+// it had never been seen: an operator's "reset this client's limit". Both
+// memstore and redisstore implement it.
+type Resetter interface {
+	// Reset drops the state of key under policy p (and under every policy
+	// sharing p's state: the same Name and Algorithm). Resetting a key
+	// with no state is not an error.
+	Reset(ctx context.Context, p Policy, key string) error
+}
