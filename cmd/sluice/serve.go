@@ -182,7 +182,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	const prefix = "sluice serve"
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 
-	store, closeStore, local, err := openServeStore(o.storeURL, o.storeTimeout, o.maxKeys, o.singleSlot)
+	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, o.maxKeys, o.singleSlot)
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -194,9 +194,6 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	defer closeStore()
 
 	opts := []server.Option{server.WithLogger(log)}
-	if local {
-		opts = append(opts, server.WithLocalReset())
-	}
 	if o.headers || o.legacyHeaders {
 		opts = append(opts, server.WithResponseHeaders(o.legacyHeaders))
 	}
@@ -339,17 +336,16 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 // usageError is an error in a flag's value (exit status 2).
 type usageError struct{ error }
 
-// openServeStore opens the store --store names. local reports an
-// in-process store (whose resets can be done in process).
-func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string) (store sluice.Store, closeFn func() error, local bool, err error) {
+// openServeStore opens the store --store names.
+func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string) (store sluice.Store, closeFn func() error, err error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
 		s := memstore.New(memstore.WithMaxKeys(maxKeys))
-		return s, s.Close, true, nil
+		return s, s.Close, nil
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok || !strings.HasPrefix(scheme, "redis") {
-		return nil, nil, false, usageError{fmt.Errorf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", raw)}
+		return nil, nil, usageError{fmt.Errorf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", storeName(raw))}
 	}
 	var opts []redisstore.Option
 	if timeout > 0 {
@@ -360,9 +356,9 @@ func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot s
 	}
 	s, err := redisstore.Open(raw, opts...)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("--store: %v", err)
+		return nil, nil, fmt.Errorf("--store: %v", err)
 	}
-	return s, s.Close, false, nil
+	return s, s.Close, nil
 }
 
 // storeName is --store for the log, without a password.

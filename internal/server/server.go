@@ -15,7 +15,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,18 +28,11 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 )
 
-// Resetter is implemented by stores that can forget one key's state under
-// one policy. The admin reset call uses it; for stores without it, see
-// WithLocalReset.
-type Resetter interface {
-	Reset(ctx context.Context, p sluice.Policy, key string) error
-}
-
 // Server answers rate-limit requests against the current configuration.
 // Create it with New; it is safe for concurrent use.
 type Server struct {
 	store    sluice.Store
-	resetter Resetter // nil: resets are not supported
+	resetter sluice.Resetter // nil: the store cannot reset keys
 	log      *slog.Logger
 	metrics  *metrics
 	snap     atomic.Pointer[snapshot]
@@ -72,21 +64,6 @@ func WithRegisterer(r prometheus.Registerer) Option {
 	return func(s *Server) { s.metrics.extra = r }
 }
 
-// WithLocalReset makes the admin reset call work over a store that does not
-// implement Resetter, by wrapping the store: a reset key is given a new
-// generation, which the wrapper appends to the key, so its old state is no
-// longer seen (and expires in the store on its own). The generations live
-// in this process, so use it only with an in-process store such as
-// memstore; it is what sluice serve does for the memory store.
-func WithLocalReset() Option {
-	return func(s *Server) {
-		if _, ok := s.store.(Resetter); !ok {
-			g := newGenerations(s.store)
-			s.store, s.resetter = g, g
-		}
-	}
-}
-
 // New returns a Server over store. It answers nothing (and /readyz fails)
 // until a configuration is applied with Apply or ReloadDir.
 func New(store sluice.Store, opts ...Option) (*Server, error) {
@@ -94,7 +71,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 		return nil, errors.New("server: store is nil")
 	}
 	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now}
-	if r, ok := store.(Resetter); ok {
+	if r, ok := store.(sluice.Resetter); ok {
 		s.resetter = r
 	}
 	for _, o := range opts {
@@ -108,8 +85,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// Store returns the store the server decides with (possibly wrapped, see
-// WithLocalReset).
+// Store returns the store the server decides with.
 func (s *Server) Store() sluice.Store { return s.store }
 
 // Config returns the configuration in force, or nil before the first one.

@@ -53,7 +53,7 @@ func start(t *testing.T, files map[string]string, opts ...Option) *harness {
 	writeFiles(t, h.dir, files)
 	store := memstore.New(memstore.WithClock(h.clock))
 	t.Cleanup(func() { store.Close() })
-	srv, err := New(store, append([]Option{WithLocalReset(), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
+	srv, err := New(store, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
