@@ -1,46 +1,202 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
-	"runtime"
+	"slices"
 	"strconv"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// BenchmarkTake measures decisions on Redis TIME over 100k keys, with
-// callers concurrent goroutines sharing one client (auto-pipelined).
-func BenchmarkTake(b *testing.B) {
-	c := newClient(b, sluicetest.StartRedis(b))
-	s := newStore(b, c, WithTimeout(10*time.Second))
-	const keys = 100_000
-	names := make([]string, keys)
-	for i := range names {
-		names[i] = "user-" + strconv.Itoa(i)
+// benchCallers are the numbers of concurrent callers every store is
+// measured at.
+var benchCallers = []int{1, 16, 64, 256}
+
+// benchKeys returns n distinct 16-byte keys, scattered so that neighbours
+// share no prefix.
+func benchKeys(n int) []string {
+	keys := make([]string, n)
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range keys {
+		x += 0x9e3779b97f4a7c15
+		z := x
+		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		keys[i] = fmt.Sprintf("%016x", z^z>>31)
 	}
+	return keys
+}
+
+// BenchmarkTake measures decisions on Redis TIME over 100k 16-byte keys at
+// each of benchCallers: the store from Open (store=redis) for every
+// algorithm; for GCRA also the store on a rueidis client with a 20µs
+// MaxFlushDelay (store=redis-flush20us), and the same limit through
+// github.com/go-redis/redis_rate on go-redis with its default pool
+// (store=redis_rate). All share one redis-server, so that
+//
+//	go test -run '^$' -bench 'Take/store=/alg=gcra/' ./redisstore/ | benchstat -col /store -
+//
+// compares them. Each reports decisions/s, the p50 and p99 latency of one
+// decision, and CPU time per decision in this process and in redis-server.
+func BenchmarkTake(b *testing.B) {
+	addr := sluicetest.StartRedis(b)
+	s, err := Open("redis://"+addr, WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	// The same store on a client of the caller's that waits up to 20µs
+	// to gather commands into one write (rueidis MaxFlushDelay).
+	fc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, MaxFlushDelay: 20 * time.Microsecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(fc.Close)
+	fs, err := New(fc, WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	rl := redis_rate.NewLimiter(rdb)
+
+	env := &benchEnv{keys: benchKeys(100_000), rdb: rdb}
 	for _, alg := range sluice.Algorithms {
 		p := sluice.Policy{Algorithm: alg, Limit: 100, Period: time.Second}
-		for _, callers := range []int{1, 16, 64, 256} {
+		for _, callers := range benchCallers {
 			b.Run(fmt.Sprintf("store=redis/alg=%s/callers=%d", alg, callers), func(b *testing.B) {
-				b.ReportAllocs()
-				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-				var seq atomic.Uint64
-				b.RunParallel(func(pb *testing.PB) {
-					i := seq.Add(1) * 7919
-					for pb.Next() {
-						i++
-						if _, err := s.Take(b.Context(), p, names[i%keys], 1); err != nil {
-							b.Error(err)
-							return
-						}
-					}
+				env.run(b, callers, func(ctx context.Context, key string) error {
+					_, err := s.Take(ctx, p, key, 1)
+					return err
 				})
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			})
+		}
+		if alg != sluice.GCRA {
+			continue
+		}
+		for _, callers := range benchCallers {
+			b.Run(fmt.Sprintf("store=redis-flush20us/alg=%s/callers=%d", alg, callers), func(b *testing.B) {
+				env.run(b, callers, func(ctx context.Context, key string) error {
+					_, err := fs.Take(ctx, p, key, 1)
+					return err
+				})
+			})
+		}
+		// The same limit: 100 per second, burst 100.
+		lim := redis_rate.PerSecond(int(p.Limit))
+		for _, callers := range benchCallers {
+			b.Run(fmt.Sprintf("store=redis_rate/alg=%s/callers=%d", alg, callers), func(b *testing.B) {
+				env.run(b, callers, func(ctx context.Context, key string) error {
+					_, err := rl.Allow(ctx, key, lim)
+					return err
+				})
 			})
 		}
 	}
+}
+
+// benchEnv is what the stores' benchmarks share: the keys, and a client of
+// the server for its CPU counters.
+type benchEnv struct {
+	keys []string
+	rdb  *redis.Client
+}
+
+// serverCPU returns the CPU time (user and system) redis-server has used.
+func (e *benchEnv) serverCPU(b *testing.B) time.Duration {
+	info, err := e.rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for line := range strings.Lines(info) {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_user" || name == "used_cpu_sys" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %q: %v", line, err)
+			}
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+// run makes b.N calls of take, shared out evenly among exactly callers
+// goroutines, each walking the keys from its own offset, and reports
+// decisions/s, the p50 and p99 latency of a call, and the CPU time per
+// decision of this process (client-cpu-µs, where the platform tells) and of
+// redis-server (server-cpu-µs). (b.RunParallel would run GOMAXPROCS×n
+// goroutines, and give no goroutine a count known in advance to size its
+// latency record.)
+func (e *benchEnv) run(b *testing.B, callers int, take func(context.Context, string) error) {
+	b.ReportAllocs()
+	ctx := b.Context()
+	keys := e.keys
+	lat := make([][]time.Duration, callers)
+	for w := range lat {
+		n := b.N / callers
+		if w < b.N%callers {
+			n++
+		}
+		lat[w] = make([]time.Duration, n)
+	}
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, callers)
+	for w := range callers {
+		ready.Add(1)
+		done.Go(func() {
+			rec := lat[w]
+			k := w * len(keys) / callers
+			ready.Done()
+			<-start
+			for i := range rec {
+				t0 := time.Now()
+				if err := take(ctx, keys[k]); err != nil {
+					errs[w] = err
+					return
+				}
+				rec[i] = time.Since(t0)
+				if k++; k == len(keys) {
+					k = 0
+				}
+			}
+		})
+	}
+	ready.Wait()
+	srv0, cli0 := e.serverCPU(b), processCPU()
+	b.ResetTimer()
+	close(start)
+	done.Wait()
+	b.StopTimer()
+	srv, cli := e.serverCPU(b)-srv0, processCPU()-cli0
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	pct := func(q int) float64 {
+		return float64(all[(len(all)-1)*q/100]) / float64(time.Microsecond)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+	b.ReportMetric(pct(50), "p50-µs")
+	b.ReportMetric(pct(99), "p99-µs")
+	perOp := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(b.N) }
+	if cli > 0 {
+		b.ReportMetric(perOp(cli), "client-cpu-µs")
+	}
+	b.ReportMetric(perOp(srv), "server-cpu-µs")
 }

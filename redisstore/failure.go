@@ -130,18 +130,33 @@ func (b *breaker) failure() bool {
 // parent is the caller's context: its own cancellation is not a Redis
 // failure.
 func (s *Store) call(parent context.Context, f func(ctx context.Context) error) error {
+	ctx, cancel, err := s.begin(parent)
+	if err != nil {
+		return err
+	}
+	err = f(ctx)
+	cancel()
+	return s.end(parent, err)
+}
+
+// begin starts a call to Redis: it returns ErrUnavailable if the breaker
+// refuses it, and otherwise parent bounded by the store's timeout. The
+// caller calls cancel once Redis has answered, and then end.
+func (s *Store) begin(parent context.Context) (ctx context.Context, cancel context.CancelFunc, err error) {
 	if !s.brk.allow() {
 		s.stats.short.Add(1)
-		return ErrUnavailable
+		return nil, nil, ErrUnavailable
 	}
 	s.stats.calls.Add(1)
-	ctx := parent
 	if s.timeout > 0 {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(parent, s.timeout)
-		defer cancel()
+		return ctx, cancel, nil
 	}
-	err := f(ctx)
+	return parent, func() {}, nil
+}
+
+// end records the outcome err of a call begun with begin, and returns it.
+func (s *Store) end(parent context.Context, err error) error {
 	switch {
 	case err == nil:
 		s.brk.success()

@@ -22,25 +22,59 @@ const MaxKeyLen = 2*maxPart + 96
 // longer than maxPart, it is replaced by "#" and the URL-safe base64 of
 // SHA-256(s) ('#' is always escaped, so the two forms cannot meet).
 func escape(s string) string {
+	n, hashed := escapedLen(s)
 	var b strings.Builder
+	b.Grow(n)
+	writeEscaped(&b, s, hashed)
+	return b.String()
+}
+
+// hashedLen is the length of the hashed form of escape.
+const hashedLen = 1 + 43 // "#", base64 (unpadded) of 32 bytes
+
+// plain reports whether escape writes c as is.
+func plain(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '-' || c == '/' || c == '@'
+}
+
+// escapedLen returns the length of escape(s) and whether it is the hashed
+// form.
+func escapedLen(s string) (n int, hashed bool) {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '.', c == '_', c == '-', c == '/', c == '@':
-			b.WriteByte(c)
-		default:
-			const hex = "0123456789ABCDEF"
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
+		if plain(s[i]) {
+			n++
+		} else {
+			n += 3
 		}
-		if b.Len() > maxPart {
-			sum := sha256.Sum256([]byte(s))
-			return "#" + base64.RawURLEncoding.EncodeToString(sum[:])
+		if n > maxPart {
+			return hashedLen, true
 		}
 	}
-	return b.String()
+	return n, false
+}
+
+// writeEscaped writes escape(s) to b; hashed is escapedLen's answer.
+func writeEscaped(b *strings.Builder, s string, hashed bool) {
+	if hashed {
+		sum := sha256.Sum256([]byte(s))
+		var enc [hashedLen - 1]byte
+		base64.RawURLEncoding.Encode(enc[:], sum[:])
+		b.WriteByte('#')
+		b.Write(enc[:])
+		return
+	}
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if plain(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
 }
 
 // policyTag identifies the state a policy uses: policies with the same
@@ -59,11 +93,25 @@ func policyTag(p sluice.Policy) string {
 // the suffix "l", so they share one hash slot. With a fixed slot (see
 // WithSingleSlot) they are prefix{slot}tag:escaped key instead.
 func stateKey(prefix, slot, tag, key string) (state, log string) {
-	var s string
+	// One allocation for both: the log key is the state key and "l".
+	n, hashed := escapedLen(key)
+	var b strings.Builder
+	b.Grow(len(prefix) + len(slot) + len(tag) + n + 5)
+	b.WriteString(prefix)
+	b.WriteByte('{')
 	if slot != "" {
-		s = prefix + "{" + slot + "}" + tag + ":" + escape(key) + "|"
-	} else {
-		s = prefix + "{" + tag + ":" + escape(key) + "}"
+		b.WriteString(slot)
+		b.WriteByte('}')
 	}
-	return s, s + "l"
+	b.WriteString(tag)
+	b.WriteByte(':')
+	writeEscaped(&b, key, hashed)
+	if slot != "" {
+		b.WriteByte('|')
+	} else {
+		b.WriteByte('}')
+	}
+	b.WriteByte('l')
+	log = b.String()
+	return log[:len(log)-1], log
 }

@@ -1,6 +1,9 @@
 package redisstore
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,6 +51,9 @@ func FuzzKey(f *testing.F) {
 		}
 		p1, p2 := fuzzPolicy(name1, alg1, limit1), fuzzPolicy(name2, alg2, limit2)
 		st1, lg1 := stateKey("pre:", slot, policyTag(p1), key1)
+		if wst, wlg := stateKeyRef("pre:", slot, policyTag(p1), key1); st1 != wst || lg1 != wlg {
+			t.Fatalf("stateKey(%q, %q) = %q, %q; want %q, %q", slot, key1, st1, lg1, wst, wlg)
+		}
 		st2, lg2 := stateKey("pre:", slot, policyTag(p2), key2)
 		for _, k := range []string{st1, lg1, st2, lg2} {
 			if strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 || strings.Index(k, "{") > strings.Index(k, "}") {
@@ -78,6 +84,53 @@ func FuzzKey(f *testing.F) {
 			t.Fatalf("a short key %q was hashed", key1)
 		}
 	})
+}
+
+// escapeRef and stateKeyRef are escape and stateKey written plainly, the
+// way they were before they were made to allocate less.
+func escapeRef(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '.', c == '_', c == '-', c == '/', c == '@':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+		if b.Len() > maxPart {
+			sum := sha256.Sum256([]byte(s))
+			return "#" + base64.RawURLEncoding.EncodeToString(sum[:])
+		}
+	}
+	return b.String()
+}
+
+func stateKeyRef(prefix, slot, tag, key string) (state, log string) {
+	s := prefix + "{" + tag + ":" + escapeRef(key) + "}"
+	if slot != "" {
+		s = prefix + "{" + slot + "}" + tag + ":" + escapeRef(key) + "|"
+	}
+	return s, s + "l"
+}
+
+func TestStateKeyReference(t *testing.T) {
+	for _, key := range []string{"", "k", "a{b}c", "%41", "é", "#", strings.Repeat("x", 128), strings.Repeat("x", 129),
+		strings.Repeat("{", 42), strings.Repeat("{", 43), strings.Repeat("a", 126) + "é"} {
+		for _, slot := range []string{"", "s"} {
+			st, lg := stateKey("pre:", slot, "u:gcra:1:2:3", key)
+			if wst, wlg := stateKeyRef("pre:", slot, "u:gcra:1:2:3", key); st != wst || lg != wlg {
+				t.Errorf("stateKey(%q, %q) = %q, %q; want %q, %q", slot, key, st, lg, wst, wlg)
+			}
+			if e := escape(key); e != escapeRef(key) {
+				t.Errorf("escape(%q) = %q, want %q", key, e, escapeRef(key))
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { stateKey("sluice:", "", "u:gcra:100:1000000000:0", "0123456789abcdef") }); n != 1 {
+		t.Errorf("stateKey: %v allocations, want 1", n)
+	}
 }
 
 // sameIdentity reports whether a store keeps one state for p and q.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type Store struct {
 	prefix  string
 	slot    string
 	slack   time.Duration
+	ttlArg  string // the script's ARGV[2]: milliseconds added to every TTL
 	script  *rueidis.Lua
 	timeout time.Duration
 	brk     breaker
@@ -66,6 +68,7 @@ type compiled struct {
 	num   uint64
 	den   uint64
 	burst [2]string // dur(burst): ns, frac
+	one   [2]string // dur(1): ns, frac (bucket kinds with a capacity ≥ 1)
 	capS  string
 	perS  string
 	denS  string
@@ -133,6 +136,10 @@ func configure(opts []Option) (*Store, error) {
 	}
 	if s.slack < 0 {
 		return nil, fmt.Errorf("redisstore: expiry slack %v: must not be negative", s.slack)
+	}
+	s.ttlArg = "0"
+	if s.clock != nil {
+		s.ttlArg = strconv.FormatInt(int64((s.slack+time.Millisecond-1)/time.Millisecond), 10)
 	}
 	return s, nil
 }
@@ -251,6 +258,10 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 		c.num = uint64(p.Period) / (uint64(p.Limit) / c.den)
 		ns, frac := c.dur(c.cap)
 		c.burst = [2]string{strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)}
+		if c.cap >= 1 {
+			ns, frac := c.dur(1)
+			c.one = [2]string{strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)}
+		}
 	}
 	c.capS = strconv.FormatInt(c.cap, 10)
 	c.denS = strconv.FormatUint(c.den, 10)
@@ -301,10 +312,36 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 
 const fieldsPerRequest = 9
 
+// scratch is take's working memory, pooled. rueidis copies keys and args
+// into its own command, so they are free again once the call returns.
+type scratch struct {
+	cs     []*compiled
+	keys   []string
+	args   []string
+	states []sluice.State
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledRequests bounds the batches whose scratch is kept for reuse.
+const maxPooledRequests = 256
+
+func (sc *scratch) release() {
+	if cap(sc.cs) > maxPooledRequests {
+		return
+	}
+	clear(sc.cs[:cap(sc.cs)])
+	clear(sc.keys[:cap(sc.keys)])
+	clear(sc.args[:cap(sc.args)])
+	clear(sc.states[:cap(sc.states)])
+	scratchPool.Put(sc)
+}
+
 func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
-	cs := make([]*compiled, len(reqs))
-	keys := make([]string, 0, 2*len(reqs))
-	args := make([]string, 3, 3+fieldsPerRequest*len(reqs))
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	cs, keys := slices.Grow(sc.cs[:0], len(reqs)), slices.Grow(sc.keys[:0], 2*len(reqs))
+	args := append(slices.Grow(sc.args[:0], 3+fieldsPerRequest*len(reqs)), "", s.ttlArg, strconv.Itoa(len(reqs)))
 	for i, r := range reqs {
 		if r.Cost < 0 {
 			return fmt.Errorf("request %d (%q): cost %d: must not be negative", i, r.Key, r.Cost)
@@ -313,17 +350,22 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		if err != nil {
 			return err
 		}
-		cs[i] = c
+		cs = append(cs, c)
 		st, lg := stateKey(s.prefix, s.slot, c.tag, r.Key)
 		keys = append(keys, st, lg)
 		durNS, durFrac := "0", "0"
-		if c.kind == "b" && r.Cost <= c.cap {
+		switch {
+		case c.kind != "b" || r.Cost > c.cap:
+		case r.Cost == 1:
+			durNS, durFrac = c.one[0], c.one[1]
+		default:
 			ns, frac := c.dur(r.Cost)
 			durNS, durFrac = strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)
 		}
 		args = append(args, c.kind, strconv.FormatInt(r.Cost, 10), c.capS, c.perS,
 			durNS, durFrac, c.burst[0], c.burst[1], c.denS)
 	}
+	sc.cs, sc.keys, sc.args = cs, keys, args
 	if s.closed.Load() {
 		return errClosed
 	}
@@ -352,57 +394,79 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
 		args[0] = strconv.FormatInt(now, 10)
 	}
-	args[1] = strconv.FormatInt(int64((s.slack+time.Millisecond-1)/time.Millisecond), 10)
-	if s.clock == nil {
-		args[1] = "0"
-	}
-	args[2] = strconv.Itoa(len(reqs))
-	var reply []string
-	err := s.call(ctx, func(ctx context.Context) (err error) {
-		reply, err = s.script.Exec(ctx, cn.client, keys, args).AsStrSlice()
-		return err
-	})
+	callCtx, cancel, err := s.begin(ctx)
 	if err != nil {
+		return err
+	}
+	res := s.script.Exec(callCtx, cn.client, keys, args)
+	cancel()
+	reply, err := res.ToArray()
+	if err := s.end(ctx, err); err != nil {
 		return err
 	}
 	if len(reply) != 2+4*len(reqs) {
 		return fmt.Errorf("script returned %d values, want %d", len(reply), 2+4*len(reqs))
 	}
-	now, err := strconv.ParseInt(reply[0], 10, 64)
+	now, err := strconv.ParseInt(str(reply[0]), 10, 64)
 	if err != nil {
-		return fmt.Errorf("script returned the time %q: %v", reply[0], err)
+		return fmt.Errorf("script returned the time %q: %v", str(reply[0]), err)
 	}
-	committed := reply[1] == "1"
+	committed := str(reply[1]) == "1"
 	// Each request's decision is the model's on the state it saw.
-	first := map[string]sluice.State{} // a key's stored state: what its first request saw
+	states := sc.states[:0]
 	all := true
 	for i, r := range reqs {
-		st, err := cs[i].state(reply[2+4*i : 6+4*i])
+		f := reply[2+4*i : 6+4*i]
+		st, err := cs[i].state([4]string{str(f[0]), str(f[1]), str(f[2]), str(f[3])})
 		if err != nil {
 			return err
 		}
-		if _, ok := first[keys[2*i]]; !ok {
-			first[keys[2*i]] = st
-		}
+		states = append(states, st)
 		_, out[i] = cs[i].model.Take(st, now, r.Cost)
 		all = all && out[i].Allowed
 	}
+	sc.states = states
 	if all != committed {
 		return fmt.Errorf("internal error: the script (committed %v) and the model (admitted %v) disagree", committed, all)
 	}
 	if !committed {
-		for i := range reqs {
-			if out[i].Allowed {
-				_, out[i] = cs[i].model.Take(first[keys[2*i]], now, 0)
+		// Nothing was written: an admitted request's decision is on its
+		// key's stored state, which the key's first request saw.
+		var first map[string]int
+		if len(reqs) > 16 {
+			first = make(map[string]int, len(reqs))
+			for i := len(reqs) - 1; i >= 0; i-- {
+				first[keys[2*i]] = i
 			}
+		}
+		for i := range reqs {
+			if !out[i].Allowed {
+				continue
+			}
+			j := 0
+			if first != nil {
+				j = first[keys[2*i]]
+			} else {
+				for keys[2*j] != keys[2*i] {
+					j++
+				}
+			}
+			_, out[i] = cs[i].model.Take(states[j], now, 0)
 		}
 	}
 	return nil
 }
 
+// str is a reply element as rueidis's AsStrSlice has it: "" unless it is
+// a string.
+func str(m rueidis.RedisMessage) string {
+	s, _ := m.ToString()
+	return s
+}
+
 // state converts the script's view of a key's state into a sluice.State
 // on which the model makes the same decision as on the real one.
-func (c *compiled) state(f []string) (sluice.State, error) {
+func (c *compiled) state(f [4]string) (sluice.State, error) {
 	var v [4]int64
 	for i, x := range f {
 		if x == "" {
