@@ -71,36 +71,38 @@ func BenchmarkTake(b *testing.B) {
 	rl := redis_rate.NewLimiter(rdb)
 
 	env := &benchEnv{keys: benchKeys(100_000), rdb: rdb}
+	type store struct {
+		name string
+		take func(ctx context.Context, p sluice.Policy, key string) error
+	}
+	stores := []store{
+		{"redis", func(ctx context.Context, p sluice.Policy, key string) error {
+			_, err := s.Take(ctx, p, key, 1)
+			return err
+		}},
+		{"redis-flush20us", func(ctx context.Context, p sluice.Policy, key string) error {
+			_, err := fs.Take(ctx, p, key, 1)
+			return err
+		}},
+		{"redis_rate", func(ctx context.Context, p sluice.Policy, key string) error {
+			// The same limit: p.Limit per second, burst p.Limit.
+			_, err := rl.Allow(ctx, key, redis_rate.PerSecond(int(p.Limit)))
+			return err
+		}},
+	}
 	for _, alg := range sluice.Algorithms {
 		p := sluice.Policy{Algorithm: alg, Limit: 100, Period: time.Second}
+		// The stores take turns at each number of callers, so that a
+		// change in the machine's load affects them alike.
 		for _, callers := range benchCallers {
-			b.Run(fmt.Sprintf("store=redis/alg=%s/callers=%d", alg, callers), func(b *testing.B) {
-				env.run(b, callers, func(ctx context.Context, key string) error {
-					_, err := s.Take(ctx, p, key, 1)
-					return err
+			for _, st := range stores {
+				if st.name != "redis" && alg != sluice.GCRA {
+					continue
+				}
+				b.Run(fmt.Sprintf("store=%s/alg=%s/callers=%d", st.name, alg, callers), func(b *testing.B) {
+					env.run(b, callers, func(ctx context.Context, key string) error { return st.take(ctx, p, key) })
 				})
-			})
-		}
-		if alg != sluice.GCRA {
-			continue
-		}
-		for _, callers := range benchCallers {
-			b.Run(fmt.Sprintf("store=redis-flush20us/alg=%s/callers=%d", alg, callers), func(b *testing.B) {
-				env.run(b, callers, func(ctx context.Context, key string) error {
-					_, err := fs.Take(ctx, p, key, 1)
-					return err
-				})
-			})
-		}
-		// The same limit: 100 per second, burst 100.
-		lim := redis_rate.PerSecond(int(p.Limit))
-		for _, callers := range benchCallers {
-			b.Run(fmt.Sprintf("store=redis_rate/alg=%s/callers=%d", alg, callers), func(b *testing.B) {
-				env.run(b, callers, func(ctx context.Context, key string) error {
-					_, err := rl.Allow(ctx, key, lim)
-					return err
-				})
-			})
+			}
 		}
 	}
 }
@@ -112,31 +114,44 @@ type benchEnv struct {
 	rdb  *redis.Client
 }
 
-// serverCPU returns the CPU time (user and system) redis-server has used.
-func (e *benchEnv) serverCPU(b *testing.B) time.Duration {
-	info, err := e.rdb.Info(context.Background(), "cpu").Result()
+// serverStats returns the CPU time (user and system) redis-server has
+// used, and the time it has spent inside EVALSHA and EVAL (the scripts,
+// including the commands they call).
+func (e *benchEnv) serverStats(b *testing.B) (cpu, scripts time.Duration) {
+	info, err := e.rdb.Info(context.Background(), "cpu", "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var sum float64
 	for line := range strings.Lines(info) {
 		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if name == "used_cpu_user" || name == "used_cpu_sys" {
+		switch name {
+		case "used_cpu_user", "used_cpu_sys":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				b.Fatalf("INFO cpu: %q: %v", line, err)
 			}
-			sum += f
+			cpu += time.Duration(f * float64(time.Second))
+		case "cmdstat_evalsha", "cmdstat_eval":
+			for field := range strings.SplitSeq(v, ",") {
+				if us, ok := strings.CutPrefix(field, "usec="); ok {
+					n, err := strconv.ParseInt(us, 10, 64)
+					if err != nil {
+						b.Fatalf("INFO commandstats: %q: %v", line, err)
+					}
+					scripts += time.Duration(n) * time.Microsecond
+				}
+			}
 		}
 	}
-	return time.Duration(sum * float64(time.Second))
+	return cpu, scripts
 }
 
 // run makes b.N calls of take, shared out evenly among exactly callers
 // goroutines, each walking the keys from its own offset, and reports
 // decisions/s, the p50 and p99 latency of a call, and the CPU time per
 // decision of this process (client-cpu-µs, where the platform tells) and of
-// redis-server (server-cpu-µs). (b.RunParallel would run GOMAXPROCS×n
+// redis-server (server-cpu-µs), and the part of the latter that Redis
+// counts inside the script (script-µs). (b.RunParallel would run GOMAXPROCS×n
 // goroutines, and give no goroutine a count known in advance to size its
 // latency record.)
 func (e *benchEnv) run(b *testing.B, callers int, take func(context.Context, string) error) {
@@ -175,12 +190,15 @@ func (e *benchEnv) run(b *testing.B, callers int, take func(context.Context, str
 		})
 	}
 	ready.Wait()
-	srv0, cli0 := e.serverCPU(b), processCPU()
+	srv0, lua0 := e.serverStats(b)
+	cli0 := processCPU()
 	b.ResetTimer()
 	close(start)
 	done.Wait()
 	b.StopTimer()
-	srv, cli := e.serverCPU(b)-srv0, processCPU()-cli0
+	cli := processCPU() - cli0
+	srv, lua := e.serverStats(b)
+	srv, lua = srv-srv0, lua-lua0
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
@@ -199,4 +217,5 @@ func (e *benchEnv) run(b *testing.B, callers int, take func(context.Context, str
 		b.ReportMetric(perOp(cli), "client-cpu-µs")
 	}
 	b.ReportMetric(perOp(srv), "server-cpu-µs")
+	b.ReportMetric(perOp(lua), "script-µs")
 }
