@@ -39,17 +39,33 @@ type Clock interface {
 	Now() time.Time
 }
 
-// MonotonicClock returns a clock that reads the wall clock once and then
-// advances with the monotonic clock, so it never steps back when the system
-// time is adjusted.
-func MonotonicClock() Clock {
-	return monotonic{start: time.Now()}
+// NanoClock is a Clock that can also read the time directly as nanoseconds
+// since the Unix epoch, which is cheaper than Now().UnixNano(). Stores use
+// UnixNano when their clock has it.
+type NanoClock interface {
+	Clock
+	UnixNano() int64
 }
 
-type monotonic struct{ start time.Time }
+// MonotonicClock returns a clock that reads the wall clock once and then
+// advances with the monotonic clock, so it never steps back when the system
+// time is adjusted. It is a NanoClock.
+func MonotonicClock() NanoClock {
+	now := time.Now()
+	return monotonic{start: now, base: now.UnixNano()}
+}
+
+type monotonic struct {
+	start time.Time
+	base  int64 // start.UnixNano()
+}
 
 func (c monotonic) Now() time.Time {
 	return c.start.Add(time.Since(c.start))
+}
+
+func (c monotonic) UnixNano() int64 {
+	return c.base + int64(time.Since(c.start))
 }
 
 // Resetter is implemented by stores that can forget a key at once, as if

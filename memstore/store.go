@@ -36,6 +36,7 @@ var ErrClosed = errors.New("memstore: store is closed")
 // Store is not usable; call New.
 type Store struct {
 	clock  sluice.Clock
+	nano   sluice.NanoClock // clock, when it reads nanoseconds directly
 	seed   maphash.Seed
 	shards []shard
 	shift  uint // shard of hash h: h >> shift
@@ -145,6 +146,7 @@ func New(opts ...Option) *Store {
 		shards: make([]shard, n),
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 	}
+	s.nano, _ = o.clock.(sluice.NanoClock)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1
@@ -169,7 +171,13 @@ func New(opts ...Option) *Store {
 
 // now returns the clock's time in nanoseconds, clamped to the models' range.
 func (s *Store) now() int64 {
-	return min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
+	var ns int64
+	if s.nano != nil {
+		ns = s.nano.UnixNano()
+	} else {
+		ns = s.clock.Now().UnixNano()
+	}
+	return min(max(ns, 0), sluice.MaxTime)
 }
 
 func (s *Store) shardOf(h uint64) *shard { return &s.shards[h>>s.shift] }
