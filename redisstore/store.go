@@ -144,6 +144,10 @@ func configure(opts []Option) (*Store, error) {
 	return s, nil
 }
 
+// DefaultMaxFlushDelay is how long Open's client may hold a command back to
+// send it together with other callers' commands in one write.
+const DefaultMaxFlushDelay = 20 * time.Microsecond
+
 // Open connects to Redis as url says and returns a store that owns the
 // connection: Close closes it. Only a bad URL or option is an error: if
 // Redis cannot be reached, the store's calls fail (fast, under the circuit
@@ -164,6 +168,13 @@ func Open(url string, opts ...Option) (*Store, error) {
 	}
 	if o.Dialer.Timeout == 0 {
 		o.Dialer.Timeout = time.Second
+	}
+	if o.MaxFlushDelay == 0 {
+		// Let the connection's writer gather the commands of concurrent
+		// callers for up to DefaultMaxFlushDelay: fewer write system
+		// calls, measured at +16% decisions/s and lower p50 and p99 with
+		// 64 callers, and no measurable cost with 1 or 16 (BENCHMARKS.md).
+		o.MaxFlushDelay = DefaultMaxFlushDelay
 	}
 	s, err := configure(opts)
 	if err != nil {
