@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 
-.PHONY: test redis fmt-check vet staticcheck unit fuzz bench
+.PHONY: test redis fmt-check vet staticcheck unit fuzz bench bench-redis
 
 test: redis fmt-check vet staticcheck unit fuzz
 
@@ -37,6 +37,13 @@ fuzz:
 		done; \
 	done
 
-# The comparative benchmarks of BENCHMARKS.md.
+# The comparative benchmarks of BENCHMARKS.md (they take minutes; run them on
+# a quiet machine).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./memstore/
+	$(GO) test -run '^$$' -bench '^BenchmarkCompare' -benchtime $(BENCHTIME) -count 3 -cpu 1 -timeout 60m ./memstore/
+
+bench-redis: redis
+	for i in 1 2 3 4 5 6; do \
+		$(GO) test -run '^$$' -bench 'Take/store=/alg=gcra/' -benchtime 2s ./redisstore/; \
+	done
+	bash redisstore/testdata/ceiling.sh 200000
