@@ -217,7 +217,7 @@ func storeKey(entries []config.Entry) string {
 
 // overrideRule is the rule of a descriptor that carries its own limit: a
 // fixed window, as in envoyproxy/ratelimit, whose state is keyed by the
-// descriptor and the limit.
+// descriptor (storeKey) under a policy named by the domain and the limit.
 func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *config.Rule {
 	var b strings.Builder
 	b.WriteString(domain)
@@ -230,7 +230,10 @@ func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *confi
 		}
 	}
 	key := b.String()
-	p.Name = fmt.Sprintf("override:%s:%d/%v", key, p.Limit, p.Period)
+	// The name leaves the descriptor out: the store key (storeKey) already
+	// separates descriptors, and a name per descriptor value would make
+	// every client IP or user a policy of its own in the store.
+	p.Name = fmt.Sprintf("override:%s:%d/%v", domain, p.Limit, p.Period)
 	unit, mult := "", int64(0)
 	for _, u := range []string{"year", "month", "week", "day", "hour", "minute", "second"} {
 		d, _ := config.UnitDuration(u)

@@ -14,6 +14,7 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -110,8 +111,26 @@ func TestLimitOverride(t *testing.T) {
 			t.Errorf("override %d: current limit %v", i, cl)
 		}
 	}
+	// Another descriptor value under the same override has its own
+	// window (and the same policy: the name leaves the value out).
+	other := desc("anything", "w")
+	other.Limit = d().Limit
+	if got := codesOf(h.should(t, "rides", other)); got != "OK: OK" {
+		t.Errorf("another value under the same override: %s", got)
+	}
+	if a, b := overrideRule("rides", []config.Entry{{Key: "anything", Value: "v"}}, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}),
+		overrideRule("rides", []config.Entry{{Key: "anything", Value: "w"}}, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}); a.Policy.Name != b.Policy.Name {
+		t.Errorf("override policies per descriptor value: %q and %q", a.Policy.Name, b.Policy.Name)
+	}
 	h.clock.Advance(time.Minute)
 	if got := codesOf(h.should(t, "rides", d())); got != "OK: OK" {
 		t.Errorf("next window: %s", got)
+	}
+	// A multiplier whose period overflows is refused, not wrapped around.
+	huge := d()
+	huge.Limit.Unit = envoytype.RateLimitUnit_YEAR
+	huge.Limit.UnitMultiplier = wrapperspb.UInt32(4000000000)
+	if _, err := h.client.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "rides", Descriptors: []*rlcommon.RateLimitDescriptor{huge}}); err == nil || !strings.Contains(err.Error(), "unit_multiplier 4000000000") {
+		t.Errorf("an overflowing unit multiplier: %v", err)
 	}
 }

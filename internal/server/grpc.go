@@ -99,6 +99,9 @@ func fromProto(d *rlcommon.RateLimitDescriptor, hits int64) (descriptor, error) 
 			return dd, fmt.Errorf("limit.unit %v: not a known unit", o.GetUnit())
 		}
 		if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+			if time.Duration(m.GetValue()) > sluice.MaxPeriod/unit {
+				return dd, fmt.Errorf("limit.unit_multiplier %d: %v × %d exceeds the longest period, %v", m.GetValue(), unit, m.GetValue(), sluice.MaxPeriod)
+			}
 			unit *= time.Duration(m.GetValue())
 		}
 		if o.GetRequestsPerUnit() == 0 {
