@@ -297,6 +297,21 @@ func load(fsys fs.FS, dir string) (*Config, error) {
 		c.domains[f.domain] = f.root
 		c.rules = append(c.rules, f.rules...)
 	}
+	// A rule's policy is named by its full key, domain.key_value..., and
+	// the store keeps state by that name: two rules whose keys join to the
+	// same name (key "a_b" and key "a" with value "b", or dots in a
+	// domain) would share, and fight over, one policy's state.
+	named := map[string]*Rule{}
+	for _, r := range c.rules {
+		if r.Policy.Name == "" {
+			continue
+		}
+		if prev, dup := named[r.Policy.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s:%d: descriptor: its full name %q is also the name of the rule at %s:%d; rename a key or value so that they differ", r.File, r.Line, r.Policy.Name, prev.File, prev.Line))
+			continue
+		}
+		named[r.Policy.Name] = r
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

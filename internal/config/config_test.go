@@ -159,6 +159,10 @@ func TestErrors(t *testing.T) {
 	}{
 		{"unknown field", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burts: 3}\n"},
 			[]string{"f0.yaml:4: descriptors[0].rate_limit.burts: unknown field"}},
+		{"colliding names", []string{"domain: d\ndescriptors:\n  - key: a_b\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: a\n    value: b\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"},
+			[]string{`f0.yaml:7: descriptor: its full name "d.a_b" is also the name of the rule at f0.yaml:4`}},
+		{"colliding names across domains", []string{"domain: d\ndescriptors:\n  - key: a.b\n    rate_limit: {unit: second, requests_per_unit: 1}\n", "domain: d.a\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n"},
+			[]string{`its full name "d.a.b" is also the name of the rule at`}},
 		{"unknown top-level field", []string{"domain: d\nrules: []\n"},
 			[]string{"f0.yaml:2: rules: unknown field"}},
 		{"wrong type", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: lots\n"},
