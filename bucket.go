@@ -16,10 +16,17 @@ func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
 		tat = t
 	}
 	debt := m.sub(tat, t) // time until the bucket is full again
-	if cost > m.burst {
+	d.Remaining = m.room(debt)
+	d.ResetAfter = time.Duration(debt.ceil())
+	switch {
+	case cost > m.burst:
 		d.Impossible = true
-		d.Remaining = m.units(m.sub(m.burstDur, debt))
-		d.ResetAfter = time.Duration(debt.ceil())
+		return s, d
+	case cost == 0: // a peek: always admitted, changes nothing
+		d.Allowed = true
+		if m.leaky {
+			d.Delay = time.Duration(debt.ceil())
+		}
 		return s, d
 	}
 	next := m.add(tat, m.dur(cost))
@@ -28,8 +35,6 @@ func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
 		// Rejected: admitted from the first instant at which
 		// next − Burst·T ≤ t', which is after now and no later than the TAT.
 		d.RetryAfter = time.Duration(m.sub(next, m.burstDur).ceil() - now)
-		d.Remaining = m.units(m.sub(m.burstDur, debt))
-		d.ResetAfter = time.Duration(debt.ceil())
 		return s, d
 	}
 	d.Allowed = true
@@ -37,11 +42,19 @@ func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
 		d.Delay = time.Duration(debt.ceil())
 	}
 	newDebt := m.sub(next, t)
-	d.Remaining = m.units(m.sub(m.burstDur, newDebt))
+	d.Remaining = m.room(newDebt)
 	d.ResetAfter = time.Duration(newDebt.ceil())
-	if cost == 0 {
-		return s, d
-	}
 	s.Time, s.Frac = next.ns, next.frac
 	return s, d
+}
+
+// room returns the whole units a bucket with the given debt can still
+// admit. The debt exceeds Burst·T only when the state was written under
+// other parameters (a reconfigured named policy) or at a later instant (a
+// clock that stepped back): no room then.
+func (m *Model) room(debt rtime) int64 {
+	if m.burstDur.less(debt) {
+		return 0
+	}
+	return m.units(m.sub(m.burstDur, debt))
 }

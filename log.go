@@ -20,7 +20,7 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 	if n := len(live); n > 0 {
 		used = int64(live[n-1].Total - base)
 	}
-	d.Remaining = m.limit - used
+	d.Remaining = max(0, m.limit-used) // used > limit: written under a larger limit
 	if n := len(live); n > 0 {
 		d.ResetAfter = time.Duration(live[n-1].At + m.period - now)
 	}
@@ -28,7 +28,7 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 	case cost > m.limit:
 		d.Impossible = true
 		return s, d
-	case used+cost > m.limit:
+	case cost > 0 && used+cost > m.limit:
 		// The request fits once enough of the oldest entries have left:
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
 		// At(j) + P.
@@ -38,10 +38,10 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 		return s, d
 	}
 	d.Allowed = true
-	d.Remaining -= cost
 	if cost == 0 {
 		return s, d
 	}
+	d.Remaining -= cost
 	at := now
 	if n := len(live); n > 0 && live[n-1].At > at {
 		at = live[n-1].At // a clock that stepped back: keep the log ordered

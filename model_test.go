@@ -139,3 +139,27 @@ func TestWeightedCount(t *testing.T) {
 		t.Errorf("one second later: rejected: %+v", d)
 	}
 }
+
+// TestClockSteppedBack: a state written at a later instant than now (a
+// clock that stepped back) never admits more, a peek is still admitted,
+// and Remaining stays within [0, capacity].
+func TestClockSteppedBack(t *testing.T) {
+	for _, alg := range Algorithms {
+		m, err := NewModel(Policy{Algorithm: alg, Limit: 3, Period: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s State
+		later := int64(100 * time.Second)
+		for i := 0; i < 3; i++ {
+			s, _ = m.Take(s, later, 1)
+		}
+		earlier := later - int64(5*time.Second)
+		if _, d := m.Take(s, earlier, 0); !d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: peek 5s before the state: %+v, want admitted with 0 remaining", alg, d)
+		}
+		if _, d := m.Take(s, earlier, 1); d.Allowed || d.RetryAfter <= 0 || d.Remaining != 0 {
+			t.Errorf("%s: a request 5s before the state: %+v, want rejected with a RetryAfter", alg, d)
+		}
+	}
+}

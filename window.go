@@ -22,18 +22,18 @@ func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-	case count+cost > m.limit:
+	case cost > 0 && count+cost > m.limit:
 		d.RetryAfter = time.Duration(end - now)
 	default:
 		d.Allowed = true
-		d.Remaining = m.limit - count - cost
+		d.Remaining = max(0, m.limit-count-cost)
 		d.ResetAfter = reset(count + cost)
 		if cost > 0 {
 			s = State{Time: start, Count: count + cost}
 		}
 		return s, d
 	}
-	d.Remaining = m.limit - count
+	d.Remaining = max(0, m.limit-count) // count > limit: written under a larger limit
 	d.ResetAfter = reset(count)
 	return s, d
 }

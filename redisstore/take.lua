@@ -352,7 +352,10 @@ for i = 1, n do
       local bh1, bl1 = P(ARGV[base + 7])
       local bh2, bl2 = P(ARGV[base + 8])
       local lh, ll, lfh, lfl = radd(nh, nl, 0, 0, bh1, bl1, bh2, bl2, dh, dl)
-      if not rless(lh, ll, lfh, lfl, xh, xl, xfh, xfl) then
+      -- A peek (cost 0) is always admitted, even when the stored TAT runs
+      -- further ahead than this policy's burst allows (it was written under
+      -- other parameters, or at a later instant).
+      if not costpos or not rless(lh, ll, lfh, lfl, xh, xl, xfh, xfl) then
         ok = true
         if costpos then
           s.th, s.tl, s.fh, s.fl, s.d = xh, xl, xfh, xfl, ARGV[base + 9]
@@ -369,7 +372,7 @@ for i = 1, n do
     local cnth, cntl = 0, 0
     if cmp(s.th, s.tl, sh, sl) == 0 then cnth, cntl = s.ch, s.cl end
     local uh, ul = add(cnth, cntl, ch, cl)
-    if cmp(ch, cl, kh, kl) <= 0 and cmp(uh, ul, kh, kl) <= 0 then
+    if cmp(ch, cl, kh, kl) <= 0 and (not costpos or cmp(uh, ul, kh, kl) <= 0) then
       ok = true
       if costpos then
         s.th, s.tl, s.ch, s.cl = sh, sl, uh, ul
@@ -418,7 +421,7 @@ for i = 1, n do
     o1, o2 = S(s.uh, s.ul), S(s.ah, s.al)
     if cmp(ch, cl, kh, kl) <= 0 then
       local uh, ul = add(s.uh, s.ul, ch, cl)
-      if cmp(uh, ul, kh, kl) <= 0 then
+      if not costpos or cmp(uh, ul, kh, kl) <= 0 then
         ok = true
         if costpos then
           local ah, al = nh, nl

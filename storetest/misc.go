@@ -231,4 +231,25 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 			r.check(after, "k", capacity(after))
 		}
 	})
+	t.Run("Tightened", func(t *testing.T) {
+		// A named policy whose limit drops below what its keys already
+		// used: a peek is still admitted and reports 0 remaining, and
+		// the next request waits for the state to drain under the new
+		// parameters. (Both emission intervals are whole nanoseconds, so
+		// the state means the same to both models.)
+		r := newRig(t, newHarness, later)
+		for _, alg := range sluice.Algorithms {
+			before := policyFor(alg, 50, time.Minute, 0)
+			before.Name = "tightened"
+			after := before
+			after.Limit = 10
+			r.check(before, "k", 50)
+			if d := r.peek(after, "k"); !d.Allowed || d.Remaining != 0 {
+				t.Fatalf("%v, after 50 units under %v: peek %s, want admitted with 0 remaining", after, before, fmtDecision(d))
+			}
+			if d := r.check(after, "k", 1); d.Allowed || d.RetryAfter <= 0 {
+				t.Fatalf("%v, after 50 units under %v: %s, want a rejection with a RetryAfter", after, before, fmtDecision(d))
+			}
+		}
+	})
 }
