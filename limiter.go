@@ -72,16 +72,23 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // AllowN asks whether n units for key are admitted now, and records them if
 // so. n = 0 peeks at the key's state without changing it.
 //
-// A non-nil error means the request could not be decided: n is negative, or
-// the store failed. On a store failure the Decision is the one the failure
-// mode dictates (Allowed under FailOpen, rejected under FailClosed), so a
-// caller can log the error and still act on Decision.Allowed.
+// A non-nil error means the request could not be decided: n is negative,
+// ctx ended, or the store failed. On a store failure the Decision is the one
+// the failure mode dictates (Allowed under FailOpen, rejected under
+// FailClosed), so a caller can log the error and still act on
+// Decision.Allowed. When ctx ended, the Decision is a rejection whatever the
+// failure mode: the caller has gone.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
 	}
 	d, err := l.store.Take(ctx, l.policy, key, n)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The caller gave up: that is no store failure, and no
+			// failure mode applies.
+			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: %w", l.policy.Name, key, err)
+		}
 		return l.failed(), fmt.Errorf("sluice: policy %q: key %q: %w", l.policy.Name, key, err)
 	}
 	return d, nil
@@ -102,8 +109,11 @@ func (l *Limiter) failed() Decision {
 // RetryAfter and tries again, so a cancelled Wait consumes nothing. For
 // leaky-bucket, an admitted request has a place in the queue and Wait sleeps
 // for its Delay; cancelling it during that delay does not give the place
-// back (the queue has no refunds), but Wait first checks that the current
-// queue delay fits before ctx's deadline.
+// back (the queue has no refunds). Wait first checks that the current
+// queue delay fits before ctx's deadline, so that it does not take a place
+// it cannot use; a request that others enqueue between that check and Wait's
+// own can still push its delay past the deadline, and then Wait returns
+// ctx's error when the deadline comes, having used its place.
 //
 // On a store failure Wait returns at once with the error and the decision of
 // the failure mode, as AllowN does.
@@ -201,9 +211,15 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		res.Allowed = true
 		return res, nil
 	}
+	if checks[0].Limiter == nil {
+		return res, errors.New("sluice: AllowAll: check 0: Limiter is nil")
+	}
 	store := checks[0].Limiter.store
 	reqs := make([]Request, len(checks))
 	for i, c := range checks {
+		if c.Limiter == nil {
+			return res, fmt.Errorf("sluice: AllowAll: check %d: Limiter is nil", i)
+		}
 		if !sameStore(c.Limiter.store, store) {
 			return res, fmt.Errorf("sluice: AllowAll: check %d: its limiter uses a different store than check 0", i)
 		}
@@ -214,6 +230,11 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 	}
 	res.Decisions = make([]Decision, len(checks))
 	if err := store.TakeAll(ctx, reqs, res.Decisions); err != nil {
+		if ctx.Err() != nil { // the caller gave up: no failure mode applies
+			clear(res.Decisions)
+			res.Allowed = false
+			return res, fmt.Errorf("sluice: AllowAll: %w", err)
+		}
 		for i, c := range checks {
 			res.Decisions[i] = c.Limiter.failed()
 		}

@@ -33,6 +33,9 @@ func (s *testStore) TakeAll(ctx context.Context, reqs []Request, out []Decision)
 	if s.err != nil {
 		return s.err
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	now := time.Now().UnixNano()
 	work := map[string]State{}
 	ok := true
@@ -97,6 +100,27 @@ func TestFailureModes(t *testing.T) {
 		if !errors.Is(err, boom) || r.Allowed != (mode == FailOpen) {
 			t.Errorf("fail-%v AllowAll: %+v, %v", mode, r, err)
 		}
+	}
+}
+
+// TestCallerGaveUp: a context that has ended is no store failure: the
+// request is not admitted, whatever the failure mode.
+func TestCallerGaveUp(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l, _ := NewLimiter(newTestStore(), Policy{Name: "p", Algorithm: GCRA, Limit: 5, Period: time.Second}, WithFailureMode(FailOpen))
+	if d, err := l.Allow(ctx, "k"); !errors.Is(err, context.Canceled) || d.Allowed {
+		t.Errorf("Allow with a cancelled context: %+v, %v; want not allowed and context.Canceled", d, err)
+	}
+	r, err := AllowAll(ctx, Check{l, "k", 1}, Check{l, "j", 1})
+	if !errors.Is(err, context.Canceled) || r.Allowed {
+		t.Errorf("AllowAll with a cancelled context: %+v, %v", r, err)
+	}
+	if _, err := AllowAll(context.Background(), Check{l, "k", 1}, Check{nil, "j", 1}); err == nil {
+		t.Error("AllowAll with a nil Limiter: no error")
+	}
+	if _, err := AllowAll(context.Background(), Check{nil, "k", 1}); err == nil {
+		t.Error("AllowAll with a nil first Limiter: no error")
 	}
 }
 
