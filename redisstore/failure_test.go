@@ -21,7 +21,17 @@ func TestBreaker(t *testing.T) {
 	s := newStore(t, c, WithTimeout(20*time.Millisecond), WithBreaker(3, 100*time.Millisecond))
 	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
 	ctx := t.Context()
-	take(t, s, p, "k", 1)
+	// Warm up: the first call loads the script, which can take longer than
+	// the 20ms timeout on a slow machine (under -race, say).
+	for warm := time.Now(); ; {
+		if _, err := s.Take(ctx, p, "k", 1); err == nil {
+			break
+		}
+		if time.Since(warm) > 10*time.Second {
+			t.Fatalf("no successful call in 10s; stats %+v", s.Stats())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a warming store
+	}
 
 	const pause = 1500 * time.Millisecond
 	paused := time.Now()
@@ -33,15 +43,25 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("call %d to a paused Redis: error %v, want a timeout", i, err)
 		}
 	}
+	// With the breaker open a call never reaches Redis (no call is
+	// counted, so none waits for a timeout): it fails at once.
+	// (A probe, one per cooldown, may reach the paused Redis and time out
+	// if the machine is slow enough for a cooldown to pass in the loop.)
+	before := s.Stats()
+	probes := 0
 	for range 100 {
-		start := time.Now()
 		_, err := s.Take(ctx, p, "k", 1)
-		if !errors.Is(err, ErrUnavailable) {
-			t.Fatalf("with the breaker open: error %v, want ErrUnavailable", err)
+		switch {
+		case err == nil:
+			t.Fatal("a call to a paused Redis succeeded")
+		case !errors.Is(err, ErrUnavailable):
+			probes++
 		}
-		if d := time.Since(start); d > 5*time.Millisecond {
-			t.Fatalf("a short-circuited call took %v", d)
-		}
+	}
+	after := s.Stats()
+	if calls := int(after.Calls - before.Calls); calls != probes || probes > 2 || after.ShortCircuited-before.ShortCircuited != uint64(100-probes) {
+		t.Fatalf("100 calls with the breaker open: %d reached Redis (%d probes), %d short-circuited",
+			calls, probes, after.ShortCircuited-before.ShortCircuited)
 	}
 	st := s.Stats()
 	if st.Errors < 3 || st.Timeouts < 3 || st.ShortCircuited < 100 || st.BreakerOpens < 1 {
