@@ -50,9 +50,10 @@
 // Time is integer nanoseconds. With the emission interval T = Period/Limit,
 // token-bucket and gcra admit a request of cost c at t iff
 // max(TAT, t) + c·T − t ≤ Burst·T and then set TAT = max(TAT, t) + c·T, where
-// TAT (the theoretical arrival time) is the one number stored per key. T is
-// kept as an exact fraction, so no drift accumulates and a request that
-// arrives at the exact instant enough capacity exists is admitted.
+// TAT (the theoretical arrival time) is the one timestamp stored per key. T
+// is kept as an exact fraction (and the TAT with it, as whole nanoseconds and
+// a fraction of one), so no drift accumulates and a request that arrives at
+// the exact instant enough capacity exists is admitted.
 //
 // # Token bucket = GCRA = leaky bucket as a meter
 //
