@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ type Store struct {
 	brk     breaker
 	stats   counters
 	closed  atomic.Bool
+	tlsConf *tls.Config // Open: WithTLSConfig
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
@@ -101,6 +103,14 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // Without it, each (policy, key) has its own hash tag and a Cluster spreads
 // them over its shards. name must not contain '{' or '}'.
 func WithSingleSlot(name string) Option { return func(s *Store) { s.slot = name } }
+
+// WithTLSConfig makes Open use a clone of c for TLS instead of the default
+// of a rediss:// URL (the system's roots): to trust a private CA or present
+// a client certificate. If c.ServerName is empty, the URL's first host is
+// the name verified. Open refuses it with a URL that is not rediss:// or
+// rediss+cluster://. With Sentinel it applies to the master, not to the
+// sentinels. New ignores it: configure TLS on the client.
+func WithTLSConfig(c *tls.Config) Option { return func(s *Store) { s.tlsConf = c } }
 
 // New returns a store that uses client, which may be a standalone, Sentinel
 // or Cluster rueidis client. Close does not close it.
@@ -179,6 +189,16 @@ func Open(url string, opts ...Option) (*Store, error) {
 	s, err := configure(opts)
 	if err != nil {
 		return nil, err
+	}
+	if s.tlsConf != nil {
+		if o.TLSConfig == nil {
+			return nil, fmt.Errorf("redisstore: store URL %s: WithTLSConfig needs a rediss:// or rediss+cluster:// URL", redact(url))
+		}
+		c := s.tlsConf.Clone()
+		if c.ServerName == "" {
+			c.ServerName = o.TLSConfig.ServerName
+		}
+		o.TLSConfig = c
 	}
 	s.owned = true
 	s.dial = &dialer{opt: o, url: redact(url)}
