@@ -1,0 +1,73 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestTLS: Open of a rediss:// URL makes decisions over TLS when the client
+// trusts the server's CA (WithTLSConfig) or skips verification
+// (skip_verify=true); without either, or over plain TCP, Take fails; and
+// WithTLSConfig with a redis:// URL is refused.
+func TestTLS(t *testing.T) {
+	addr, roots := sluicetest.StartRedisTLS(t)
+	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
+	trust := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	for i, c := range []struct {
+		url  string
+		opts []Option
+	}{
+		{"rediss://" + addr + "/1", []Option{WithTLSConfig(trust)}},
+		{"rediss+cluster://" + addr + "/2", []Option{WithTLSConfig(trust)}}, // not a cluster: rueidis falls back to standalone
+		{"rediss://" + addr + "/3?skip_verify=true", nil},
+	} {
+		s, err := Open(c.url, append(c.opts, WithTimeout(time.Second))...)
+		if err != nil {
+			t.Fatalf("%d: Open(%s): %v", i, c.url, err)
+		}
+		for j, want := range []bool{true, true, false} {
+			d, err := s.Take(t.Context(), p, "k", 1)
+			if err != nil || d.Allowed != want {
+				t.Fatalf("%d: %s: request %d: %+v %v", i, c.url, j, d, err)
+			}
+		}
+		s.Close()
+	}
+	if trust.ServerName != "" {
+		t.Fatal("Open changed the caller's tls.Config")
+	}
+
+	for i, c := range []struct {
+		url  string
+		opts []Option
+		want string
+	}{
+		{"rediss://" + addr, nil, "certificate"},                                    // the test CA is not trusted
+		{"rediss://" + addr, []Option{WithTLSConfig(&tls.Config{})}, "certificate"}, // nor here
+		{"redis://" + addr + "?dial_timeout=200ms", nil, ""},                        // plain TCP to a TLS port
+	} {
+		s, err := Open(c.url, append(c.opts, WithTimeout(time.Second))...)
+		if err != nil {
+			t.Fatalf("bad %d: Open(%s): %v", i, c.url, err)
+		}
+		start := time.Now()
+		d, err := s.Take(t.Context(), p, "k", 1)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("bad %d: %s: %+v %v, want an error with %q", i, c.url, d, err, c.want)
+		}
+		t.Logf("bad %d: %v in %v", i, err, time.Since(start))
+		if el := time.Since(start); el > 5*time.Second {
+			t.Fatalf("bad %d: %s: Take took %v", i, c.url, el)
+		}
+		s.Close()
+	}
+
+	if _, err := Open("redis://"+addr, WithTLSConfig(trust)); err == nil || !strings.Contains(err.Error(), "rediss://") {
+		t.Fatalf("WithTLSConfig with a redis:// URL: %v, want an error", err)
+	}
+}
