@@ -137,13 +137,7 @@ func writeHeaders(h http.Header, outs []outcome, policy string, legacy bool) {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
-		b = appendSFString(b, o.l.policy.Name)
-		b = append(b, ";r="...)
-		b = appendSFInt(b, o.d.Remaining)
-		if t, ok := reset(o.d); ok && (!refused || !o.d.Allowed) {
-			b = append(b, ";t="...)
-			b = appendSFInt(b, t)
-		}
+		b = AppendStateItem(b, o.l.policy.Name, o.d, refused)
 	}
 	vals := make([]string, 2)
 	vals[0], vals[1] = policy, string(b)
@@ -164,12 +158,10 @@ func writeHeaders(h http.Header, outs []outcome, policy string, legacy bool) {
 			best = i + 1
 		}
 	}
-	o := outs[best]
-	q, _ := quota(o.l.policy)
-	t, _ := reset(o.d)
-	h["X-Ratelimit-Limit"] = []string{strconv.FormatInt(min(q, maxSFInteger), 10)}
-	h["X-Ratelimit-Remaining"] = []string{strconv.FormatInt(min(max(o.d.Remaining, 0), maxSFInteger), 10)}
-	h["X-Ratelimit-Reset"] = []string{strconv.FormatInt(min(t, maxSFInteger), 10)}
+	limit, remaining, resetSeconds := Legacy(outs[best].l.policy, outs[best].d)
+	h["X-Ratelimit-Limit"] = []string{limit}
+	h["X-Ratelimit-Remaining"] = []string{remaining}
+	h["X-Ratelimit-Reset"] = []string{resetSeconds}
 }
 
 // problem is an RFC 9457 problem details object.

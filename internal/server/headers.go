@@ -1,13 +1,11 @@
 package server
 
 import (
-	"math/bits"
 	"strconv"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // WithResponseHeaders makes ShouldRateLimit answers carry response headers
@@ -21,22 +19,8 @@ func WithResponseHeaders(legacy bool) Option {
 	return func(s *Server) { s.headers, s.legacyHeaders = true, legacy }
 }
 
-// maxSFInt is the largest Structured Field Values Integer (RFC 9651).
-const maxSFInt = 999_999_999_999_999
-
-func sfInt(b []byte, n int64) []byte { return strconv.AppendInt(b, min(max(n, 0), maxSFInt), 10) }
-
-func sfString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '"')
-}
-
+// printable reports whether a rule's name can be sent as a Structured Field
+// Values String: non-empty, printable ASCII.
 func printable(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {
@@ -44,26 +28,6 @@ func printable(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-func ceilSec(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d-1)/time.Second) + 1
-}
-
-// capacity is q and w of RateLimit-Policy: the burst (bucket kinds) or the
-// limit, and the whole seconds (at least 1) that capacity takes to refill.
-func capacity(p sluice.Policy) (q, w int64) {
-	q, window := p.Limit, p.Period
-	if p.Algorithm.IsBucket() && p.Burst != 0 {
-		q = p.Burst
-		hi, lo := bits.Mul64(uint64(p.Burst), uint64(p.Period)) // fits: Validate
-		d, _ := bits.Div64(hi, lo, uint64(p.Limit))
-		window = time.Duration(d)
-	}
-	return q, max(ceilSec(window), 1)
 }
 
 // responseHeaders returns the headers for outs, or nil.
@@ -81,27 +45,14 @@ func responseHeaders(outs []outcome, allowed, legacy bool) []*corev3.HeaderValue
 			policy = append(policy, ", "...)
 			state = append(state, ", "...)
 		}
-		q, w := capacity(r.Policy)
-		policy = sfString(policy, r.Policy.Name)
-		policy = append(policy, ";q="...)
-		policy = sfInt(policy, q)
-		policy = append(policy, ";w="...)
-		policy = sfInt(policy, w)
+		policy = append(policy, httplimit.PolicyItem(r.Policy)...)
+		// The format is the middleware's: on a refusal only the violated
+		// rules carry t (their wait), so Retry-After never precedes a reset.
 		d := o.decision
-		state = sfString(state, r.Policy.Name)
-		state = append(state, ";r="...)
-		state = sfInt(state, d.Remaining)
-		// On a refusal only the violated rules carry t (their wait), so
-		// Retry-After never precedes a reset.
-		switch {
-		case !o.over && allowed:
-			state = append(state, ";t="...)
-			state = sfInt(state, ceilSec(d.ResetAfter))
-		case o.over && !d.Impossible:
-			t := ceilSec(d.RetryAfter)
-			state = append(state, ";t="...)
-			state = sfInt(state, t)
-			retry = max(retry, t)
+		d.Allowed = !o.over
+		state = httplimit.AppendStateItem(state, r.Policy.Name, d, !allowed)
+		if o.over && !d.Impossible {
+			retry = max(retry, httplimit.RetryAfterSeconds(d))
 		}
 		if best < 0 || moreConstrained(o, &outs[best]) {
 			best = i
@@ -119,15 +70,13 @@ func responseHeaders(outs []outcome, allowed, legacy bool) []*corev3.HeaderValue
 	}
 	if legacy {
 		o := &outs[best]
-		q, _ := capacity(o.rule.Policy)
-		reset := ceilSec(o.decision.ResetAfter)
-		if o.over {
-			reset = ceilSec(o.decision.RetryAfter)
-		}
+		d := o.decision
+		d.Allowed = !o.over
+		limit, remaining, reset := httplimit.Legacy(o.rule.Policy, d)
 		hs = append(hs,
-			&corev3.HeaderValue{Key: "X-RateLimit-Limit", Value: strconv.FormatInt(min(q, maxSFInt), 10)},
-			&corev3.HeaderValue{Key: "X-RateLimit-Remaining", Value: strconv.FormatInt(min(max(o.decision.Remaining, 0), maxSFInt), 10)},
-			&corev3.HeaderValue{Key: "X-RateLimit-Reset", Value: strconv.FormatInt(min(reset, maxSFInt), 10)},
+			&corev3.HeaderValue{Key: "X-RateLimit-Limit", Value: limit},
+			&corev3.HeaderValue{Key: "X-RateLimit-Remaining", Value: remaining},
+			&corev3.HeaderValue{Key: "X-RateLimit-Reset", Value: reset},
 		)
 	}
 	return hs
