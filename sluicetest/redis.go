@@ -203,39 +203,10 @@ func startRedisServer(bin, dir string, port int, extra ...string) (stop func(), 
 		"--daemonize", "no",
 		"--logfile", "",
 	}, extra...)
-	cmd := exec.Command(bin, args...)
-	var out syncBuffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(redisStartTimeout)
-	for {
-		if reply, err := redisCommand(addr, "PING"); err == nil && reply == "PONG" {
-			break
-		}
-		select {
-		case err := <-exited:
-			return nil, fmt.Errorf("redis-server on port %d exited: %v\n%s", port, err, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			return nil, fmt.Errorf("redis-server on port %d did not answer PING within %v\n%s", port, redisStartTimeout, out.String())
-		}
-		time.Sleep(10 * time.Millisecond) // polling a starting server
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-		})
-	}, nil
+	return startProcess(bin, args, func() bool {
+		reply, err := redisCommand(addr, "PING")
+		return err == nil && reply == "PONG"
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
