@@ -34,16 +34,7 @@ func startRedisArgs(t testing.TB, args func(port int) []string, ready func(addr 
 	for attempt := 0; ; attempt++ {
 		port := freePort(t)
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		all := append([]string{
-			"--port", strconv.Itoa(port),
-			"--bind", "127.0.0.1",
-			"--save", "",
-			"--appendonly", "no",
-			"--dir", dir,
-			"--daemonize", "no",
-			"--logfile", "",
-		}, args(port)...)
-		stop, err := startProcess(bin, all, func() bool { return ready(addr) })
+		stop, err := startProcess(bin, serverArgs(port, dir, args(port)...), func() bool { return ready(addr) })
 		if err == nil {
 			t.Cleanup(stop)
 			return addr

@@ -194,7 +194,16 @@ func portFree(port int) bool {
 // the process is already gone.
 func startRedisServer(bin, dir string, port int, extra ...string) (stop func(), err error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := append([]string{
+	return startProcess(bin, serverArgs(port, dir, extra...), func() bool {
+		reply, err := redisCommand(addr, "PING")
+		return err == nil && reply == "PONG"
+	})
+}
+
+// serverArgs are the arguments of a throwaway redis-server on port: loopback
+// only, no persistence, files in dir, logs to stdout; then extra.
+func serverArgs(port int, dir string, extra ...string) []string {
+	return append([]string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -203,10 +212,6 @@ func startRedisServer(bin, dir string, port int, extra ...string) (stop func(), 
 		"--daemonize", "no",
 		"--logfile", "",
 	}, extra...)
-	return startProcess(bin, args, func() bool {
-		reply, err := redisCommand(addr, "PING")
-		return err == nil && reply == "PONG"
-	})
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and our reads.
