@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,26 +30,68 @@ import (
 // requests/s, p50 and p99 latency as the client sees it, and the serve
 // process's CPU time (user + system, from /proc) per request.
 //
-//	go test -run '^$' -bench BenchmarkServe -benchtime 200000x ./cmd/sluice
+// It runs every case twice. With cpus=shared all three processes (load
+// client, redis-server, sluice serve) may run on every CPU, as the machine
+// schedules them. With cpus=split (on a machine with two or more CPUs) the
+// serve process has the last CPU to itself and the load client and Redis
+// share the others (taskset, from util-linux), so that what serve's CPU time
+// measures is its own work and not its contention with the load client.
+//
+//	go test -run '^$' -bench BenchmarkServe -benchtime 100000x ./cmd/sluice
 func BenchmarkServe(b *testing.B) {
 	dir := b.TempDir()
 	cfg := "domain: load\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 100}\n"
 	if err := os.WriteFile(filepath.Join(dir, "load.yaml"), []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	for _, store := range []string{"mem", "redis"} {
-		b.Run("store="+store, func(b *testing.B) {
-			url := "memory"
-			if store == "redis" {
-				url = "redis://" + sluicetest.StartRedis(b)
+	modes := []string{"shared"}
+	if runtime.NumCPU() >= 2 {
+		modes = append(modes, "split")
+	}
+	for _, mode := range modes {
+		b.Run("cpus="+mode, func(b *testing.B) {
+			var serveCPU string
+			if mode == "split" {
+				serveCPU = splitCPUs(b)
 			}
-			addr, cmd, _ := startServeProcess(b, "--store", url, "--config", dir)
-			pid := cmd.Process.Pid
-			for _, inflight := range []int{16, 64} {
-				b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, pid, inflight) })
+			for _, store := range []string{"mem", "redis"} {
+				b.Run("store="+store, func(b *testing.B) {
+					url := "memory"
+					if store == "redis" {
+						url = "redis://" + sluicetest.StartRedis(b)
+					}
+					addr, cmd, _ := startServeProcessOn(b, serveCPU, "--store", url, "--config", dir)
+					pid := cmd.Process.Pid
+					for _, inflight := range []int{16, 64} {
+						b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, pid, inflight) })
+					}
+				})
 			}
 		})
 	}
+}
+
+// splitCPUs pins this process (every thread, and so the processes it starts
+// from now on: redis-server) to all CPUs but the last, and returns the last
+// one's number for the serve process. The pinning is undone at the end of b.
+func splitCPUs(b *testing.B) string {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		b.Fatal("cpus=split needs taskset (Debian package util-linux): ", err)
+	}
+	n := runtime.NumCPU()
+	pin := func(cpus string) {
+		out, err := exec.Command("taskset", "-a", "-p", "-c", cpus, strconv.Itoa(os.Getpid())).CombinedOutput()
+		if err != nil {
+			b.Fatalf("taskset -a -p -c %s: %v\n%s", cpus, err, out)
+		}
+	}
+	pin(fmt.Sprintf("0-%d", n-2))
+	procs := runtime.GOMAXPROCS(n - 1)
+	b.Cleanup(func() {
+		runtime.GOMAXPROCS(procs)
+		pin(fmt.Sprintf("0-%d", n-1))
+	})
+	return strconv.Itoa(n - 1)
 }
 
 func loadServe(b *testing.B, addr string, pid, inflight int) {

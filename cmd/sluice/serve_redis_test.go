@@ -37,11 +37,24 @@ var servingGRPC = regexp.MustCompile(`msg="sluice serving" grpc=(127\.0\.0\.1:\d
 // returns its gRPC address once it logs that it serves.
 func startServeProcess(t testing.TB, args ...string) (addr string, cmd *exec.Cmd, exited chan error) {
 	t.Helper()
+	return startServeProcessOn(t, "", args...)
+}
+
+// startServeProcessOn is startServeProcess with the child pinned to the
+// CPUs in the taskset list cpus, if it is not empty.
+func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr string, cmd *exec.Cmd, exited chan error) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd = exec.Command(exe, append([]string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, args...)...)
+	argv := append([]string{exe, "serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, args...)
+	if cpus != "" {
+		// taskset sets the affinity before exec, so the Go runtime of the
+		// child sizes GOMAXPROCS to those CPUs.
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
+	}
+	cmd = exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), envServeChild+"=1")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
