@@ -30,6 +30,10 @@ import (
 	"github.com/sluicehq/sluice/redisstore"
 )
 
+// grpcWindow is the gRPC server's flow-control window, per stream and per
+// connection: far more than any RLS request or response, and fixed.
+const grpcWindow = 1 << 20
+
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--max-keys N] [--redis-single-slot NAME] [--store-timeout D]
                     [--shutdown-timeout D]
@@ -252,7 +256,16 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		gwSrv = &http.Server{Handler: srv.Gateway(u, o.gatewayDomain, ip), ReadHeaderTimeout: 10 * time.Second}
 	}
 
-	g := grpc.NewServer(grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+	g := grpc.NewServer(
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		// Fixed flow-control windows, which turn off grpc-go's bandwidth
+		// estimation: its PINGs cost a read and a write system call each
+		// and buy nothing for RLS's small messages. Measured at −13 %
+		// server CPU per request on Redis with 16 calls in flight
+		// (BENCHMARKS.md).
+		grpc.InitialWindowSize(grpcWindow),
+		grpc.InitialConnWindowSize(grpcWindow),
+	)
 	srv.RegisterGRPC(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
