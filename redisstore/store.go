@@ -40,10 +40,13 @@ type Store struct {
 	ttlArg  string // the script's ARGV[2]: milliseconds added to every TTL
 	script  *rueidis.Lua
 	timeout time.Duration
-	brk     breaker
-	stats   counters
-	closed  atomic.Bool
-	tlsConf *tls.Config // Open: WithTLSConfig
+	// deadline is the shared deadline context of calls beginning now
+	// (begin).
+	deadline atomic.Pointer[sharedDeadline]
+	brk      breaker
+	stats    counters
+	closed   atomic.Bool
+	tlsConf  *tls.Config // Open: WithTLSConfig
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
@@ -425,13 +428,11 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
 		args[0] = strconv.FormatInt(now, 10)
 	}
-	callCtx, cancel, err := s.begin(ctx)
+	callCtx, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
-	res := s.script.Exec(callCtx, cn.client, keys, args)
-	cancel()
-	reply, err := res.ToArray()
+	reply, err := s.script.Exec(callCtx, cn.client, keys, args).ToArray()
 	if err := s.end(ctx, err); err != nil {
 		return err
 	}
