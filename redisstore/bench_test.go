@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -39,8 +38,7 @@ func benchKeys(n int) []string {
 
 // BenchmarkTake measures decisions on Redis TIME over 100k 16-byte keys at
 // each of benchCallers: the store from Open (store=redis) for every
-// algorithm; for GCRA also the store on a rueidis client with a 20µs
-// MaxFlushDelay (store=redis-flush20us), and the same limit through
+// algorithm and, for GCRA, the same limit through
 // github.com/go-redis/redis_rate on go-redis with its default pool
 // (store=redis_rate). All share one redis-server, so that
 //
@@ -55,17 +53,6 @@ func BenchmarkTake(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
-	// The same store on a client of the caller's that waits up to 20µs
-	// to gather commands into one write (rueidis MaxFlushDelay).
-	fc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, MaxFlushDelay: 20 * time.Microsecond})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(fc.Close)
-	fs, err := New(fc, WithTimeout(time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	b.Cleanup(func() { _ = rdb.Close() })
 	rl := redis_rate.NewLimiter(rdb)
@@ -78,10 +65,6 @@ func BenchmarkTake(b *testing.B) {
 	stores := []store{
 		{"redis", func(ctx context.Context, p sluice.Policy, key string) error {
 			_, err := s.Take(ctx, p, key, 1)
-			return err
-		}},
-		{"redis-flush20us", func(ctx context.Context, p sluice.Policy, key string) error {
-			_, err := fs.Take(ctx, p, key, 1)
 			return err
 		}},
 		{"redis_rate", func(ctx context.Context, p sluice.Policy, key string) error {
