@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 200000x
 BENCHTIME   ?= 1s
 
-.PHONY: test redis fmt-check vet staticcheck unit fuzz bench bench-redis
+.PHONY: test redis fmt-check vet staticcheck unit fuzz bench bench-redis bench-serve
 
 test: redis fmt-check vet staticcheck unit fuzz
 
@@ -50,3 +50,8 @@ bench-redis: redis
 		$(GO) test -run '^$$' -bench 'Take/store=/alg=gcra/' -benchtime 2s ./redisstore/; \
 	done
 	bash redisstore/testdata/ceiling.sh 200000
+
+# sluice serve under gRPC load, memory and Redis, with the CPUs shared and
+# split (BenchmarkServe); needs taskset (util-linux) for the split cases.
+bench-serve: redis
+	$(GO) test -run '^$$' -bench 'BenchmarkServe' -benchtime 100000x -count 3 ./cmd/sluice/
