@@ -174,6 +174,11 @@ const DefaultMaxFlushDelay = 20 * time.Microsecond
 //	redis+cluster://host1:port1,host2:port2      the same, with the seeds listed
 //	rediss+cluster://host1:port1,host2:port2     Cluster over TLS
 //	redis://s1:26379?addr=s2:26379&master_set=M  Sentinel: the master M
+//
+// With Sentinel, user:password@ are the master's credentials; the
+// sentinels' own (sentinel requirepass) are the parameters
+// sentinel_username and sentinel_password, and rediss:// (and
+// WithTLSConfig) apply to the sentinels as well as to the master.
 func Open(url string, opts ...Option) (*Store, error) {
 	o, err := parseURL(url)
 	if err != nil {
@@ -202,6 +207,9 @@ func Open(url string, opts ...Option) (*Store, error) {
 			c.ServerName = o.TLSConfig.ServerName
 		}
 		o.TLSConfig = c
+		if o.Sentinel.MasterSet != "" {
+			o.Sentinel.TLSConfig = c.Clone()
+		}
 	}
 	s.owned = true
 	s.dial = &dialer{opt: o, url: redact(url)}

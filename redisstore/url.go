@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -51,11 +52,41 @@ func parseURL(s string) (rueidis.ClientOption, error) {
 	if err != nil {
 		return o, fmt.Errorf("store URL %s: %w", redact(s), err)
 	}
+	// Sentinel: the sentinels' own credentials (sentinel requirepass) are
+	// separate from the master's, and rediss:// means TLS to the
+	// sentinels as well as to the master.
+	q, err := url.ParseQuery(query(rest))
+	if err != nil {
+		return o, fmt.Errorf("store URL %s: %w", redact(s), err)
+	}
+	if o.Sentinel.MasterSet == "" {
+		for _, k := range []string{"sentinel_username", "sentinel_password"} {
+			if q.Has(k) {
+				return o, fmt.Errorf("store URL %s: %s is for Sentinel and needs master_set", redact(s), k)
+			}
+		}
+		return o, nil
+	}
+	o.Sentinel.Username = q.Get("sentinel_username")
+	o.Sentinel.Password = q.Get("sentinel_password")
+	if o.TLSConfig != nil {
+		o.Sentinel.TLSConfig = o.TLSConfig.Clone()
+	}
 	return o, nil
 }
 
-// redact hides the password of a URL for error messages.
+// query returns the query part of a URL without its scheme.
+func query(rest string) string {
+	_, q, _ := strings.Cut(rest, "?")
+	return q
+}
+
+// sentinelPassword matches the value of a sentinel_password parameter.
+var sentinelPassword = regexp.MustCompile(`([?&]sentinel_password=)[^&]*`)
+
+// redact hides the passwords of a URL for error messages.
 func redact(s string) string {
+	s = sentinelPassword.ReplaceAllString(s, "${1}xxxxx")
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
 		return s

@@ -33,7 +33,8 @@ func TestParseURL(t *testing.T) {
 			t.Fatalf("%s: addresses %v TLS %v password %q db %d", c.url, o.InitAddress, o.TLSConfig != nil, o.Password, o.SelectDB)
 		}
 	}
-	for _, bad := range []string{"h:1", "http://h:1", "redis+cluster://h:1,,g:2", "redis://u:secret@h:1/notadb"} {
+	for _, bad := range []string{"h:1", "http://h:1", "redis+cluster://h:1,,g:2", "redis://u:secret@h:1/notadb",
+		"redis://h:1?sentinel_password=secret", "redis://h:1?sentinel_username=u", "redis://h:1?master_set=m&sentinel_password=secret&x=%zz"} {
 		_, err := parseURL(bad)
 		if err == nil {
 			t.Fatalf("%s: no error", bad)
@@ -41,6 +42,34 @@ func TestParseURL(t *testing.T) {
 		if strings.Contains(err.Error(), "secret") {
 			t.Fatalf("%s: the error shows the password: %v", bad, err)
 		}
+	}
+}
+
+// TestParseSentinelURL: the sentinels' credentials come from their own
+// parameters, not the master's, and rediss:// is TLS to both.
+func TestParseSentinelURL(t *testing.T) {
+	o, err := parseURL("rediss://mu:mpw@s1:26379?addr=s2:26379&master_set=m&sentinel_username=su&sentinel_password=spw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Sentinel.MasterSet != "m" || !slices.Equal(o.InitAddress, []string{"s1:26379", "s2:26379"}) {
+		t.Fatalf("master set %q, sentinels %v", o.Sentinel.MasterSet, o.InitAddress)
+	}
+	if o.Username != "mu" || o.Password != "mpw" || o.Sentinel.Username != "su" || o.Sentinel.Password != "spw" {
+		t.Fatalf("master %q:%q, sentinels %q:%q", o.Username, o.Password, o.Sentinel.Username, o.Sentinel.Password)
+	}
+	if o.TLSConfig == nil || o.Sentinel.TLSConfig == nil || o.Sentinel.TLSConfig == o.TLSConfig {
+		t.Fatalf("TLS to the master %v, to the sentinels %v (want both, not shared)", o.TLSConfig != nil, o.Sentinel.TLSConfig != nil)
+	}
+	o, err = parseURL("redis://s1:26379?master_set=m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Sentinel.Password != "" || o.Sentinel.TLSConfig != nil {
+		t.Fatalf("sentinel password %q, TLS %v; want none", o.Sentinel.Password, o.Sentinel.TLSConfig != nil)
+	}
+	if got := redact("redis://u:p@s:1?master_set=m&sentinel_password=spw&x=1"); strings.Contains(got, "spw") || !strings.Contains(got, "sentinel_password=xxxxx&x=1") {
+		t.Fatalf("redacted %q", got)
 	}
 }
 
