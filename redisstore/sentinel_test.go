@@ -54,3 +54,77 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("an unknown master set: Take took %v", el)
 	}
 }
+
+// TestSentinelFailover: a store opened on a Sentinel URL keeps making
+// decisions after its master is killed and the sentinel promotes the
+// replica, within a bounded time; the decisions then land on the new master,
+// and the state written before the failover (replicated: WAIT) is still
+// there: of a limit of 3, 2 taken before the kill leave exactly 1 after it.
+func TestSentinelFailover(t *testing.T) {
+	g := sluicetest.StartRedisSentinelGroup(t)
+	// A clock that stands still: the fixed window cannot roll over
+	// between the takes before the failover and those after it.
+	clock := sluicetest.NewClock(time.Now())
+	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Hour}
+	s, err := Open("redis://"+g.Sentinel+"?master_set="+sluicetest.SentinelMaster,
+		WithTimeout(time.Second), WithPrefix("failover:"), WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 2 {
+		if d := take(t, s, p, "k", 1); !d.Allowed || d.Remaining != int64(2-i) {
+			t.Fatalf("before the failover: request %d: %+v", i, d)
+		}
+	}
+	if got := s.conn.Load().client.Mode(); got != rueidis.ClientModeSentinel {
+		t.Fatalf("client mode %v, want sentinel", got)
+	}
+	// The master has the state; wait until the replica has it too.
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{g.Master.Addr}, DisableRetry: true})
+	if err != nil {
+		t.Fatalf("connecting to the master %s: %v", g.Master.Addr, err)
+	}
+	n, err := c.Do(t.Context(), c.B().Wait().Numreplicas(1).Timeout(5000).Build()).AsInt64()
+	c.Close()
+	if err != nil || n != 1 {
+		t.Fatalf("WAIT 1 5000 on the master: %d %v, want 1 replica", n, err)
+	}
+
+	g.Master.Kill()
+	start := time.Now()
+	const limit = 30 * time.Second // a failover takes a few seconds
+	var lastErr error
+	failed := 0
+	for {
+		// A probe key, so that a call that ran on the new master but
+		// timed out (and consumed) cannot change the count of "k".
+		_, err := s.Take(t.Context(), p, "probe", 1)
+		if err == nil {
+			break
+		}
+		lastErr = err
+		failed++
+		if time.Since(start) > limit {
+			t.Fatalf("no decision %v after the master was killed (%d failed calls); last error: %v", limit, failed, lastErr)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the sentinel's failover
+	}
+	took := time.Since(start)
+	t.Logf("decisions again %v after the master was killed (%d calls failed meanwhile; last error: %v)", took, failed, lastErr)
+
+	for i, want := range []bool{true, false} {
+		if d := take(t, s, p, "k", 1); d.Allowed != want || d.Remaining != 0 {
+			t.Fatalf("after the failover: request %d: %+v, want allowed %v with 0 remaining", i, d, want)
+		}
+	}
+	if got, err := g.CurrentMaster(); err != nil || got != g.Replica.Addr {
+		t.Fatalf("the sentinel's master after the failover: %q %v, want the replica %s", got, err, g.Replica.Addr)
+	}
+	// The decisions after the failover are on the promoted replica.
+	r := newClient(t, g.Replica.Addr)
+	keys, err := r.Do(t.Context(), r.B().Keys().Pattern("failover:*").Build()).AsStrSlice()
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys on the new master %s: %q %v, want 2 (k and probe)", g.Replica.Addr, keys, err)
+	}
+}

@@ -38,10 +38,11 @@ type RedisServer struct {
 	// Addr is the server's address, "127.0.0.1:port".
 	Addr string
 
-	t    testing.TB
-	bin  string
-	dir  string
-	port int
+	t     testing.TB
+	bin   string
+	dir   string
+	port  int
+	extra []string // redis-server arguments after serverArgs' (a replica's --replicaof)
 
 	mu   sync.Mutex
 	stop func() // kills the running process; nil when stopped
@@ -50,10 +51,17 @@ type RedisServer struct {
 // StartRedisServer is StartRedis, returning a handle on the server.
 func StartRedisServer(t testing.TB) *RedisServer {
 	t.Helper()
-	s := &RedisServer{t: t, bin: lookRedisBinary(t, "redis-server"), dir: t.TempDir()}
+	return startRedisServerExtra(t)
+}
+
+// startRedisServerExtra is StartRedisServer with extra redis-server
+// arguments, which Restart passes again.
+func startRedisServerExtra(t testing.TB, extra ...string) *RedisServer {
+	t.Helper()
+	s := &RedisServer{t: t, bin: lookRedisBinary(t, "redis-server"), dir: t.TempDir(), extra: extra}
 	for attempt := 0; ; attempt++ {
 		s.port = freePort(t)
-		stop, err := startRedisServer(s.bin, s.dir, s.port)
+		stop, err := startRedisServer(s.bin, s.dir, s.port, s.extra...)
 		if err == nil {
 			s.stop = stop
 			break
@@ -88,7 +96,7 @@ func (s *RedisServer) Restart() {
 	if s.stop != nil {
 		s.t.Fatal("sluicetest: Restart of a running redis-server")
 	}
-	stop, err := startRedisServer(s.bin, s.dir, s.port)
+	stop, err := startRedisServer(s.bin, s.dir, s.port, s.extra...)
 	if err != nil {
 		s.t.Fatalf("sluicetest: restarting redis-server on port %d: %v", s.port, err)
 	}

@@ -23,15 +23,42 @@ import (
 // required), with a server certificate for 127.0.0.1 issued by a throwaway
 // CA made for this test. It waits until the server replies to PING over
 // TLS and returns its address ("127.0.0.1:port") and a pool holding the CA,
-// which a client must trust. The server is killed when the test ends.
+// which a client must trust. The server is killed when the test ends. For a
+// server that requires client certificates, see StartRedisMTLS.
 //
 // It needs a redis-server on PATH built with TLS support; see StartRedis.
 func StartRedisTLS(t testing.TB) (addr string, roots *x509.CertPool) {
 	t.Helper()
+	addr, roots, _ = startRedisTLS(t, false)
+	return addr, roots
+}
+
+// StartRedisMTLS is StartRedisTLS for mutual TLS: the server requires a
+// client certificate issued by the test CA (--tls-auth-clients yes).
+// Besides the address and the pool holding the CA, it returns such a client
+// certificate, which a client presents in its tls.Config's Certificates. A
+// client without it fails the TLS handshake, or its first command.
+//
+// It needs a redis-server on PATH built with TLS support; see StartRedis.
+func StartRedisMTLS(t testing.TB) (addr string, roots *x509.CertPool, client tls.Certificate) {
+	t.Helper()
+	return startRedisTLS(t, true)
+}
+
+// startRedisTLS starts a TLS-only redis-server, which requires client
+// certificates if mutual, and returns its address, a pool holding its CA and
+// a client certificate issued by that CA.
+func startRedisTLS(t testing.TB, mutual bool) (addr string, roots *x509.CertPool, client tls.Certificate) {
+	t.Helper()
 	dir := t.TempDir()
-	caCert, certPEM, keyPEM := testCertificates(t)
+	ca := newTestCA(t)
+	certPEM, keyPEM := ca.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	})
 	files := map[string][]byte{
-		"ca.crt":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caCert.Raw}),
+		"ca.crt":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}),
 		"server.crt": certPEM,
 		"server.key": keyPEM,
 	}
@@ -40,9 +67,22 @@ func StartRedisTLS(t testing.TB) (addr string, roots *x509.CertPool) {
 			t.Fatal(err)
 		}
 	}
+	clientPEM, clientKeyPEM := ca.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "sluicetest client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	client, err := tls.X509KeyPair(clientPEM, clientKeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
 	roots = x509.NewCertPool()
-	roots.AddCert(caCert)
+	roots.AddCert(ca.cert)
 	conf := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	authClients := "no"
+	if mutual {
+		authClients = "yes"
+		conf.Certificates = []tls.Certificate{client}
+	}
 	addr = startRedisArgs(t, func(port int) []string {
 		return []string{
 			"--port", "0",
@@ -50,10 +90,10 @@ func StartRedisTLS(t testing.TB) (addr string, roots *x509.CertPool) {
 			"--tls-cert-file", filepath.Join(dir, "server.crt"),
 			"--tls-key-file", filepath.Join(dir, "server.key"),
 			"--tls-ca-cert-file", filepath.Join(dir, "ca.crt"),
-			"--tls-auth-clients", "no",
+			"--tls-auth-clients", authClients,
 		}
 	}, func(addr string) bool { return pingsTLS(addr, conf) })
-	return addr, roots
+	return addr, roots, client
 }
 
 // pingsTLS reports whether the server at addr answers PING with PONG over
@@ -73,17 +113,22 @@ func pingsTLS(addr string, conf *tls.Config) bool {
 	return err == nil && line == "+PONG\r\n"
 }
 
-// testCertificates makes a CA and a server certificate for 127.0.0.1
-// issued by it, valid for a day, and returns the CA and the server's
-// certificate and private key in PEM.
-func testCertificates(t testing.TB) (ca *x509.Certificate, certPEM, keyPEM []byte) {
+// testCA is a throwaway certificate authority.
+type testCA struct {
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	serial int64 // of the last certificate issued
+}
+
+// newTestCA makes a CA valid for a day.
+func newTestCA(t testing.TB) *testCA {
 	t.Helper()
 	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	caTmpl := &x509.Certificate{
+	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "sluicetest CA"},
 		NotBefore:             now.Add(-time.Hour),
@@ -92,27 +137,33 @@ func testCertificates(t testing.TB) (ca *x509.Certificate, certPEM, keyPEM []byt
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ca, err = x509.ParseCertificate(caDER); err != nil {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return &testCA{cert: cert, key: key, serial: 1}
+}
+
+// issue makes a certificate from tmpl (its subject, addresses and extended
+// key usage) issued by the CA, for a new key, valid for a day, and returns
+// it and its private key in PEM.
+func (ca *testCA) issue(t testing.TB, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
+	t.Helper()
+	now := time.Now()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	ca.serial++
+	tmpl.SerialNumber = big.NewInt(ca.serial)
+	tmpl.NotBefore = now.Add(-time.Hour)
+	tmpl.NotAfter = now.Add(24 * time.Hour)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +171,6 @@ func testCertificates(t testing.TB) (ca *x509.Certificate, certPEM, keyPEM []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
 }
