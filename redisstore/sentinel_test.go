@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,54 @@ func TestSentinelFailover(t *testing.T) {
 	keys, err := r.Do(t.Context(), r.B().Keys().Pattern("failover:*").Build()).AsStrSlice()
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("keys on the new master %s: %q %v, want 2 (k and probe)", g.Replica.Addr, keys, err)
+	}
+}
+
+// TestSentinelAuth: a Sentinel and a master that both require passwords,
+// different ones: the URL's user:password@ are the master's and
+// sentinel_password the sentinels'; without the latter the store cannot
+// find its master and says so.
+func TestSentinelAuth(t *testing.T) {
+	master, sentinel := sluicetest.StartRedisSentinel(t)
+	cli := func(addr string, args ...string) {
+		t.Helper()
+		host, port, _ := strings.Cut(addr, ":")
+		out, err := exec.Command("redis-cli", append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "OK") {
+			t.Fatalf("redis-cli %s %v: %s %v", addr, args, out, err)
+		}
+	}
+	// The sentinel keeps monitoring the master with its password.
+	cli(sentinel, "SENTINEL", "SET", sluicetest.SentinelMaster, "auth-pass", "master-pw")
+	cli(master, "CONFIG", "SET", "requirepass", "master-pw")
+	cli(sentinel, "ACL", "SETUSER", "default", "on", "resetpass", ">sentinel-pw")
+
+	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
+	base := "redis://:master-pw@" + sentinel + "?master_set=" + sluicetest.SentinelMaster
+	s, err := Open(base+"&sentinel_password=sentinel-pw", WithTimeout(time.Second), WithPrefix("auth:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, want := range []bool{true, true, false} {
+		if d := take(t, s, p, "k", 1); d.Allowed != want {
+			t.Fatalf("request %d: %+v", i, d)
+		}
+	}
+
+	for _, url := range []string{base, "redis://" + sentinel + "?master_set=" + sluicetest.SentinelMaster + "&sentinel_password=sentinel-pw"} {
+		bad, err := Open(url, WithTimeout(time.Second))
+		if err != nil {
+			t.Fatalf("Open(%s): %v (a refused password is an error of the calls, not of Open)", url, err)
+		}
+		d, err := bad.Take(t.Context(), p, "k", 1)
+		bad.Close()
+		if err == nil {
+			t.Fatalf("%s: no error: %+v", url, d)
+		}
+		t.Logf("%s: %v", redact(url), err)
+		if msg := err.Error(); !strings.Contains(msg, "NOAUTH") && !strings.Contains(msg, "WRONGPASS") {
+			t.Fatalf("%s: %v, want an authentication error", url, err)
+		}
 	}
 }
