@@ -60,7 +60,8 @@ Flags:
                       redis://host:port/db, rediss://host:port,
                       redis+cluster://host1:port1,host2:port2 (or rediss+),
                       redis://s1:26379?addr=s2:26379&master_set=NAME for
-                      Sentinel
+                      Sentinel (user:password@ is the master's; the
+                      sentinels' own is &sentinel_password=...)
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
   --max-keys N        for the memory store: hold at most N keys, evicting
