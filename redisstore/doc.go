@@ -82,7 +82,9 @@
 //
 // # Failures
 //
-// Each call is bounded by WithTimeout (default 10 ms). After
+// Each call is bounded by WithTimeout (default 10 ms, plus at most 1 ms), or
+// by the caller's deadline when that is sooner; a caller's cancellation is
+// seen before the call, not during it. After
 // DefaultBreakerFailures consecutive failures a circuit breaker answers
 // ErrUnavailable at once, lets one probe through every cooldown (default
 // 200 ms) and closes when a probe succeeds. Stats counts calls, errors,
