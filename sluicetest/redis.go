@@ -250,12 +250,7 @@ func redisCommand(addr string, args ...string) (string, error) {
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
+	if _, err := c.Write(encodeCommand(args)); err != nil {
 		return "", err
 	}
 	r := bufio.NewReader(c)
@@ -284,4 +279,14 @@ func redisCommand(addr string, args ...string) (string, error) {
 		return string(buf[:n]), nil
 	}
 	return line, nil
+}
+
+// encodeCommand returns the command args in RESP, as a client sends it.
+func encodeCommand(args []string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return []byte(b.String())
 }

@@ -126,6 +126,14 @@ func (g *SentinelGroup) CurrentMaster() (string, error) {
 // SentinelMaster), and waits until ready reports true of its address.
 func startSentinel(t testing.TB, master, conf string, ready func(addr string) bool) string {
 	t.Helper()
+	return startSentinelListen(t, master, func(port int) string { return fmt.Sprintf("port %d\n", port) }, conf, ready)
+}
+
+// startSentinelListen is startSentinel with the configuration lines that
+// make the sentinel listen on port, listen(port): "port N\n" for plain TCP,
+// or "port 0\ntls-port N\n" and the TLS files for TLS only.
+func startSentinelListen(t testing.TB, master string, listen func(port int) string, conf string, ready func(addr string) bool) string {
+	t.Helper()
 	mhost, mport, _ := net.SplitHostPort(master)
 	bin := lookRedisBinary(t, "redis-server")
 	dir := t.TempDir()
@@ -134,9 +142,9 @@ func startSentinel(t testing.TB, master, conf string, ready func(addr string) bo
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		// Sentinel rewrites its configuration file: it must be writable.
 		file := filepath.Join(dir, fmt.Sprintf("sentinel-%d.conf", attempt))
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\ndaemonize no\nlogfile \"\"\n"+
+		text := listen(port) + fmt.Sprintf("bind 127.0.0.1\ndir %s\ndaemonize no\nlogfile \"\"\n"+
 			"sentinel monitor %s %s %s 1\n",
-			port, dir, SentinelMaster, mhost, mport) + fmt.Sprintf(conf, SentinelMaster)
+			dir, SentinelMaster, mhost, mport) + fmt.Sprintf(conf, SentinelMaster)
 		if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}

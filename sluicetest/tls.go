@@ -50,6 +50,40 @@ func StartRedisMTLS(t testing.TB) (addr string, roots *x509.CertPool, client tls
 // a client certificate issued by that CA.
 func startRedisTLS(t testing.TB, mutual bool) (addr string, roots *x509.CertPool, client tls.Certificate) {
 	t.Helper()
+	f := newTLSFiles(t)
+	conf := &tls.Config{RootCAs: f.roots, MinVersion: tls.VersionTLS12}
+	authClients := "no"
+	if mutual {
+		authClients = "yes"
+		conf.Certificates = []tls.Certificate{f.client}
+	}
+	addr = startRedisArgs(t, func(port int) []string {
+		return []string{
+			"--port", "0",
+			"--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", f.cert,
+			"--tls-key-file", f.key,
+			"--tls-ca-cert-file", f.ca,
+			"--tls-auth-clients", authClients,
+		}
+	}, func(addr string) bool { return pingsTLS(addr, conf) })
+	return addr, f.roots, f.client
+}
+
+// tlsFiles are the files of a TLS redis-server, made by newTLSFiles.
+type tlsFiles struct {
+	ca, cert, key string          // paths of the CA's certificate and of the server's certificate and key (PEM)
+	roots         *x509.CertPool  // holds the CA
+	client        tls.Certificate // a client certificate issued by the CA
+}
+
+// newTLSFiles makes a throwaway CA, a server certificate for 127.0.0.1
+// issued by it (which may also serve as a client certificate, as a Sentinel
+// connecting to its master over TLS presents it) and a client certificate,
+// and writes the CA's certificate and the server's certificate and key to a
+// temporary directory.
+func newTLSFiles(t testing.TB) *tlsFiles {
+	t.Helper()
 	dir := t.TempDir()
 	ca := newTestCA(t)
 	certPEM, keyPEM := ca.issue(t, &x509.Certificate{
@@ -57,13 +91,18 @@ func startRedisTLS(t testing.TB, mutual bool) (addr string, roots *x509.CertPool
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})
+	f := &tlsFiles{
+		ca:   filepath.Join(dir, "ca.crt"),
+		cert: filepath.Join(dir, "server.crt"),
+		key:  filepath.Join(dir, "server.key"),
+	}
 	files := map[string][]byte{
-		"ca.crt":     pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}),
-		"server.crt": certPEM,
-		"server.key": keyPEM,
+		f.ca:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}),
+		f.cert: certPEM,
+		f.key:  keyPEM,
 	}
 	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+		if err := os.WriteFile(name, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,29 +110,14 @@ func startRedisTLS(t testing.TB, mutual bool) (addr string, roots *x509.CertPool
 		Subject:     pkix.Name{CommonName: "sluicetest client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
-	client, err := tls.X509KeyPair(clientPEM, clientKeyPEM)
+	var err error
+	f.client, err = tls.X509KeyPair(clientPEM, clientKeyPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots = x509.NewCertPool()
-	roots.AddCert(ca.cert)
-	conf := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-	authClients := "no"
-	if mutual {
-		authClients = "yes"
-		conf.Certificates = []tls.Certificate{client}
-	}
-	addr = startRedisArgs(t, func(port int) []string {
-		return []string{
-			"--port", "0",
-			"--tls-port", strconv.Itoa(port),
-			"--tls-cert-file", filepath.Join(dir, "server.crt"),
-			"--tls-key-file", filepath.Join(dir, "server.key"),
-			"--tls-ca-cert-file", filepath.Join(dir, "ca.crt"),
-			"--tls-auth-clients", authClients,
-		}
-	}, func(addr string) bool { return pingsTLS(addr, conf) })
-	return addr, roots, client
+	f.roots = x509.NewCertPool()
+	f.roots.AddCert(ca.cert)
+	return f
 }
 
 // pingsTLS reports whether the server at addr answers PING with PONG over
