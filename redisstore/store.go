@@ -111,8 +111,8 @@ func WithSingleSlot(name string) Option { return func(s *Store) { s.slot = name 
 // of a rediss:// URL (the system's roots): to trust a private CA or present
 // a client certificate. If c.ServerName is empty, the URL's first host is
 // the name verified. Open refuses it with a URL that is not rediss:// or
-// rediss+cluster://. With Sentinel it applies to the master, not to the
-// sentinels. New ignores it: configure TLS on the client.
+// rediss+cluster://. With Sentinel it applies to the sentinels and to the
+// master. New ignores it: configure TLS on the client.
 func WithTLSConfig(c *tls.Config) Option { return func(s *Store) { s.tlsConf = c } }
 
 // New returns a store that uses client, which may be a standalone, Sentinel
