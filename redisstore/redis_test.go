@@ -37,6 +37,17 @@ func take(t testing.TB, s *Store, p sluice.Policy, key string, cost int64) sluic
 	return d
 }
 
+// admits takes one unit of key under p once per element of want, and fails
+// the test unless each decision's Allowed is that element.
+func admits(t testing.TB, s *Store, p sluice.Policy, key string, want ...bool) {
+	t.Helper()
+	for i, w := range want {
+		if d := take(t, s, p, key, 1); d.Allowed != w {
+			t.Fatalf("request %d for %q: %+v, want allowed %v", i, key, d, w)
+		}
+	}
+}
+
 // TestNoScript: after SCRIPT FLUSH the script is loaded again and no error
 // reaches the caller.
 func TestNoScript(t *testing.T) {

@@ -23,11 +23,7 @@ func TestSentinel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i, want := range []bool{true, true, false} {
-		if d := take(t, s, p, "k", 1); d.Allowed != want {
-			t.Fatalf("request %d: %+v", i, d)
-		}
-	}
+	admits(t, s, p, "k", true, true, false)
 	if got := s.conn.Load().client.Mode(); got != rueidis.ClientModeSentinel {
 		t.Fatalf("client mode %v, want sentinel", got)
 	}
@@ -156,11 +152,7 @@ func TestSentinelAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i, want := range []bool{true, true, false} {
-		if d := take(t, s, p, "k", 1); d.Allowed != want {
-			t.Fatalf("request %d: %+v", i, d)
-		}
-	}
+	admits(t, s, p, "k", true, true, false)
 
 	for _, url := range []string{base, "redis://" + sentinel + "?master_set=" + sluicetest.SentinelMaster + "&sentinel_password=sentinel-pw"} {
 		bad, err := Open(url, WithTimeout(time.Second))

@@ -27,11 +27,7 @@ func TestSentinelTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i, want := range []bool{true, true, false} {
-		if d := take(t, s, p, "k", 1); d.Allowed != want {
-			t.Fatalf("request %d: %+v", i, d)
-		}
-	}
+	admits(t, s, p, "k", true, true, false)
 	if got := s.conn.Load().client.Mode(); got != rueidis.ClientModeSentinel {
 		t.Fatalf("client mode %v, want sentinel", got)
 	}

@@ -30,14 +30,7 @@ func StartRedisSentinelTLS(t testing.TB) (master, sentinel string, roots *x509.C
 	f := newTLSFiles(t)
 	conf := &tls.Config{RootCAs: f.roots, MinVersion: tls.VersionTLS12}
 	master = startRedisArgs(t, func(port int) []string {
-		return []string{
-			"--port", "0",
-			"--tls-port", strconv.Itoa(port),
-			"--tls-cert-file", f.cert,
-			"--tls-key-file", f.key,
-			"--tls-ca-cert-file", f.ca,
-			"--tls-auth-clients", "no",
-		}
+		return f.serverArgs(port, "no")
 	}, func(addr string) bool { return pingsTLS(addr, conf) })
 	runID, err := masterRunID(master, conf)
 	if err != nil {

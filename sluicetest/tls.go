@@ -58,16 +58,23 @@ func startRedisTLS(t testing.TB, mutual bool) (addr string, roots *x509.CertPool
 		conf.Certificates = []tls.Certificate{f.client}
 	}
 	addr = startRedisArgs(t, func(port int) []string {
-		return []string{
-			"--port", "0",
-			"--tls-port", strconv.Itoa(port),
-			"--tls-cert-file", f.cert,
-			"--tls-key-file", f.key,
-			"--tls-ca-cert-file", f.ca,
-			"--tls-auth-clients", authClients,
-		}
+		return f.serverArgs(port, authClients)
 	}, func(addr string) bool { return pingsTLS(addr, conf) })
 	return addr, f.roots, f.client
+}
+
+// serverArgs are the arguments of a redis-server that listens on port with
+// TLS only, with the certificate and CA of f; authClients is its
+// tls-auth-clients (yes: client certificates required).
+func (f *tlsFiles) serverArgs(port int, authClients string) []string {
+	return []string{
+		"--port", "0",
+		"--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", f.cert,
+		"--tls-key-file", f.key,
+		"--tls-ca-cert-file", f.ca,
+		"--tls-auth-clients", authClients,
+	}
 }
 
 // tlsFiles are the files of a TLS redis-server, made by newTLSFiles.
