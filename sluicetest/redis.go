@@ -1,11 +1,9 @@
 package sluicetest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -238,55 +236,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
-}
-
-// redisCommand sends one command over a fresh connection and returns the
-// reply as text (simple strings, errors as errors, bulk strings; a nil
-// bulk string as "").
-func redisCommand(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write(encodeCommand(args)); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(c)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	switch {
-	case strings.HasPrefix(line, "+"):
-		return line[1:], nil
-	case strings.HasPrefix(line, "-"):
-		return "", fmt.Errorf("redis: %s", line[1:])
-	case strings.HasPrefix(line, "$"):
-		n, err := strconv.Atoi(line[1:])
-		if n == -1 {
-			return "", nil // nil bulk string
-		}
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("redis: bad reply %q", line)
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
-	return line, nil
-}
-
-// encodeCommand returns the command args in RESP, as a client sends it.
-func encodeCommand(args []string) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	return []byte(b.String())
 }

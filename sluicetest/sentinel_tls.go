@@ -1,16 +1,11 @@
 package sluicetest
 
 import (
-	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
-	"net"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // StartRedisSentinelTLS is StartRedisSentinel over TLS: it starts a master
@@ -74,65 +69,4 @@ func field(reply []string, name string) string {
 		}
 	}
 	return ""
-}
-
-// tlsCommand sends one command over a fresh TLS connection with conf and
-// returns the reply flattened: the elements of arrays, nested ones
-// included, in order, as text (integers in decimal, nil replies left out);
-// an error reply is an error.
-func tlsCommand(addr string, conf *tls.Config, args ...string) ([]string, error) {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: conf}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write(encodeCommand(args)); err != nil {
-		return nil, err
-	}
-	return readFlat(bufio.NewReader(c), nil)
-}
-
-// readFlat reads one RESP2 reply from r and appends it, flattened, to out.
-func readFlat(r *bufio.Reader, out []string) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return out, err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return out, fmt.Errorf("redis: empty reply line")
-	}
-	switch line[0] {
-	case '+', ':':
-		return append(out, line[1:]), nil
-	case '-':
-		return out, fmt.Errorf("redis: %s", line[1:])
-	case '$':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < -1 {
-			return out, fmt.Errorf("redis: bad reply %q", line)
-		}
-		if n == -1 {
-			return out, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return out, err
-		}
-		return append(out, string(buf[:n])), nil
-	case '*':
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < -1 {
-			return out, fmt.Errorf("redis: bad reply %q", line)
-		}
-		for range n {
-			if out, err = readFlat(r, out); err != nil {
-				return out, err
-			}
-		}
-		return out, nil
-	}
-	return out, fmt.Errorf("redis: bad reply %q", line)
 }

@@ -1,7 +1,6 @@
 package sluicetest
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -125,23 +124,6 @@ func newTLSFiles(t testing.TB) *tlsFiles {
 	f.roots = x509.NewCertPool()
 	f.roots.AddCert(ca.cert)
 	return f
-}
-
-// pingsTLS reports whether the server at addr answers PING with PONG over
-// TLS with conf.
-func pingsTLS(addr string, conf *tls.Config) bool {
-	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: conf}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && line == "+PONG\r\n"
 }
 
 // testCA is a throwaway certificate authority.
