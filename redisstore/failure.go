@@ -172,8 +172,6 @@ func (s *Store) begin(parent context.Context) (context.Context, error) {
 	if d == nil || d.at.Before(want) || d.at.Sub(want) > deadlineGrain {
 		at := want.Add(deadlineGrain)
 		ctx, cancel := context.WithDeadline(context.Background(), at)
-		// Calls still use ctx when the next one replaces it, so it is
-		// never cancelled early: its timer releases it at its deadline.
 		d = &sharedDeadline{ctx: ctx, at: at, cancel: cancel}
 		s.deadline.Store(d)
 	}
@@ -191,6 +189,8 @@ const deadlineGrain = time.Millisecond
 type sharedDeadline struct {
 	ctx    context.Context
 	at     time.Time // with the monotonic clock reading
+	// cancel is never called (calls may still use ctx when a newer one
+	// replaces it); ctx's own timer releases it at its deadline.
 	cancel context.CancelFunc
 }
 
