@@ -187,8 +187,8 @@ const deadlineGrain = time.Millisecond
 // sharedDeadline is a context that ends at its deadline at, made for the
 // calls that begin within one deadlineGrain.
 type sharedDeadline struct {
-	ctx    context.Context
-	at     time.Time // with the monotonic clock reading
+	ctx context.Context
+	at  time.Time // with the monotonic clock reading
 	// cancel is never called (calls may still use ctx when a newer one
 	// replaces it); ctx's own timer releases it at its deadline.
 	cancel context.CancelFunc
