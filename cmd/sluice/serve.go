@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rawconn"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
@@ -282,7 +283,8 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	hsrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 
 	errc := make(chan error, 2)
-	go func() { errc <- fmt.Errorf("gRPC: %w", g.Serve(grpcLis)) }()
+	// Raw reads and writes on the gRPC connections: see internal/rawconn.
+	go func() { errc <- fmt.Errorf("gRPC: %w", g.Serve(rawconn.Listen(grpcLis))) }()
 	go func() { errc <- fmt.Errorf("HTTP: %w", hsrv.Serve(httpLis)) }()
 	if gwSrv != nil {
 		go func() { errc <- fmt.Errorf("gateway: %w", gwSrv.Serve(gwLis)) }()
