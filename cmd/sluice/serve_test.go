@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -313,6 +315,8 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"--max-keys", "-5"}, exitUsage, []string{"sluice serve: --max-keys -5: must not be negative"}},
 		{[]string{"--store-timeout", "-1s"}, exitUsage, []string{"sluice serve: --store-timeout -1s: must not be negative"}},
 		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},
+		{[]string{"--procs", "0"}, exitUsage, []string{`sluice serve: --procs "0": want auto or a whole number of at least 1`}},
+		{[]string{"--procs", "many"}, exitUsage, []string{`sluice serve: --procs "many": want auto or a whole number of at least 1`}},
 		{[]string{"--config", bad, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{
 			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":2: x: unknown field",
 			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":3: y: unknown field",
@@ -339,6 +343,27 @@ func TestServeErrors(t *testing.T) {
 	code, out, _ := runSluice(t, "", "help", "serve")
 	if code != exitOK || !strings.HasPrefix(out, "usage: sluice serve") {
 		t.Errorf("help serve: %d %q", code, out)
+	}
+}
+
+// TestServeProcs: --procs N sets GOMAXPROCS while serve runs, says so in
+// its log, and puts the old value back when it stops.
+func TestServeProcs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	r := startServe(t, serveOptions{procs: prev + 1})
+	if got := runtime.GOMAXPROCS(0); got != prev+1 {
+		t.Errorf("GOMAXPROCS %d while serving with --procs %d", got, prev+1)
+	}
+	if want := fmt.Sprintf("procs=%d", prev+1); !strings.Contains(r.stderr.String(), want) {
+		t.Errorf("log does not say %s:\n%s", want, r.stderr)
+	}
+	r.cancel()
+	if code := <-r.done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	r.done <- exitOK // for startServe's cleanup
+	if got := runtime.GOMAXPROCS(0); got != prev {
+		t.Errorf("GOMAXPROCS %d after serve, want %d back", got, prev)
 	}
 }
 

@@ -1,0 +1,106 @@
+// Package procs sizes GOMAXPROCS to the load: as few Ps as keep up with it,
+// from one up to the runtime's default.
+//
+// Why: with more Ps than the work needs, the Go scheduler hands each
+// goroutine that becomes runnable to an idle P, waking a thread for it
+// (and again for the next), where one P would have run them one after
+// another on one thread and gathered their writes to a socket into one. For
+// a service answering small requests at moderate load on a small machine
+// that it shares with its clients, that costs up to half again the CPU per
+// request (BENCHMARKS.md). As the load grows, the Ps come back.
+package procs
+
+import (
+	"context"
+	"runtime"
+	"time"
+)
+
+const (
+	// Interval is how often Run measures the process's CPU use and
+	// decides.
+	Interval = 100 * time.Millisecond
+
+	// Busy is the CPU use per P, in CPUs, at or over which the governor
+	// adds Ps, and under which (per P, for one P fewer) it takes one away.
+	Busy = 0.85
+
+	// Hold is how many intervals in succession the CPU use must fit one P
+	// fewer before the governor takes one away: Ps come back at once and
+	// go slowly.
+	Hold = 10
+)
+
+// Governor decides the number of Ps from the CPU use of each interval.
+type Governor struct {
+	max, n, low int
+}
+
+// NewGovernor returns a governor of at most limit Ps (at least one) that
+// starts at limit.
+func NewGovernor(limit int) *Governor {
+	limit = max(limit, 1)
+	return &Governor{max: limit, n: limit}
+}
+
+// Procs returns the number of Ps the governor has decided on.
+func (g *Governor) Procs() int { return g.n }
+
+// Next takes the CPU use of the last interval, in CPUs (CPU time over wall
+// time), and returns the number of Ps for the next one. At or over Busy
+// per P, the number doubles, up to the maximum. Under Busy per P for one P
+// fewer, Hold intervals in succession, it goes down by one.
+func (g *Governor) Next(cpus float64) int {
+	switch {
+	case cpus >= Busy*float64(g.n) && g.n < g.max:
+		g.n, g.low = min(2*g.n, g.max), 0
+	case g.n > 1 && cpus < Busy*float64(g.n-1):
+		g.low++
+		if g.low >= Hold {
+			g.n, g.low = g.n-1, 0
+		}
+	default:
+		g.low = 0
+	}
+	return g.n
+}
+
+// Run governs GOMAXPROCS, from its value at the call down to one and back,
+// until ctx is done; it then restores that value. It calls changed (if not
+// nil) after each change. Where the process's CPU time is not known (not a
+// Unix system), it does nothing.
+func Run(ctx context.Context, changed func(from, to int)) {
+	if _, ok := cpuTime(); !ok {
+		return
+	}
+	start := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(start)
+	t := time.NewTicker(Interval)
+	defer t.Stop()
+	cpu := func() time.Duration { d, _ := cpuTime(); return d }
+	run(ctx, NewGovernor(start), t.C, cpu, func(n int) { runtime.GOMAXPROCS(n) }, changed)
+}
+
+// run is Run with its clock, CPU time and GOMAXPROCS setter as arguments.
+func run(ctx context.Context, g *Governor, tick <-chan time.Time, cpuTime func() time.Duration, set func(int), changed func(from, to int)) {
+	var last time.Time
+	var lastCPU time.Duration
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick:
+			cpu := cpuTime()
+			if !last.IsZero() && now.After(last) {
+				from := g.Procs()
+				if to := g.Next((cpu - lastCPU).Seconds() / now.Sub(last).Seconds()); to != from {
+					set(to)
+					if changed != nil {
+						changed(from, to)
+					}
+				}
+			}
+			last, lastCPU = now, cpu
+		}
+	}
+}
