@@ -31,18 +31,20 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var servingGRPC = regexp.MustCompile(`msg="sluice serving" grpc=(127\.0\.0\.1:\d+)`)
+var servingGRPC = regexp.MustCompile(`msg="sluice serving" grpc=(127\.0\.0\.1:\d+) .* http=http://(127\.0\.0\.1:\d+)`)
 
 // startServeProcess runs "sluice serve args..." as a child process and
 // returns its gRPC address once it logs that it serves.
 func startServeProcess(t testing.TB, args ...string) (addr string, cmd *exec.Cmd, exited chan error) {
 	t.Helper()
-	return startServeProcessOn(t, "", args...)
+	addr, _, cmd, exited = startServeProcessOn(t, "", args...)
+	return addr, cmd, exited
 }
 
 // startServeProcessOn is startServeProcess with the child pinned to the
-// CPUs in the taskset list cpus, if it is not empty.
-func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr string, cmd *exec.Cmd, exited chan error) {
+// CPUs in the taskset list cpus, if it is not empty; it also returns the
+// HTTP address.
+func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr, httpAddr string, cmd *exec.Cmd, exited chan error) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -64,7 +66,7 @@ func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr string
 		t.Fatal(err)
 	}
 	exited = make(chan error, 1)
-	found := make(chan string, 1)
+	found := make(chan [2]string, 1)
 	done := make(chan struct{})
 	var killed atomic.Bool
 	go func() {
@@ -74,7 +76,7 @@ func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr string
 		for sc.Scan() {
 			log = append(append(log, sc.Bytes()...), '\n')
 			if m := servingGRPC.FindSubmatch(sc.Bytes()); m != nil {
-				found <- string(m[1])
+				found <- [2]string{string(m[1]), string(m[2])}
 				io.Copy(io.Discard, stderr) // keep the pipe drained
 				break
 			}
@@ -91,13 +93,14 @@ func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr string
 		<-done // no logging after the test ends
 	})
 	select {
-	case addr = <-found:
+	case a := <-found:
+		addr, httpAddr = a[0], a[1]
 	case err := <-exited:
 		t.Fatalf("sluice serve exited before serving: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("sluice serve did not start within 60s")
 	}
-	return addr, cmd, exited
+	return addr, httpAddr, cmd, exited
 }
 
 // TestServeProcessesShareRedis: 3 sluice serve processes share one real
