@@ -14,22 +14,20 @@ import (
 // other methods are the TCPConn's.
 type Conn struct {
 	*net.TCPConn
-	rc syscall.RawConn
+	r, w direction
+}
 
-	// A read's buffer and result, in fields (under rmu) so that the
-	// function handed to rc.Read is made once, in Wrap, not per call.
-	rmu    sync.Mutex
-	rbuf   []byte
-	rn     int
-	rerrno syscall.Errno
-	readFn func(fd uintptr) bool
-
-	// The same for writes, under wmu.
-	wmu     sync.Mutex
-	wbuf    []byte
-	wn      int
-	werrno  syscall.Errno
-	writeFn func(fd uintptr) bool
+// direction is one direction of a Conn. A call's buffer and result are in
+// its fields (under mu), so that the function handed to the poller (fn) is
+// made once, in Wrap, and not on every call.
+type direction struct {
+	mu    sync.Mutex
+	buf   []byte
+	n     int
+	errno syscall.Errno
+	fn    func(fd uintptr) bool             // read or write
+	poll  func(func(fd uintptr) bool) error // the RawConn's Read or Write
+	name  string                            // "read" or "write"
 }
 
 // Wrap returns c as a *Conn if it is a *net.TCPConn, and c itself
@@ -43,45 +41,60 @@ func Wrap(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	w := &Conn{TCPConn: tc, rc: rc}
-	w.readFn = w.read
-	w.writeFn = w.write
+	w := &Conn{TCPConn: tc}
+	w.r.fn, w.r.poll, w.r.name = w.r.read, rc.Read, "read"
+	w.w.fn, w.w.poll, w.w.name = w.w.write, rc.Write, "write"
 	return w
 }
 
-// read is one read(2) into rbuf. It returns false, to have the poller wait,
+// read is one read(2) into buf. It returns false, to have the poller wait,
 // when the socket has nothing to read.
-func (c *Conn) read(fd uintptr) bool {
+func (d *direction) read(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&d.buf[0])), uintptr(len(d.buf)))
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		}
-		c.rn, c.rerrno = int(n), e
+		d.n, d.errno = int(n), e
 		return true
 	}
 }
 
-// write writes the rest of wbuf. It returns false, to have the poller wait,
+// write writes the rest of buf. It returns false, to have the poller wait,
 // when the socket's send buffer is full.
-func (c *Conn) write(fd uintptr) bool {
-	for c.wn < len(c.wbuf) {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.wbuf[c.wn])), uintptr(len(c.wbuf)-c.wn))
+func (d *direction) write(fd uintptr) bool {
+	for d.n < len(d.buf) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&d.buf[d.n])), uintptr(len(d.buf)-d.n))
 		switch e {
 		case 0:
-			c.wn += int(n)
+			d.n += int(n)
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
 		default:
-			c.werrno = e
+			d.errno = e
 			return true
 		}
 	}
 	return true
+}
+
+// do reads or writes p (not empty), with the poller waiting for the socket
+// whenever it is not ready, and returns the bytes moved and the error.
+func (d *direction) do(p []byte) (int, error) {
+	d.mu.Lock()
+	d.buf, d.n, d.errno = p, 0, 0
+	err := d.poll(d.fn)
+	n, errno := d.n, d.errno
+	d.buf = nil
+	d.mu.Unlock()
+	if err == nil && errno != 0 {
+		err = os.NewSyscallError(d.name, errno)
+	}
+	return n, err
 }
 
 // Read reads as net.Conn's Read does.
@@ -89,17 +102,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.rmu.Lock()
-	c.rbuf, c.rn, c.rerrno = p, 0, 0
-	err := c.rc.Read(c.readFn)
-	n, errno := c.rn, c.rerrno
-	c.rbuf = nil
-	c.rmu.Unlock()
+	n, err := c.r.do(p)
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
-	case errno != 0:
-		return 0, c.opError("read", os.NewSyscallError("read", errno))
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -111,15 +117,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c.wmu.Lock()
-	c.wbuf, c.wn, c.werrno = p, 0, 0
-	err := c.rc.Write(c.writeFn)
-	n, errno := c.wn, c.werrno
-	c.wbuf = nil
-	c.wmu.Unlock()
-	if err == nil && errno != 0 {
-		err = os.NewSyscallError("write", errno)
-	}
+	n, err := c.w.do(p)
 	if err != nil {
 		return n, c.opError("write", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -122,5 +123,44 @@ func TestErrors(t *testing.T) {
 		if !errors.Is(err, net.ErrClosed) || !errors.As(err, &oe) || oe.Op != op {
 			t.Fatalf("%s after Close: %v; want a *net.OpError %q of net.ErrClosed", op, err, op)
 		}
+	}
+}
+
+// BenchmarkPingPong sends one byte back and forth over a loopback TCP
+// connection, with both ends plain or both wrapped.
+func BenchmarkPingPong(b *testing.B) {
+	for _, wrapped := range []bool{false, true} {
+		b.Run(fmt.Sprintf("raw=%v", wrapped), func(b *testing.B) {
+			c1, c2, stop, err := tcpPair(b)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			if !wrapped {
+				c1, c2 = c1.(*rawconn.Conn).TCPConn, c2.(*rawconn.Conn).TCPConn
+			}
+			go func() {
+				buf := make([]byte, 1)
+				for {
+					if _, err := io.ReadFull(c2, buf); err != nil {
+						return
+					}
+					if _, err := c2.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			buf := make([]byte, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if _, err := c1.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c1, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
