@@ -6,8 +6,11 @@
 // (and again for the next), where one P would have run them one after
 // another on one thread and gathered their writes to a socket into one. For
 // a service answering small requests at moderate load on a small machine
-// that it shares with its clients, that costs up to half again the CPU per
-// request (BENCHMARKS.md). As the load grows, the Ps come back.
+// that it shares with its clients, the spare P cost about a third more CPU
+// per request (BENCHMARKS.md). As the load grows, the Ps come back.
+//
+// The governor sees only this process's CPU use: if other processes keep
+// the CPUs so busy that it cannot reach Busy on one P, it stays at one.
 package procs
 
 import (
