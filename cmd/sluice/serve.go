@@ -43,7 +43,7 @@ const grpcWindow = 1 << 20
 
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--max-keys N] [--redis-single-slot NAME] [--store-timeout D]
-                    [--shutdown-timeout D]
+                    [--shutdown-timeout D] [--procs auto|N]
                     [--response-headers] [--legacy-headers]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
@@ -87,14 +87,16 @@ Flags:
   --legacy-headers    also X-RateLimit-Limit, -Remaining and -Reset
   --shutdown-timeout D  how long in-flight requests get to finish after
                       SIGTERM or SIGINT (default 15s)
-  --procs N           run Go code on N CPUs at most (GOMAXPROCS). The
-                      default, auto, uses as few as the load needs, from
-                      one up to GOMAXPROCS's default (the CPUs, or the
-                      container's CPU limit, at start): fewer threads
-                      woken per request costs less CPU per request at
-                      moderate load; Ps are added at once when the CPU use
-                      nears what they can do, and taken away after a
-                      second of less. A GOMAXPROCS environment variable
+  --procs auto|N      run Go code on at most N CPUs at once (GOMAXPROCS).
+                      The default, auto, uses as few as the load needs,
+                      from one up to GOMAXPROCS's default (the CPUs, or
+                      the container's CPU limit, at start), which costs
+                      less CPU per request at moderate load: it adds
+                      CPUs at once when serve's CPU use nears 85% of
+                      them, and takes one away after a second in which
+                      the use fitted one fewer. It sees only serve's own
+                      CPU use: on a host whose CPUs other processes keep
+                      busy, set N. A GOMAXPROCS environment variable
                       overrides auto.
 
 Gateway mode:
