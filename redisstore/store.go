@@ -237,25 +237,36 @@ type dialer struct {
 // the same for its gRPC connections, that took sluice serve's CPU per
 // request on Redis at 16 in flight from 42.5 to 30 µs, and it took
 // BenchmarkTake's client CPU at 64 callers from 9.6 to 6.0 µs per decision
-// (BENCHMARKS.md). As tls.Dialer does, the dialer's timeout
-// bounds the TLS handshake too, and an empty ServerName is the host's.
+// (BENCHMARKS.md). As with tls.Dialer, the dialer's Timeout and Deadline
+// bound the connection and the TLS handshake together, and an empty
+// ServerName is the host's. (rueidis's DisableTCPNoDelay, which looks for a
+// *net.TCPConn, would not apply to these connections; Open does not set it.)
 func dial(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
-	c, err := d.DialContext(ctx, "tcp", dst)
-	if err != nil {
-		return nil, err
-	}
 	if tc == nil {
+		c, err := d.DialContext(ctx, "tcp", dst)
+		if err != nil {
+			return nil, err
+		}
 		return rawconn.Wrap(c), nil
-	}
-	if tc.ServerName == "" {
-		host, _, _ := net.SplitHostPort(dst)
-		tc = tc.Clone()
-		tc.ServerName = host
 	}
 	if d.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
 		defer cancel()
+	}
+	if !d.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Deadline)
+		defer cancel()
+	}
+	c, err := d.DialContext(ctx, "tcp", dst)
+	if err != nil {
+		return nil, err
+	}
+	if tc.ServerName == "" {
+		host, _, _ := net.SplitHostPort(dst)
+		tc = tc.Clone()
+		tc.ServerName = host
 	}
 	t := tls.Client(rawconn.Wrap(c), tc)
 	if err := t.HandshakeContext(ctx); err != nil {

@@ -92,6 +92,16 @@ func startServe(t *testing.T, o serveOptions) *running {
 	return r
 }
 
+// stop stops serve as SIGTERM would, and fails t unless it exits 0.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	if code := <-r.done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	r.done <- exitOK // for startServe's cleanup
+}
+
 func rlsClient(t *testing.T, addr string) (rls.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -357,13 +367,28 @@ func TestServeProcs(t *testing.T) {
 	if want := fmt.Sprintf("procs=%d", prev+1); !strings.Contains(r.stderr.String(), want) {
 		t.Errorf("log does not say %s:\n%s", want, r.stderr)
 	}
-	r.cancel()
-	if code := <-r.done; code != exitOK {
-		t.Fatalf("exit %d", code)
-	}
-	r.done <- exitOK // for startServe's cleanup
+	r.stop(t)
 	if got := runtime.GOMAXPROCS(0); got != prev {
 		t.Errorf("GOMAXPROCS %d after serve, want %d back", got, prev)
+	}
+}
+
+// TestServeProcsAuto: --procs auto says so in the log (unless a GOMAXPROCS
+// variable or a single CPU leaves nothing to govern) and leaves the
+// runtime's default in force when serve stops.
+func TestServeProcsAuto(t *testing.T) {
+	limit := runtime.GOMAXPROCS(0)
+	want := fmt.Sprintf(`procs="auto, 1 to %d"`, limit)
+	if os.Getenv("GOMAXPROCS") != "" || limit == 1 {
+		want = fmt.Sprintf("procs=%d", limit)
+	}
+	r := startServe(t, serveOptions{procs: procsAuto})
+	if !strings.Contains(r.stderr.String(), want) {
+		t.Errorf("log does not say %s:\n%s", want, r.stderr)
+	}
+	r.stop(t)
+	if got := runtime.GOMAXPROCS(0); got != limit {
+		t.Errorf("GOMAXPROCS %d after serve, want the default %d back", got, limit)
 	}
 }
 

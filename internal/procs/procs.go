@@ -68,32 +68,40 @@ func (g *Governor) Next(cpus float64) int {
 	return g.n
 }
 
-// Run governs GOMAXPROCS, from its value at the call down to one and back,
-// until ctx is done; it then restores that value. It calls changed (if not
+// Run governs GOMAXPROCS until ctx is done: from the runtime's default down
+// to one and back. It is for a process that runs with the default (no
+// GOMAXPROCS variable, no call of runtime.GOMAXPROCS), and one Run at a
+// time. At the end it puts the default back (runtime.SetDefaultGOMAXPROCS),
+// which the runtime then again keeps up to date with the CPU limit; while it
+// runs, the maximum is the default at the start. It calls changed (if not
 // nil) after each change. Where the process's CPU time is not known (not a
 // Unix system), it does nothing.
 func Run(ctx context.Context, changed func(from, to int)) {
 	if _, ok := cpuTime(); !ok {
 		return
 	}
-	start := runtime.GOMAXPROCS(0)
-	defer runtime.GOMAXPROCS(start)
+	defer runtime.SetDefaultGOMAXPROCS()
 	t := time.NewTicker(Interval)
 	defer t.Stop()
-	cpu := func() time.Duration { d, _ := cpuTime(); return d }
-	run(ctx, NewGovernor(start), t.C, cpu, func(n int) { runtime.GOMAXPROCS(n) }, changed)
+	sample := func() (time.Time, time.Duration) {
+		cpu, _ := cpuTime()
+		return time.Now(), cpu
+	}
+	run(ctx, NewGovernor(runtime.GOMAXPROCS(0)), t.C, sample, func(n int) { runtime.GOMAXPROCS(n) }, changed)
 }
 
-// run is Run with its clock, CPU time and GOMAXPROCS setter as arguments.
-func run(ctx context.Context, g *Governor, tick <-chan time.Time, cpuTime func() time.Duration, set func(int), changed func(from, to int)) {
+// run is Run with its ticks, its clock and CPU time (sample, read together
+// when a tick has been received, not at the time the tick was due: a
+// busy process can be late to it) and its GOMAXPROCS setter as arguments.
+func run(ctx context.Context, g *Governor, tick <-chan time.Time, sample func() (time.Time, time.Duration), set func(int), changed func(from, to int)) {
 	var last time.Time
 	var lastCPU time.Duration
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-tick:
-			cpu := cpuTime()
+		case <-tick:
+			now, cpu := sample()
 			if !last.IsZero() && now.After(last) {
 				from := g.Procs()
 				if to := g.Next((cpu - lastCPU).Seconds() / now.Sub(last).Seconds()); to != from {

@@ -80,25 +80,29 @@ func TestGovernorLimitOne(t *testing.T) {
 
 // TestRun drives run with a fake clock and CPU time: the first tick only
 // starts the measurement; each later one decides from the CPU time used
-// since the one before over the time between them; a tick that does not
-// advance the clock decides nothing.
+// since the one before over the time between them, both as read after the
+// tick; a tick after which the clock has not advanced decides nothing.
 func TestRun(t *testing.T) {
+	type reading struct {
+		at  time.Time
+		cpu time.Duration
+	}
 	tick := make(chan time.Time)
-	cpuc := make(chan time.Duration) // run's CPU time, read after each tick
+	readings := make(chan reading) // run's clock and CPU time, read after each tick
 	var sets, changes []int
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		run(ctx, NewGovernor(4), tick, func() time.Duration { return <-cpuc },
+		run(ctx, NewGovernor(4), tick, func() (time.Time, time.Duration) { r := <-readings; return r.at, r.cpu },
 			func(n int) { sets = append(sets, n) },
 			func(from, to int) { changes = append(changes, from, to) })
 	}()
 	now, cpu := time.Unix(1000, 0), time.Duration(0)
 	step := func(wall, used time.Duration) {
 		now, cpu = now.Add(wall), cpu+used
-		tick <- now
-		cpuc <- cpu
+		tick <- time.Time{} // what the tick says is not used
+		readings <- reading{now, cpu}
 	}
 	step(0, time.Hour) // the start: no decision from the hour before it
 	for range 3 * Hold {

@@ -14,5 +14,7 @@
 // A read or write on a non-blocking socket never blocks, so it need not
 // hand its thread's P to another thread, which is all that state is for.
 //
-// On systems other than Linux, Wrap and Listen return what they are given.
+// With the race detector (or msan or asan) the reads and writes go through
+// package syscall, which tells the detector what they do. On systems other
+// than Linux, Wrap and Listen return what they are given.
 package rawconn

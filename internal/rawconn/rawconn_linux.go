@@ -2,16 +2,17 @@ package rawconn
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"sync"
 	"syscall"
-	"unsafe"
 )
 
 // Conn is a *net.TCPConn whose Read and Write are raw system calls. Its
-// other methods are the TCPConn's.
+// other methods are the TCPConn's, including ReadFrom and WriteTo (which
+// io.Copy uses), which do not take the raw path.
 type Conn struct {
 	*net.TCPConn
 	r, w direction
@@ -51,14 +52,14 @@ func Wrap(c net.Conn) net.Conn {
 // when the socket has nothing to read.
 func (d *direction) read(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&d.buf[0])), uintptr(len(d.buf)))
+		n, e := sysRead(fd, d.buf)
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		}
-		d.n, d.errno = int(n), e
+		d.n, d.errno = n, e
 		return true
 	}
 }
@@ -67,10 +68,14 @@ func (d *direction) read(fd uintptr) bool {
 // when the socket's send buffer is full.
 func (d *direction) write(fd uintptr) bool {
 	for d.n < len(d.buf) {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&d.buf[d.n])), uintptr(len(d.buf)-d.n))
+		n, e := sysWrite(fd, d.buf[d.n:])
 		switch e {
 		case 0:
-			d.n += int(n)
+			if n > len(d.buf)-d.n {
+				// As internal/poll does (go.dev/issue/61060).
+				panic(fmt.Sprintf("rawconn: invalid return from write: got %d from a write of %d", n, len(d.buf)-d.n))
+			}
+			d.n += n
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
@@ -100,7 +105,7 @@ func (d *direction) do(p []byte) (int, error) {
 // Read reads as net.Conn's Read does.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
-		return 0, nil
+		return c.TCPConn.Read(p) // for its checks of Close and deadlines
 	}
 	n, err := c.r.do(p)
 	switch {
@@ -115,7 +120,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Write writes as net.Conn's Write does: all of p, or an error.
 func (c *Conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
-		return 0, nil
+		return c.TCPConn.Write(p) // for its checks of Close and deadlines
 	}
 	n, err := c.w.do(p)
 	if err != nil {

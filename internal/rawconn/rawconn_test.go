@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"testing"
 
 	"golang.org/x/net/nettest"
@@ -49,25 +47,6 @@ func TestConn(t *testing.T) {
 	nettest.TestConn(t, func() (net.Conn, net.Conn, func(), error) { return tcpPair(t) })
 }
 
-func TestWrapped(t *testing.T) {
-	c1, c2, stop, err := tcpPair(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	_, raw1 := c1.(*rawconn.Conn)
-	_, raw2 := c2.(*rawconn.Conn)
-	if raw1 != (runtime.GOOS == "linux") || raw2 != (runtime.GOOS == "linux") {
-		t.Fatalf("on %s: Wrap gave %T, Listen's Accept gave %T", runtime.GOOS, c1, c2)
-	}
-	p1, p2 := net.Pipe()
-	defer p1.Close()
-	defer p2.Close()
-	if got := rawconn.Wrap(p1); got != p1 {
-		t.Fatalf("Wrap(a net.Pipe end) = %T, want it unchanged", got)
-	}
-}
-
 // TestLargeWrite writes more than the socket buffers hold, so that writes
 // are partial and wait for the reader, and checks every byte arrives.
 func TestLargeWrite(t *testing.T) {
@@ -100,7 +79,8 @@ func TestLargeWrite(t *testing.T) {
 }
 
 // TestErrors checks that a read of a closed peer is io.EOF, and that reads
-// and writes after Close fail with net.ErrClosed as a *net.OpError.
+// and writes after Close, empty ones too, fail with net.ErrClosed as a
+// *net.OpError.
 func TestErrors(t *testing.T) {
 	c1, c2, stop, err := tcpPair(t)
 	if err != nil {
@@ -112,55 +92,18 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("read of a closed peer: %d, %v; want 0, io.EOF", n, err)
 	}
 	c2.Close()
-	for _, op := range []string{"read", "write"} {
-		var err error
-		if op == "read" {
-			_, err = c2.Read(make([]byte, 10))
-		} else {
-			_, err = c2.Write([]byte("x"))
+	for _, size := range []int{10, 0} {
+		for _, op := range []string{"read", "write"} {
+			var err error
+			if op == "read" {
+				_, err = c2.Read(make([]byte, size))
+			} else {
+				_, err = c2.Write(make([]byte, size))
+			}
+			var oe *net.OpError
+			if !errors.Is(err, net.ErrClosed) || !errors.As(err, &oe) || oe.Op != op {
+				t.Fatalf("%s of %d bytes after Close: %v; want a *net.OpError %q of net.ErrClosed", op, size, err, op)
+			}
 		}
-		var oe *net.OpError
-		if !errors.Is(err, net.ErrClosed) || !errors.As(err, &oe) || oe.Op != op {
-			t.Fatalf("%s after Close: %v; want a *net.OpError %q of net.ErrClosed", op, err, op)
-		}
-	}
-}
-
-// BenchmarkPingPong sends one byte back and forth over a loopback TCP
-// connection, with both ends plain or both wrapped.
-func BenchmarkPingPong(b *testing.B) {
-	for _, wrapped := range []bool{false, true} {
-		b.Run(fmt.Sprintf("raw=%v", wrapped), func(b *testing.B) {
-			c1, c2, stop, err := tcpPair(b)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer stop()
-			if !wrapped {
-				c1, c2 = c1.(*rawconn.Conn).TCPConn, c2.(*rawconn.Conn).TCPConn
-			}
-			go func() {
-				buf := make([]byte, 1)
-				for {
-					if _, err := io.ReadFull(c2, buf); err != nil {
-						return
-					}
-					if _, err := c2.Write(buf); err != nil {
-						return
-					}
-				}
-			}()
-			buf := make([]byte, 1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				if _, err := c1.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadFull(c1, buf); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -1,0 +1,63 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/rawconn"
+)
+
+// TestDialRaw: a plain connection comes back wrapped by rawconn (on Linux).
+func TestDialRaw(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := dial(context.Background(), l.Addr().String(), &net.Dialer{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, raw := c.(*rawconn.Conn); raw != (runtime.GOOS == "linux") {
+		t.Fatalf("on %s, dial gave a %T", runtime.GOOS, c)
+	}
+}
+
+// TestDialHandshakeBounded: against a server that accepts and never
+// answers, the TLS handshake ends with the dialer's timeout, as with
+// tls.Dialer, instead of waiting for ever.
+func TestDialHandshakeBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent until the test ends
+		}
+	}()
+	for _, d := range []*net.Dialer{
+		{Timeout: 50 * time.Millisecond},
+		{Deadline: time.Now().Add(50 * time.Millisecond)},
+	} {
+		c, err := dial(context.Background(), l.Addr().String(), d, &tls.Config{})
+		if err == nil {
+			c.Close()
+			t.Fatalf("dialer %+v: the handshake with a silent server succeeded", d)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("dialer %+v: %v, want context.DeadlineExceeded", d, err)
+		}
+	}
+}
