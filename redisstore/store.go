@@ -181,6 +181,11 @@ const DefaultMaxFlushDelay = 20 * time.Microsecond
 // sentinels' own (sentinel requirepass) are the parameters
 // sentinel_username and sentinel_password, and rediss:// (and
 // WithTLSConfig) apply to the sentinels as well as to the master.
+//
+// The client keeps one pipelined connection per Redis node and gathers the
+// commands of concurrent callers into its writes (up to
+// DefaultMaxFlushDelay); for other client settings, make the rueidis client
+// yourself and use New.
 func Open(url string, opts ...Option) (*Store, error) {
 	o, err := parseURL(url)
 	if err != nil {
