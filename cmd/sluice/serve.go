@@ -229,7 +229,7 @@ func governProcs(ctx context.Context, n int) (inForce string, undo func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		procs.Run(gctx, nil)
+		procs.Run(gctx)
 	}()
 	return fmt.Sprintf("auto, 1 to %d", limit), func() { cancel(); <-done }
 }

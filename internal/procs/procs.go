@@ -73,10 +73,9 @@ func (g *Governor) Next(cpus float64) int {
 // GOMAXPROCS variable, no call of runtime.GOMAXPROCS), and one Run at a
 // time. At the end it puts the default back (runtime.SetDefaultGOMAXPROCS),
 // which the runtime then again keeps up to date with the CPU limit; while it
-// runs, the maximum is the default at the start. It calls changed (if not
-// nil) after each change. Where the process's CPU time is not known (not a
-// Unix system), it does nothing.
-func Run(ctx context.Context, changed func(from, to int)) {
+// runs, the maximum is the default at the start. Where the process's CPU
+// time is not known (not a Unix system), it does nothing.
+func Run(ctx context.Context) {
 	if _, ok := cpuTime(); !ok {
 		return
 	}
@@ -87,13 +86,13 @@ func Run(ctx context.Context, changed func(from, to int)) {
 		cpu, _ := cpuTime()
 		return time.Now(), cpu
 	}
-	run(ctx, NewGovernor(runtime.GOMAXPROCS(0)), t.C, sample, func(n int) { runtime.GOMAXPROCS(n) }, changed)
+	run(ctx, NewGovernor(runtime.GOMAXPROCS(0)), t.C, sample, func(n int) { runtime.GOMAXPROCS(n) })
 }
 
 // run is Run with its ticks, its clock and CPU time (sample, read together
 // when a tick has been received, not at the time the tick was due: a
 // busy process can be late to it) and its GOMAXPROCS setter as arguments.
-func run(ctx context.Context, g *Governor, tick <-chan time.Time, sample func() (time.Time, time.Duration), set func(int), changed func(from, to int)) {
+func run(ctx context.Context, g *Governor, tick <-chan time.Time, sample func() (time.Time, time.Duration), set func(int)) {
 	var last time.Time
 	var lastCPU time.Duration
 	for {
@@ -106,9 +105,6 @@ func run(ctx context.Context, g *Governor, tick <-chan time.Time, sample func() 
 				from := g.Procs()
 				if to := g.Next((cpu - lastCPU).Seconds() / now.Sub(last).Seconds()); to != from {
 					set(to)
-					if changed != nil {
-						changed(from, to)
-					}
 				}
 			}
 			last, lastCPU = now, cpu
