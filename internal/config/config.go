@@ -22,12 +22,34 @@
 //	        rate_limit: {unit: minute, requests_per_unit: 30}
 //
 // Fields from envoyproxy/ratelimit: domain, descriptors, key, value (a value
-// ending in "*" matches every value with that prefix), rate_limit (unit,
-// requests_per_unit, unlimited, name, replaces), shadow_mode and
-// detailed_metric. Sluice adds to rate_limit: algorithm (one of sluice's
-// algorithm names; fixed-window by default, which gives envoyproxy/ratelimit's
+// with "*" in it is a wildcard, where each "*" stands for any run of
+// characters: "foo*", "bar*b", "svc*ep*rpc"), rate_limit (unit,
+// requests_per_unit, unlimited, name, replaces), shadow_mode,
+// detailed_metric, quota_mode, share_threshold, value_to_metric and
+// metadata. Sluice adds to rate_limit: algorithm (one of sluice's algorithm
+// names; fixed-window by default, which gives envoyproxy/ratelimit's
 // decisions), burst (for the bucket kinds), period (any Go duration, instead
 // of unit) and failure_mode (open, the default, or closed).
+//
+// The descriptor fields envoyproxy/ratelimit added in 2026:
+//   - quota_mode: true makes the descriptor's limit a quota. A request is
+//     refused when an ordinary descriptor is over its limit, or when every
+//     quota-mode descriptor it matched is over; a quota-mode descriptor
+//     over its quota alone does not refuse it (its status says
+//     OVER_LIMIT, and the answer lists it, so the caller can route
+//     elsewhere).
+//   - share_threshold: true on a wildcard value makes every value that
+//     matches the wildcard count against one quota, instead of one per
+//     value.
+//   - value_to_metric: true puts the request's value at that level into
+//     the rule's metric name (bounded: see the server's documentation).
+//   - metadata: a free-form mapping returned with the rule's status while
+//     the descriptor is under its limit (Rule.Metadata).
+//
+// Domain merging (WithMergeDomains, envoyproxy/ratelimit's
+// MERGE_DOMAIN_CONFIG) lets several files add descriptors to one domain;
+// a top-level descriptor with the same key and value in two files is
+// refused, as there. Without it a domain is defined once.
 //
 // Decoding is strict: an unknown field, a value of the wrong type, a
 // duplicate key or an invalid policy is an error naming the file, the line,
@@ -36,10 +58,10 @@
 // Matching follows envoyproxy/ratelimit: a request descriptor (a list of
 // key/value entries) walks the tree one entry per level, preferring at each
 // level the node with the same key and value, then the first wildcard node
-// of the same key whose prefix the value has, then the node with the key and
-// no value. The rule found is the one at the level of the descriptor's last
-// entry; a descriptor that is longer or shorter than the configured tree
-// matches nothing.
+// (in configuration order) of the same key that the value matches, then the
+// node with the key and no value. The rule found is the one at the level of
+// the descriptor's last entry; a descriptor that is longer or shorter than
+// the configured tree matches nothing.
 package config
 
 import (
@@ -121,9 +143,39 @@ type Rule struct {
 	// DetailedMetric rules are reported in metrics under the request's
 	// values, not only under the configured key.
 	DetailedMetric bool
+	// QuotaMode rules (quota_mode on the descriptor) refuse a request only
+	// together: see the package documentation.
+	QuotaMode bool
+	// Metadata is the descriptor's metadata mapping, nil when it has none:
+	// strings, numbers, booleans, nulls, lists and mappings with string
+	// keys. It is returned while the descriptor is under its limit.
+	Metadata map[string]any
+	// Levels holds the options of each level of Path.
+	Levels []Level
 	// File and Line locate the rate_limit in the configuration.
 	File string
 	Line int
+}
+
+// Level is the options of one level of a rule's Path.
+type Level struct {
+	// ShareThreshold: the level's value is a wildcard whose matching
+	// values all share one quota.
+	ShareThreshold bool
+	// ValueToMetric: the request's value at this level goes into the
+	// rule's metric name.
+	ValueToMetric bool
+}
+
+// Shared reports whether any level of r shares one quota among the values
+// of a wildcard.
+func (r *Rule) Shared() bool {
+	for _, l := range r.Levels {
+		if l.ShareThreshold {
+			return true
+		}
+	}
+	return false
 }
 
 // Entry is one key/value pair of a request descriptor.
@@ -138,11 +190,10 @@ type node struct {
 	keyOnly   map[string]*node // by key, for nodes with no value
 	wildcards []wildcard       // in configuration order
 	rule      *Rule
-}
-
-type wildcard struct {
-	key, prefix string
-	next        *node
+	// where locates the descriptor that made the node, for errors:
+	// "file:line: descriptors[0].descriptors[2]".
+	file, field string
+	line        int
 }
 
 func newNode() *node {
@@ -160,7 +211,7 @@ func (n *node) child(e Entry) *node {
 		return c
 	}
 	for _, w := range n.wildcards {
-		if w.key == e.Key && strings.HasPrefix(e.Value, w.prefix) {
+		if w.key == e.Key && matchWildcard(w.parts, e.Value) {
 			return w.next
 		}
 	}
@@ -236,7 +287,7 @@ func IsConfigFile(name string) bool {
 }
 
 // LoadDir loads the configuration files in dir (not its subdirectories).
-func LoadDir(dir string) (*Config, error) {
+func LoadDir(dir string, opts ...Option) (*Config, error) {
 	info, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -244,16 +295,20 @@ func LoadDir(dir string) (*Config, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("config: %s: not a directory", dir)
 	}
-	c, err := load(os.DirFS(dir), dir)
+	c, err := load(os.DirFS(dir), dir, opts)
 	return c, err
 }
 
 // Load loads the configuration files at the top of fsys. Errors name files
 // relative to fsys.
-func Load(fsys fs.FS) (*Config, error) { return load(fsys, "") }
+func Load(fsys fs.FS, opts ...Option) (*Config, error) { return load(fsys, "", opts) }
 
 // load loads fsys; dir, when not empty, prefixes file names in errors.
-func load(fsys fs.FS, dir string) (*Config, error) {
+func load(fsys fs.FS, dir string, opts []Option) (*Config, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -290,7 +345,15 @@ func load(fsys fs.FS, dir string) (*Config, error) {
 		}
 		c.files = append(c.files, display)
 		if prev, dup := domainFile[f.domain]; dup {
-			errs = append(errs, fmt.Errorf("%s:%d: domain: %q is already defined in %s", display, f.domainLine, f.domain, prev))
+			if !o.mergeDomains {
+				errs = append(errs, fmt.Errorf("%s:%d: domain: %q is already defined in %s (merging a domain across files is opt-in: sluice serve --merge-domains)", display, f.domainLine, f.domain, prev))
+				continue
+			}
+			if merrs := mergeDomain(c.domains[f.domain], f.root, f.domain); len(merrs) > 0 {
+				errs = append(errs, merrs...)
+				continue
+			}
+			c.rules = append(c.rules, f.rules...)
 			continue
 		}
 		domainFile[f.domain] = display

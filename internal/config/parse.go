@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
@@ -85,7 +86,7 @@ func parseFile(file string, data []byte) (*parsed, []error) {
 	}
 	p.domain = out.domain
 	if descriptors != nil && out.domain != "" {
-		p.descriptors(descriptors, "descriptors", out.domain, nil, out.root)
+		p.descriptors(descriptors, "descriptors", out.domain, nil, nil, out.root)
 	}
 	if p.dropped > 0 {
 		p.errs = append(p.errs, fmt.Errorf("%s: and %d more errors", file, p.dropped))
@@ -271,7 +272,7 @@ type rawLimit struct {
 }
 
 // descriptors compiles a descriptors list into parent.
-func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry, parent *node) {
+func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry, levels []Level, parent *node) {
 	for i, d := range p.list(n, field) {
 		if p.exhausted {
 			return
@@ -283,6 +284,11 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 			limit            *rawLimit
 			children         *yaml.Node
 			shadow, detailed bool
+			quota            bool
+			level            Level
+			shareNode        *yaml.Node
+			metadata         map[string]any
+			metadataNode     *yaml.Node
 		)
 		ok := p.fields(d, f+".", map[string]func(*yaml.Node, string){
 			"key":         func(v *yaml.Node, f string) { key, keyNode = p.str(v, f), v },
@@ -293,6 +299,10 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 			"detailed_metric": func(v *yaml.Node, f string) {
 				detailed = p.boolean(v, f)
 			},
+			"quota_mode":      func(v *yaml.Node, f string) { quota = p.boolean(v, f) },
+			"share_threshold": func(v *yaml.Node, f string) { level.ShareThreshold, shareNode = p.boolean(v, f), v },
+			"value_to_metric": func(v *yaml.Node, f string) { level.ValueToMetric = p.boolean(v, f) },
+			"metadata":        func(v *yaml.Node, f string) { metadata, metadataNode = p.metadata(v, f), v },
 		})
 		if !ok {
 			continue
@@ -305,12 +315,21 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 			p.errorf(at, f+".key", "missing or empty")
 			continue
 		}
+		if level.ShareThreshold && !isWildcard(value) {
+			p.errorf(shareNode, f+".share_threshold", "the value %q is not a wildcard: share_threshold shares one quota among the values a wildcard (a value with *) matches", value)
+			continue
+		}
+		if metadataNode != nil && limit == nil {
+			p.errorf(metadataNode, f+".metadata", "the descriptor has no rate_limit: metadata is returned with a matched rate_limit")
+			continue
+		}
 		finalKey := key
 		if value != "" {
 			finalKey += "_" + value
 		}
 		fullKey := parentKey + "." + finalKey
 		next := newNode()
+		next.file, next.line, next.field = p.file, d.Line, f
 		var dup bool
 		switch {
 		case value == "":
@@ -318,13 +337,12 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 			if !dup {
 				parent.keyOnly[key] = next
 			}
-		case strings.HasSuffix(value, "*"):
-			prefix := strings.TrimSuffix(value, "*")
+		case isWildcard(value):
 			for _, w := range parent.wildcards {
-				dup = dup || (w.key == key && w.prefix == prefix)
+				dup = dup || (w.key == key && w.pattern == value)
 			}
 			if !dup {
-				parent.wildcards = append(parent.wildcards, wildcard{key: key, prefix: prefix, next: next})
+				parent.wildcards = append(parent.wildcards, newWildcard(key, value, next))
 			}
 		default:
 			k := key + "\x00" + value
@@ -337,18 +355,42 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 			p.errorf(d, f, "duplicate descriptor %q at this level", fullKey)
 			continue
 		}
+		here := append(slices.Clip(path), Entry{Key: key, Value: value})
+		hereLevels := append(slices.Clip(levels), level)
 		if limit != nil {
 			if r := p.rule(limit, f+".rate_limit", fullKey); r != nil {
-				r.Path = append(slices.Clip(path), Entry{Key: key, Value: value})
+				r.Path, r.Levels = here, hereLevels
 				r.ShadowMode, r.DetailedMetric = shadow, detailed
+				r.QuotaMode, r.Metadata = quota, metadata
 				next.rule = r
 				p.rules = append(p.rules, r)
 			}
 		}
 		if children != nil {
-			p.descriptors(children, f+".descriptors", fullKey, append(slices.Clip(path), Entry{Key: key, Value: value}), next)
+			p.descriptors(children, f+".descriptors", fullKey, here, hereLevels, next)
 		}
 	}
+}
+
+// metadata decodes a descriptor's metadata: a mapping with string keys of
+// values that protobuf's Struct can carry (the RLS response's
+// dynamic_metadata).
+func (p *parser) metadata(n *yaml.Node, field string) map[string]any {
+	n = p.deref(n)
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, field, "want a mapping, got %s", kindName(n))
+		return nil
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		p.errorf(n, field, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil
+	}
+	if _, err := structpb.NewStruct(m); err != nil {
+		p.errorf(n, field, "%v: want strings, numbers, booleans, nulls, lists and mappings with string keys", err)
+		return nil
+	}
+	return m
 }
 
 // rateLimit decodes a rate_limit mapping.
@@ -385,6 +427,9 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"algorithm":    func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
 		"burst":        func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
 		"failure_mode": func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
+		"quota_mode": func(v *yaml.Node, f string) {
+			p.errorf(v, f, "quota_mode belongs on the descriptor, beside rate_limit (as in envoyproxy/ratelimit)")
+		},
 	})
 	if !ok {
 		return nil
