@@ -1,18 +1,23 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/config"
 )
 
-const configUsage = `usage: sluice config check [DIR]
+const configUsage = `usage: sluice config check [--merge-domains] [DIR]
 
 Config check loads the rate-limit configuration in DIR (every *.yaml and
 *.yml file, in the format of Envoy's ratelimit service with sluice's
 extensions) exactly as sluice serve would, without starting anything. With
 no DIR it checks the built-in default configuration.
+
+With --merge-domains, several files may add descriptors to one domain, as
+with sluice serve --merge-domains.
 
 On success it prints one summary line and exits 0. Otherwise it prints
 every problem on its own line on standard error, each naming the file, the
@@ -27,6 +32,17 @@ func runConfig(e env, args []string) int {
 		return e.fail(exitUsage, "sluice config", "unknown subcommand %q: want 'sluice config check DIR'", args[0])
 	}
 	args = args[1:]
+	fset := flag.NewFlagSet("sluice config check", flag.ContinueOnError)
+	fset.SetOutput(io.Discard)
+	merge := fset.Bool("merge-domains", false, "")
+	if err := fset.Parse(args); err != nil {
+		return e.fail(exitUsage, "sluice config check", "%v (want 'sluice config check [--merge-domains] [DIR]')", err)
+	}
+	args = fset.Args()
+	var opts []config.Option
+	if *merge {
+		opts = append(opts, config.WithMergeDomains())
+	}
 	if len(args) > 1 {
 		return e.fail(exitUsage, "sluice config check", "too many arguments: want one directory")
 	}
@@ -39,7 +55,7 @@ func runConfig(e env, args []string) int {
 		c, err = config.Default()
 	} else {
 		where = args[0]
-		c, err = config.LoadDir(args[0])
+		c, err = config.LoadDir(args[0], opts...)
 	}
 	if err != nil {
 		return failEach(e, "sluice config check", err)

@@ -44,7 +44,7 @@ const grpcWindow = 1 << 20
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--max-keys N] [--redis-single-slot NAME] [--store-timeout D]
                     [--shutdown-timeout D] [--procs auto|N]
-                    [--response-headers] [--legacy-headers]
+                    [--response-headers] [--legacy-headers] [--merge-domains]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
@@ -65,6 +65,10 @@ Flags:
                       redis://s1:26379?addr=s2:26379&master_set=NAME for
                       Sentinel (user:password@ is the master's; the
                       sentinels' own is &sentinel_password=...)
+  --merge-domains     let several files add descriptors to one domain
+                      (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a
+                      top-level descriptor two files both define is an
+                      error. Default: a domain is defined in one file
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
   --max-keys N        for the memory store: hold at most N keys, evicting
@@ -135,6 +139,7 @@ type serveOptions struct {
 	trustedProxies  string // comma-separated CIDRs
 	headers         bool   // RLS response headers
 	legacyHeaders   bool
+	mergeDomains    bool // config.WithMergeDomains
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
 	procs           int // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (tests in process)
@@ -163,6 +168,7 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.upstream, "upstream", "", "")
 	fset.BoolVar(&o.headers, "response-headers", false, "")
 	fset.BoolVar(&o.legacyHeaders, "legacy-headers", false, "")
+	fset.BoolVar(&o.mergeDomains, "merge-domains", false, "")
 	fset.StringVar(&o.gatewayAddr, "gateway-addr", "127.0.0.1:8082", "")
 	fset.StringVar(&o.gatewayDomain, "gateway-domain", server.GatewayDomain, "")
 	fset.StringVar(&o.trustedProxies, "trusted-proxies", "", "")
@@ -251,7 +257,11 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	}
 	defer closeStore()
 
-	opts := []server.Option{server.WithLogger(log)}
+	var loadOpts []config.Option
+	if o.mergeDomains {
+		loadOpts = append(loadOpts, config.WithMergeDomains())
+	}
+	opts := []server.Option{server.WithLogger(log), server.WithConfigOptions(loadOpts...)}
 	if o.headers || o.legacyHeaders {
 		opts = append(opts, server.WithResponseHeaders(o.legacyHeaders))
 	}
@@ -265,7 +275,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		source = "(built-in defaults)"
 		cfg, err = config.Default()
 	} else {
-		cfg, err = config.LoadDir(o.configDir)
+		cfg, err = config.LoadDir(o.configDir, loadOpts...)
 	}
 	if err != nil {
 		return failEach(e, prefix, err)

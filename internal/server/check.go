@@ -80,46 +80,84 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	}
 
 	// The enforced descriptors, all-or-nothing. A deny rule (a zero limit)
-	// refuses the request; the others are then only peeked at.
+	// refuses the request; the others are then only peeked at. Quota-mode
+	// descriptors refuse it only when all of them are over (quotaRefuses).
 	var (
 		checks []sluice.Check
 		idx    []int
-		denied bool
+		q      quotaCount
 	)
+	refused := false
 	for i := range outs {
 		r := outs[i].rule
 		switch {
 		case r == nil || r.Unlimited || r.ShadowMode:
 		case r.Deny:
+			q.add(r)
 			if descs[i].hits > 0 {
-				outs[i].over, denied = true, true
+				outs[i].over = true
+				refused = refused || !r.QuotaMode
+				q.over(r)
 			}
 		default:
-			checks = append(checks, sluice.Check{Limiter: limiters[i], Key: storeKey(descs[i].entries), Cost: descs[i].hits})
+			q.add(r)
+			checks = append(checks, sluice.Check{Limiter: limiters[i], Key: storeKey(r, descs[i].entries), Cost: descs[i].hits})
 			idx = append(idx, i)
 		}
 	}
-	if denied {
+	refused = refused || q.refuses()
+	if refused {
 		for j := range checks {
 			checks[j].Cost = 0
 		}
 	}
-	allowed = !denied
-	if len(checks) > 0 {
+	// Each round takes all remaining descriptors all-or-nothing. A round
+	// refused only by quota-mode descriptors, while others of them still
+	// have quota, drops those that are over (they consume nothing) and takes
+	// the rest again: at most one round more than there are quota-mode
+	// descriptors.
+	for len(checks) > 0 {
 		res, aerr := sluice.AllowAll(ctx, checks...)
 		if aerr != nil && res.Decisions == nil {
 			return false, nil, aerr // a bad request, not a store failure
 		}
+		ordinaryOver := false
 		for j, i := range idx {
-			outs[i].decision = res.Decisions[j]
+			d := res.Decisions[j]
+			outs[i].decision = d
 			outs[i].failed = aerr != nil
-			outs[i].over = !res.Decisions[j].Allowed
+			outs[i].over = !d.Allowed
+			if !d.Allowed {
+				if outs[i].rule.QuotaMode {
+					q.over(outs[i].rule)
+				} else {
+					ordinaryOver = true
+				}
+			}
 		}
 		if aerr != nil {
 			s.storeFailed(domain, "", aerr)
 		}
-		allowed = allowed && res.Allowed
+		if res.Allowed {
+			break
+		}
+		if ordinaryOver || q.refuses() {
+			refused = true
+			break
+		}
+		if aerr != nil {
+			break // the failure modes decided; another round would fail too
+		}
+		keep := 0
+		for j, i := range idx {
+			if res.Decisions[j].Allowed {
+				checks[keep], idx[keep] = checks[j], i
+				keep++
+			}
+		}
+		checks, idx = checks[:keep], idx[:keep]
 	}
+	allowed = !refused
 
 	// Shadow-mode rules: take only if the request was admitted (a refused
 	// request consumes nothing anywhere), otherwise peek.
@@ -136,7 +174,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		if !allowed {
 			cost = 0
 		}
-		d, terr := limiters[i].AllowN(ctx, storeKey(descs[i].entries), cost)
+		d, terr := limiters[i].AllowN(ctx, storeKey(r, descs[i].entries), cost)
 		if terr != nil {
 			s.storeFailed(domain, r.FullKey, terr)
 			outs[i].failed = true
@@ -171,46 +209,32 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 	case o.shadowOver:
 		result = "shadow_over_limit"
 	}
-	s.metrics.decisions.WithLabelValues(domain, metricName(r, entries), result).Inc()
-}
-
-// metricName is the policy label of a rule's metrics: its name, or its key
-// in the tree; with detailed_metric, the request's own key and values.
-func metricName(r *config.Rule, entries []config.Entry) string {
-	if r.DetailedMetric {
-		var b strings.Builder
-		b.WriteString(r.Domain)
-		for _, e := range entries {
-			b.WriteByte('.')
-			b.WriteString(e.Key)
-			if e.Value != "" {
-				b.WriteByte('_')
-				b.WriteString(e.Value)
-			}
-		}
-		return b.String()
-	}
-	if r.Name != "" {
-		return r.Name
-	}
-	return r.FullKey
+	s.metrics.decisions.WithLabelValues(domain, s.labels.name(r, entries), result).Inc()
 }
 
 // storeKey is the key of a descriptor's state under its rule's policy: its
-// entries, each length-prefixed so that no two descriptors share a key.
-func storeKey(entries []config.Entry) string {
+// entries, each length-prefixed so that no two descriptors share a key. At
+// a level whose wildcard has share_threshold, the configured pattern stands
+// for the value, so every value it matches shares one state; it is written
+// with "*" after its length where a value has ":", so it cannot collide
+// with any value, the pattern's own text included.
+func storeKey(r *config.Rule, entries []config.Entry) string {
 	n := 0
 	for _, e := range entries {
 		n += len(e.Key) + len(e.Value) + 8
 	}
 	b := make([]byte, 0, n)
-	for _, e := range entries {
+	for i, e := range entries {
+		v, sep := e.Value, byte(':')
+		if r != nil && i < len(r.Levels) && r.Levels[i].ShareThreshold {
+			v, sep = r.Path[i].Value, '*'
+		}
 		b = strconv.AppendInt(b, int64(len(e.Key)), 10)
 		b = append(b, ':')
 		b = append(b, e.Key...)
-		b = strconv.AppendInt(b, int64(len(e.Value)), 10)
-		b = append(b, ':')
-		b = append(b, e.Value...)
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, sep)
+		b = append(b, v...)
 	}
 	return string(b)
 }
@@ -270,3 +294,23 @@ func (s *Server) storeFailed(domain, rule string, err error) {
 	s.failures.Add(-n)
 	s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rule", rule, "error", err, "failures_since_last_log", n)
 }
+
+// quotaCount counts a request's quota-mode descriptors and those of them
+// over their quota. The request is refused when it has some and every one
+// is over, as in envoyproxy/ratelimit; one with quota left admits it
+// (unless an ordinary descriptor is over).
+type quotaCount struct{ n, overN int }
+
+func (q *quotaCount) add(r *config.Rule) {
+	if r.QuotaMode {
+		q.n++
+	}
+}
+
+func (q *quotaCount) over(r *config.Rule) {
+	if r.QuotaMode {
+		q.overN++
+	}
+}
+
+func (q *quotaCount) refuses() bool { return q.n > 0 && q.overN == q.n }

@@ -128,7 +128,7 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		case len(r.Path) == 1:
 			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: r.ShadowMode})
 			continue
-		case r.Path[0].Key == "route" && r.Path[0].Value != "" && !strings.HasSuffix(r.Path[0].Value, "*"):
+		case r.Path[0].Key == "route" && r.Path[0].Value != "" && !strings.Contains(r.Path[0].Value, "*"):
 			pattern := r.Path[0].Value
 			if _, ok := routes[pattern]; !ok {
 				order = append(order, pattern)
@@ -170,6 +170,6 @@ func withPath(path []config.Entry, key string, f httplimit.KeyFunc) httplimit.Ke
 			return "", false
 		}
 		entries := append(append(make([]config.Entry, 0, len(path)+1), path...), config.Entry{Key: key, Value: v})
-		return storeKey(entries), true
+		return storeKey(nil, entries), true
 	}
 }

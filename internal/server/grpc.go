@@ -70,6 +70,7 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 	for i := range outs {
 		resp.Statuses[i] = toProto(&outs[i])
 	}
+	resp.DynamicMetadata = dynamicMetadata(outs)
 	if r.s.headers {
 		resp.ResponseHeadersToAdd = responseHeaders(outs, allowed, r.s.legacyHeaders)
 	}

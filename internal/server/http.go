@@ -53,6 +53,10 @@ type CheckResponse struct {
 	OverallCode string       `json:"overall_code"`
 	Allowed     bool         `json:"allowed"`
 	Statuses    []JSONStatus `json:"statuses"`
+	// QuotaModeViolations lists the indices of the quota-mode descriptors
+	// over their quota (envoyproxy/ratelimit's quotaModeViolations), when
+	// the request matched any quota-mode rule.
+	QuotaModeViolations []int `json:"quota_mode_violations,omitzero"`
 }
 
 // JSONStatus is one descriptor's decision. Durations are in seconds.
@@ -75,6 +79,12 @@ type JSONStatus struct {
 	// StoreError is set when the store failed and the rule's failure
 	// mode decided.
 	StoreError bool `json:"store_error,omitempty"`
+	// QuotaMode is set for a quota-mode rule: its OVER_LIMIT alone does
+	// not refuse the request.
+	QuotaMode bool `json:"quota_mode,omitempty"`
+	// Metadata is the matched descriptor's metadata, while it is under
+	// its limit.
+	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
 // ResetRequest is the body of POST /v1/reset.
@@ -157,6 +167,12 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	for i := range outs {
 		resp.Statuses[i] = toJSON(&outs[i])
 	}
+	if enabled, over := quotaViolations(outs); enabled {
+		resp.QuotaModeViolations = over
+		if over == nil {
+			resp.QuotaModeViolations = []int{}
+		}
+	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -168,7 +184,10 @@ func toJSON(o *outcome) JSONStatus {
 	if r == nil {
 		return st
 	}
-	st.Rule, st.Name, st.Shadow = r.FullKey, r.Name, r.ShadowMode
+	st.Rule, st.Name, st.Shadow, st.QuotaMode = r.FullKey, r.Name, r.ShadowMode, r.QuotaMode
+	if !o.over {
+		st.Metadata = r.Metadata
+	}
 	if r.Unlimited {
 		st.Unlimited = true
 		return st
@@ -211,7 +230,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "this store cannot reset a key")
 		return
 	}
-	key := storeKey(req.Entries)
+	key := storeKey(rule, req.Entries)
 	if err := s.resetter.Reset(r.Context(), rule.Policy, key); err != nil {
 		s.metrics.storeErrors.WithLabelValues(req.Domain).Inc()
 		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)

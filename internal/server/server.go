@@ -35,10 +35,13 @@ type Server struct {
 	resetter sluice.Resetter // nil: the store cannot reset keys
 	log      *slog.Logger
 	metrics  *metrics
+	labels   metricNames
 	snap     atomic.Pointer[snapshot]
 	stopping atomic.Bool
 
 	headers, legacyHeaders bool // WithResponseHeaders
+
+	loadOpts []config.Option // WithConfigOptions: how ReloadDir loads
 
 	failures    atomic.Int64 // store failures not yet logged
 	lastFailLog atomic.Int64 // UnixNano of the last failure log line
@@ -62,6 +65,12 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // server's own registry (which /metrics serves).
 func WithRegisterer(r prometheus.Registerer) Option {
 	return func(s *Server) { s.metrics.extra = r }
+}
+
+// WithConfigOptions sets the options ReloadDir (and so Watch) loads the
+// configuration with, such as config.WithMergeDomains().
+func WithConfigOptions(opts ...config.Option) Option {
+	return func(s *Server) { s.loadOpts = append(s.loadOpts, opts...) }
 }
 
 // New returns a Server over store. It answers nothing (and /readyz fails)
@@ -122,7 +131,7 @@ func (s *Server) Apply(c *config.Config) error {
 // not load, the configuration in force stays, the failure is logged (one
 // line per problem) and counted, and the error is returned.
 func (s *Server) ReloadDir(dir string) error {
-	c, err := config.LoadDir(dir)
+	c, err := config.LoadDir(dir, s.loadOpts...)
 	if err == nil {
 		err = s.Apply(c)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -611,7 +612,7 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	code, r := check(rider + "}")
 	want := JSONStatus{Code: "OVER_LIMIT", Rule: "rides.rider", Name: "rider", Algorithm: "token-bucket", Limit: 2, RetryAfter: 0.5, ResetAfter: 1.5}
-	if code != 200 || r.Allowed || r.OverallCode != "OVER_LIMIT" || r.Statuses[0] != want {
+	if code != 200 || r.Allowed || r.OverallCode != "OVER_LIMIT" || !reflect.DeepEqual(r.Statuses[0], want) {
 		t.Errorf("over: %d %+v", code, r)
 	}
 	// Peek.

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// MaxMetricValues bounds the policy label values one rule adds to the
+// metrics from request values (detailed_metric, value_to_metric): the first
+// MaxMetricValues distinct names a rule produces are used as they are; every
+// later one is counted under the rule's name with OtherValue in place of
+// the request's values. So a rule adds at most MaxMetricValues+1 policy
+// label values whatever the traffic, and the whole label set is bounded by
+// (MaxMetricValues+1) × the rules that use request values, plus one per
+// other rule. The set a rule has admitted survives reloads (it is keyed by
+// the rule's FullKey), so reloading cannot grow it past the bound either.
+const MaxMetricValues = 100
+
+// OtherValue stands for request values past a rule's MaxMetricValues.
+const OtherValue = "(other)"
+
+// metricNames turns a rule and a request's entries into the policy label,
+// holding each rule's budget of label values from requests.
+type metricNames struct {
+	mu   sync.Mutex
+	seen map[string]map[string]struct{} // rule FullKey → names admitted
+}
+
+// name is the policy label of a rule's metrics: its name, or its key in the
+// tree; with detailed_metric, the request's own keys and values; with
+// value_to_metric at some levels, the tree's key with the request's values
+// at those levels (a level with share_threshold keeps its wildcard, as its
+// values share one quota). Names from request values are bounded by
+// MaxMetricValues per rule.
+func (m *metricNames) name(r *config.Rule, entries []config.Entry) string {
+	detailed := r.DetailedMetric
+	toMetric := false
+	for _, l := range r.Levels {
+		toMetric = toMetric || (l.ValueToMetric && !l.ShareThreshold)
+	}
+	if !detailed && !toMetric {
+		if r.Name != "" {
+			return r.Name
+		}
+		return r.FullKey
+	}
+	build := func(other bool) string {
+		var b strings.Builder
+		b.WriteString(r.Domain)
+		for i, e := range entries {
+			v := e.Value
+			if !detailed && i < len(r.Path) {
+				if l := r.Levels[i]; !l.ValueToMetric || l.ShareThreshold {
+					v = r.Path[i].Value
+				}
+			}
+			if other && v != "" && (detailed || (i < len(r.Levels) && r.Levels[i].ValueToMetric && !r.Levels[i].ShareThreshold)) {
+				v = OtherValue
+			}
+			b.WriteByte('.')
+			b.WriteString(e.Key)
+			if v != "" {
+				b.WriteByte('_')
+				b.WriteString(v)
+			}
+		}
+		return b.String()
+	}
+	n := build(false)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen == nil {
+		m.seen = map[string]map[string]struct{}{}
+	}
+	set := m.seen[r.FullKey]
+	if set == nil {
+		set = map[string]struct{}{}
+		m.seen[r.FullKey] = set
+	}
+	if _, ok := set[n]; ok || len(set) < MaxMetricValues {
+		set[n] = struct{}{}
+		return n
+	}
+	return build(true)
+}
