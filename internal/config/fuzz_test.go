@@ -11,7 +11,7 @@ import (
 // FuzzLoad: any file content loads or fails with errors that each name the
 // file; it never panics, and a loaded configuration's rules are valid.
 func FuzzLoad(f *testing.F) {
-	for _, dir := range []string{"testdata/envoy", "defaults"} {
+	for _, dir := range []string{"testdata/envoy", "testdata/envoy-2026", "defaults"} {
 		names, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, n := range names {
 			b, err := os.ReadFile(n)
