@@ -1,0 +1,288 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// start2026 serves the configurations in the shape of envoyproxy/ratelimit's
+// 2026 test files (quota_mode, share_threshold, metadata, value_to_metric),
+// over gRPC with a real client.
+func start2026(t *testing.T) *harness {
+	t.Helper()
+	files := map[string]string{}
+	names, err := filepath.Glob("../config/testdata/envoy-2026/*.yaml")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("testdata: %v %v", names, err)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(n)] = string(b)
+	}
+	return start(t, files)
+}
+
+// dyn returns a response's dynamic_metadata as plain Go values.
+func dyn(r *rls.RateLimitResponse) map[string]any {
+	if r.GetDynamicMetadata() == nil {
+		return nil
+	}
+	return r.GetDynamicMetadata().AsMap()
+}
+
+// TestQuotaMode: a quota-mode descriptor over its quota refuses the request
+// only when every quota-mode descriptor of it is over; an ordinary one over
+// its limit refuses it as always. Over-quota descriptors say OVER_LIMIT
+// and are listed in quotaModeViolations; the others take their hit.
+func TestQuotaMode(t *testing.T) {
+	t.Run("two backends", func(t *testing.T) {
+		h := start2026(t)
+		a, b := desc("backend", "a"), desc("backend", "b") // quotas 1 and 2 a minute
+		for i, want := range []struct {
+			codes      string
+			violations []any
+			backend    any // the passed descriptors' metadata, merged
+		}{
+			{"OK: OK OK", []any{}, "b"},
+			{"OK: OVER OK", []any{0.0}, "b"}, // a is out; b still has quota
+			{"OVER: OVER OVER", []any{0.0, 1.0}, nil},
+			{"OVER: OVER OVER", []any{0.0, 1.0}, nil},
+		} {
+			r := h.should(t, "quota", a, b)
+			m := dyn(r)
+			if got := codesOf(r); got != want.codes || m[QuotaModeEnabledKey] != true || !reflect.DeepEqual(m[QuotaModeViolationsKey], want.violations) || m["backend"] != want.backend {
+				t.Errorf("request %d: %s %v; want %s, violations %v, backend %v", i, got, m, want.codes, want.violations, want.backend)
+			}
+		}
+		// b took exactly two hits: the refused requests consumed nothing.
+		if r := h.peek(t, "quota", desc("backend", "b")); r.Statuses[0].GetLimitRemaining() != 0 || r.Statuses[0].GetCode() != rls.RateLimitResponse_OK {
+			t.Errorf("b: %v", r.Statuses[0])
+		}
+		// One backend alone: its quota is all the request's quota.
+		h.clock.Advance(60e9)
+		for i, want := range []string{"OK: OK", "OVER: OVER"} {
+			if got := codesOf(h.should(t, "quota", a)); got != want {
+				t.Errorf("a alone %d: %s, want %s", i, got, want)
+			}
+		}
+	})
+	t.Run("with an ordinary descriptor", func(t *testing.T) {
+		h := start2026(t)
+		tenant, a, b := desc("tenant", "t1"), desc("backend", "a"), desc("backend", "b")
+		if got := codesOf(h.should(t, "quota", tenant, a)); got != "OK: OK OK" {
+			t.Fatalf("first: %s", got)
+		}
+		// a is out and is the only quota descriptor: refused, and the
+		// tenant's limit is not charged.
+		if got := codesOf(h.should(t, "quota", tenant, a)); got != "OVER: OK OVER" {
+			t.Errorf("only quota over: %s", got)
+		}
+		if r := h.peek(t, "quota", desc("tenant", "t1")); r.Statuses[0].GetLimitRemaining() != 2 {
+			t.Errorf("tenant remaining %d, want 2", r.Statuses[0].GetLimitRemaining())
+		}
+		// b has quota: admitted; the tenant and b are charged, a is not.
+		r := h.should(t, "quota", tenant, a, b)
+		if got := codesOf(r); got != "OK: OK OVER OK" || r.Statuses[0].GetLimitRemaining() != 1 || r.Statuses[2].GetLimitRemaining() != 1 {
+			t.Errorf("one quota left: %s %v", got, r.Statuses)
+		}
+		// The tenant is spent: refused though b has quota, which is not
+		// charged.
+		if got := codesOf(h.should(t, "quota", tenant, b)); got != "OK: OK OK" {
+			t.Fatalf("last tenant hit: %s", got)
+		}
+		h.clock.Advance(60e9)
+		for range 3 {
+			h.should(t, "quota", tenant)
+		}
+		r = h.should(t, "quota", tenant, b)
+		if got := codesOf(r); got != "OVER: OVER OK" || !reflect.DeepEqual(dyn(r)[QuotaModeViolationsKey], []any{}) {
+			t.Errorf("ordinary over: %s %v", got, dyn(r))
+		}
+		if r := h.peek(t, "quota", desc("backend", "b")); r.Statuses[0].GetLimitRemaining() != 2 {
+			t.Errorf("b remaining %d, want 2 (the refused request took nothing)", r.Statuses[0].GetLimitRemaining())
+		}
+	})
+	t.Run("zero quota", func(t *testing.T) {
+		h := start2026(t)
+		blocked, b := desc("blocked", "x"), desc("backend", "b")
+		if r := h.should(t, "quota", blocked, b); codesOf(r) != "OK: OVER OK" || !reflect.DeepEqual(dyn(r)[QuotaModeViolationsKey], []any{0.0}) {
+			t.Errorf("zero quota beside one with quota: %s %v", codesOf(r), dyn(r))
+		}
+		if got := codesOf(h.should(t, "quota", blocked)); got != "OVER: OVER" {
+			t.Errorf("zero quota alone: %s", got)
+		}
+	})
+	t.Run("http", func(t *testing.T) {
+		h := start2026(t)
+		body := `{"domain":"quota","descriptors":[{"entries":[{"key":"backend","value":"a"}]},{"entries":[{"key":"backend","value":"b"}]}]}`
+		var last CheckResponse
+		for range 2 {
+			code, s := h.post(t, "/v1/check", body)
+			if code != 200 {
+				t.Fatal(code, s)
+			}
+			last = CheckResponse{}
+			if err := json.Unmarshal([]byte(s), &last); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !last.Allowed || !reflect.DeepEqual(last.QuotaModeViolations, []int{0}) || !last.Statuses[0].QuotaMode || last.Statuses[0].Code != "OVER_LIMIT" ||
+			last.Statuses[0].Metadata != nil || !reflect.DeepEqual(last.Statuses[1].Metadata, map[string]any{"backend": "b"}) {
+			t.Errorf("http: %+v", last)
+		}
+	})
+}
+
+// TestShareThreshold: every value a share_threshold wildcard matches counts
+// against one quota; an explicit value keeps its own; without sharing each
+// value has its own.
+func TestShareThreshold(t *testing.T) {
+	h := start2026(t)
+	type step struct {
+		d    *rlcommon.RateLimitDescriptor
+		want string
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"files/* shares 3", []step{
+			{desc("files", "files/a"), "OK"}, {desc("files", "files/b"), "OK"}, {desc("files", "files/c"), "OK"},
+			{desc("files", "files/d"), "OVER"}, {desc("files", "files/a"), "OVER"},
+			{desc("files", "files/*"), "OVER"}, // the pattern's own text is one of its values
+		}},
+		{"unshared wildcard: one quota per value", []step{
+			{desc("unshared", "u/1"), "OK"}, {desc("unshared", "u/2"), "OK"}, {desc("unshared", "u/1"), "OVER"},
+		}},
+		{"explicit value beside a shared wildcard", []step{
+			{desc("file", "test1"), "OK"}, {desc("file", "test1"), "OVER"},
+			{desc("file", "test2"), "OK"}, {desc("file", "test3"), "OK"}, {desc("file", "test4"), "OVER"},
+		}},
+		{"middle wildcard", []step{
+			{desc("midpath", "/api/a/v1"), "OK"}, {desc("midpath", "/apiv1"), "OK"}, {desc("midpath", "/api-b-v1"), "OVER"},
+			{desc("midpath", "/api/v2"), "OK"}, // no rule
+		}},
+		{"several wildcards", []step{
+			{desc("multiroute", "svc1ep1rpc"), "OK"}, {desc("multiroute", "svceprpc"), "OK"}, {desc("multiroute", "svc-x-ep-y-rpc"), "OVER"},
+		}},
+		{"the same key shared at two levels", []step{
+			{desc("files", "top/1", "files", "nested/1"), "OK"}, {desc("files", "top/2", "files", "nested/2"), "OK"},
+			{desc("files", "top/3", "files", "nested/3"), "OVER"},
+		}},
+		{"shared above unshared", []step{
+			{desc("path", "path/1", "file", "file/a", "type", "x"), "OK"}, {desc("path", "path/2", "file", "file/a", "type", "x"), "OK"},
+			{desc("path", "path/3", "file", "file/a", "type", "x"), "OVER"},
+			{desc("path", "path/1", "file", "file/b", "type", "x"), "OK"},
+		}},
+	} {
+		for i, s := range tc.steps {
+			if got := codesOf(h.should(t, "share", s.d)); got != s.want+": "+s.want {
+				t.Errorf("%s: step %d: %s, want %s", tc.name, i, got, s.want)
+			}
+		}
+	}
+}
+
+// TestShareKeys: a shared level's key cannot be any value's key, the
+// pattern's own text included, under any rule.
+func TestShareKeys(t *testing.T) {
+	c, err := config.LoadDir("../config/testdata/envoy-2026")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := c.Match("share", []config.Entry{{Key: "files", Value: "files/x"}})
+	asValue := []config.Entry{{Key: "files", Value: "files/*"}}
+	if storeKey(shared, asValue) == storeKey(nil, asValue) {
+		t.Errorf("shared key %q is also a value's key", storeKey(shared, asValue))
+	}
+	if storeKey(shared, asValue) != storeKey(shared, []config.Entry{{Key: "files", Value: "files/y"}}) {
+		t.Error("two values of a shared wildcard have different keys")
+	}
+}
+
+// TestMetadata: a descriptor's metadata comes back in dynamic_metadata (and
+// in the JSON API) while it is under its limit, and not once it is over.
+func TestMetadata(t *testing.T) {
+	h := start2026(t)
+	r := h.should(t, "meta", desc("key2", "v"))
+	want := map[string]any{"service_with_quota": map[string]any{"name": "service_2", "weights": []any{1.0, 2.5}, "enabled": true}}
+	if !reflect.DeepEqual(dyn(r), want) {
+		t.Errorf("key2: %v, want %v", dyn(r), want)
+	}
+	sub := desc("key1", "value1", "subkey1", "any")
+	if r := h.should(t, "meta", sub); codesOf(r) != "OK: OK" || !reflect.DeepEqual(dyn(r), map[string]any{"name": "service_1"}) {
+		t.Errorf("subkey1 first: %s %v", codesOf(r), dyn(r))
+	}
+	if r := h.should(t, "meta", sub); codesOf(r) != "OVER: OVER" || r.GetDynamicMetadata() != nil {
+		t.Errorf("subkey1 over: %s %v", codesOf(r), dyn(r))
+	}
+	if r := h.should(t, "meta", desc("key1", "value1", "subkey1", "subvalue1")); codesOf(r) != "OK: OK" || r.GetDynamicMetadata() != nil {
+		t.Errorf("subvalue1 has no metadata: %v", dyn(r))
+	}
+	// Several passed descriptors: their mappings merged.
+	if r := h.should(t, "meta", desc("key2", "w"), desc("key1", "value1", "subkey1", "other")); !reflect.DeepEqual(dyn(r), map[string]any{"name": "service_1", "service_with_quota": want["service_with_quota"]}) {
+		t.Errorf("merged: %v", dyn(r))
+	}
+	code, s := h.post(t, "/v1/check", `{"domain":"meta","descriptors":[{"entries":[{"key":"key2","value":"x"}]}]}`)
+	if code != 200 || !strings.Contains(s, `"metadata":{"service_with_quota":{"enabled":true,"name":"service_2","weights":[1,2.5]}}`) {
+		t.Errorf("http: %d %s", code, s)
+	}
+}
+
+// TestValueToMetric: the request's value goes into the policy label, up to
+// MaxMetricValues names per rule; the rest are counted under OtherValue.
+func TestValueToMetric(t *testing.T) {
+	h := start2026(t)
+	h.should(t, "metrics", desc("route", "/v1/users", "method", "GET"))
+	h.should(t, "metrics", desc("route", "/v1/users", "method", "POST"))
+	h.should(t, "share", desc("route", "api/v1", "method", "GET"))
+	for i := range MaxMetricValues + 7 {
+		h.should(t, "metrics", desc("client", fmt.Sprintf("c%03d", i)))
+	}
+	h.should(t, "metrics", desc("client", "c000")) // admitted before: keeps its name
+	m := h.get(t, "/metrics")
+	for _, want := range []string{
+		`sluice_decisions_total{domain="metrics",policy="metrics.route_/v1/users.method",result="ok"} 2`,
+		`sluice_decisions_total{domain="share",policy="share.route_api/*.method",result="ok"} 1`, // shared: the wildcard, not the value
+		`sluice_decisions_total{domain="metrics",policy="metrics.client_c000",result="ok"} 2`,
+		fmt.Sprintf(`sluice_decisions_total{domain="metrics",policy="metrics.client_c%03d",result="ok"} 1`, MaxMetricValues-1),
+		`sluice_decisions_total{domain="metrics",policy="metrics.client_(other)",result="ok"} 7`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if n := strings.Count(m, `policy="metrics.client_`); n != MaxMetricValues+1 {
+		t.Errorf("%d label values for the client rule, want %d", n, MaxMetricValues+1)
+	}
+}
+
+// TestMergeDomainsServe: a server loading with config.WithMergeDomains
+// serves the descriptors of one domain from several files.
+func TestMergeDomainsServe(t *testing.T) {
+	h := start(t, nil, WithConfigOptions(config.WithMergeDomains()))
+	if err := h.srv.ReloadDir("../config/testdata/merge"); err != nil {
+		t.Fatal(err)
+	}
+	r := h.should(t, "test-domain", desc("key1", "value1"), desc("key2", "value2"), desc("key3", "prefix-x"))
+	if codesOf(r) != "OK: OK OK OK" || r.Statuses[0].GetCurrentLimit().GetRequestsPerUnit() != 10 ||
+		r.Statuses[1].GetCurrentLimit().GetRequestsPerUnit() != 20 || r.Statuses[2].GetCurrentLimit().GetRequestsPerUnit() != 30 {
+		t.Errorf("merged domain: %v", r)
+	}
+	if err := h.srv.ReloadDir("../config/testdata/merge-dup"); err == nil || !strings.Contains(err.Error(), "duplicate descriptor") {
+		t.Errorf("duplicate across files: %v", err)
+	}
+}
