@@ -24,7 +24,7 @@
 // Fields from envoyproxy/ratelimit: domain, descriptors, key, value (a value
 // with "*" in it is a wildcard, where each "*" stands for any run of
 // characters: "foo*", "bar*b", "svc*ep*rpc"), rate_limit (unit,
-// requests_per_unit, unlimited, name, replaces), shadow_mode,
+// unit_multiplier, requests_per_unit, unlimited, name, replaces), shadow_mode,
 // detailed_metric, quota_mode, share_threshold, value_to_metric and
 // metadata. Sluice adds to rate_limit: algorithm (one of sluice's algorithm
 // names; fixed-window by default, which gives envoyproxy/ratelimit's

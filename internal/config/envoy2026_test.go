@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMatchWildcard: patterns × values, against envoyproxy/ratelimit's
@@ -170,6 +171,17 @@ func TestEnvoy2026Fields(t *testing.T) {
 	}
 }
 
+func TestUnitMultiplier(t *testing.T) {
+	c := load2026(t)
+	r := c.Match("mult", []Entry{{"key1", "x"}})
+	if r == nil || r.Policy.Period != 5*time.Minute || r.Policy.Limit != 20 || r.Unit != "minute" || r.UnitMultiplier != 5 {
+		t.Errorf("key1: %+v", r)
+	}
+	if r := c.Match("mult", []Entry{{"key2", "x"}}); r == nil || r.Policy.Period != time.Minute || r.UnitMultiplier != 1 {
+		t.Errorf("key2: %+v", r)
+	}
+}
+
 func TestMergeDomains(t *testing.T) {
 	if _, err := LoadDir("testdata/merge"); err == nil || !strings.Contains(err.Error(), `b-key2.yaml:1: domain: "test-domain" is already defined in testdata/merge/a-key1.yaml`) {
 		t.Errorf("without merging: %v", err)
@@ -235,6 +247,12 @@ func TestEnvoy2026Errors(t *testing.T) {
 			`f0.yaml:5: descriptors[0].metadata: want a mapping, got a list`},
 		{"metadata without a limit", "domain: d\ndescriptors:\n  - key: a\n    metadata: {name: x}\n",
 			`f0.yaml:4: descriptors[0].metadata: the descriptor has no rate_limit`},
+		{"zero unit_multiplier", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 5, unit_multiplier: 0}\n",
+			`f0.yaml:4: descriptors[0].rate_limit.unit_multiplier: 0: must be at least 1`},
+		{"unit_multiplier with period", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {period: 2s, requests_per_unit: 5, unit_multiplier: 2}\n",
+			`f0.yaml:4: descriptors[0].rate_limit.unit_multiplier: goes with unit, not period`},
+		{"unit_multiplier on unlimited", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit_multiplier: 2}\n",
+			`f0.yaml:4: descriptors[0].rate_limit.unit_multiplier: must not be set on an unlimited rate_limit`},
 		{"metadata key not a string", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1}\n    metadata: {x: {1: y}}\n",
 			`f0.yaml:5: descriptors[0].metadata: `},
 	} {

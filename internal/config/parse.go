@@ -269,6 +269,8 @@ type rawLimit struct {
 	burstNode            *yaml.Node
 	failureMode          string
 	failureNode          *yaml.Node
+	multiplier           int64
+	multiplierNode       *yaml.Node
 }
 
 // descriptors compiles a descriptors list into parent.
@@ -427,6 +429,7 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"algorithm":    func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
 		"burst":        func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
 		"failure_mode": func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
+		"unit_multiplier": func(v *yaml.Node, f string) { r.multiplier, _ = p.integer(v, f); r.multiplierNode = v },
 		"quota_mode": func(v *yaml.Node, f string) {
 			p.errorf(v, f, "quota_mode belongs on the descriptor, beside rate_limit (as in envoyproxy/ratelimit)")
 		},
@@ -469,6 +472,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			{r.period != "", "period", r.periodNode},
 			{r.algorithm != "", "algorithm", r.algorithmNode},
 			{r.burstNode != nil, "burst", r.burstNode},
+			{r.multiplierNode != nil, "unit_multiplier", r.multiplierNode},
 		} {
 			if x.set {
 				p.errorf(at(x.where), field+"."+x.name, "must not be set on an unlimited rate_limit")
@@ -489,7 +493,20 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			p.errorf(at(r.unitNode), field+".unit", "%q: want second, minute, hour, day, week, month or year", r.unit)
 		}
 		period = d
+		if r.multiplierNode != nil {
+			switch {
+			case r.multiplier < 1:
+				p.errorf(at(r.multiplierNode), field+".unit_multiplier", "%d: must be at least 1", r.multiplier)
+			case ok && r.multiplier > int64(sluice.MaxPeriod/d):
+				p.errorf(at(r.multiplierNode), field+".unit_multiplier", "%d: %d × %s is longer than the longest period, %v", r.multiplier, r.multiplier, r.unit, sluice.MaxPeriod)
+			default:
+				period = d * time.Duration(r.multiplier)
+			}
+		}
 	case r.period != "":
+		if r.multiplierNode != nil {
+			p.errorf(at(r.multiplierNode), field+".unit_multiplier", "goes with unit, not period")
+		}
 		d, err := time.ParseDuration(r.period)
 		if err != nil || d <= 0 {
 			p.errorf(at(r.periodNode), field+".period", "%q: want a positive duration such as 10s, 1m30s or 24h", r.period)

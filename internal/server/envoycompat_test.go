@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -267,6 +268,27 @@ func TestValueToMetric(t *testing.T) {
 	}
 	if n := strings.Count(m, `policy="metrics.client_`); n != MaxMetricValues+1 {
 		t.Errorf("%d label values for the client rule, want %d", n, MaxMetricValues+1)
+	}
+}
+
+// TestUnitMultiplier: 20 requests per 5 minutes, reported as such.
+func TestUnitMultiplierServe(t *testing.T) {
+	h := start2026(t)
+	var r *rls.RateLimitResponse
+	for range 20 {
+		r = h.should(t, "mult", desc("key1", "k"))
+	}
+	st := r.Statuses[0]
+	if codesOf(r) != "OK: OK" || st.GetCurrentLimit().GetUnitMultiplier().GetValue() != 5 || st.GetCurrentLimit().GetUnit() != rls.RateLimitResponse_RateLimit_MINUTE || st.GetDurationUntilReset().AsDuration() != 5*time.Minute {
+		t.Errorf("20th: %v", r)
+	}
+	h.clock.Advance(4*time.Minute + 59*time.Second)
+	if got := codesOf(h.should(t, "mult", desc("key1", "k"))); got != "OVER: OVER" {
+		t.Errorf("within the 5 minutes: %s", got)
+	}
+	h.clock.Advance(time.Second)
+	if got := codesOf(h.should(t, "mult", desc("key1", "k"))); got != "OK: OK" {
+		t.Errorf("after them: %s", got)
 	}
 }
 
