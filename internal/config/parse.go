@@ -426,10 +426,13 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 				r.replaces = append(r.replaces, name)
 			}
 		},
-		"algorithm":       func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
-		"burst":           func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
-		"failure_mode":    func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
-		"unit_multiplier": func(v *yaml.Node, f string) { r.multiplier, _ = p.integer(v, f); r.multiplierNode = v },
+		"algorithm":    func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
+		"burst":        func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
+		"failure_mode": func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
+		"unit_multiplier": func(v *yaml.Node, f string) {
+			r.multiplier, _ = p.integer(v, f)
+			r.multiplierNode = v
+		},
 		"quota_mode": func(v *yaml.Node, f string) {
 			p.errorf(v, f, "quota_mode belongs on the descriptor, beside rate_limit (as in envoyproxy/ratelimit)")
 		},
