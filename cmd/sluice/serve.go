@@ -44,7 +44,7 @@ const grpcWindow = 1 << 20
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--max-keys N] [--redis-single-slot NAME] [--store-timeout D]
                     [--shutdown-timeout D] [--procs auto|N]
-                    [--response-headers] [--legacy-headers] [--merge-domains]
+                    [--response-headers] [--legacy-headers] [--merge-domains] [--shadow-mode]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
@@ -69,6 +69,9 @@ Flags:
                       (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a
                       top-level descriptor two files both define is an
                       error. Default: a domain is defined in one file
+  --shadow-mode       put every rule in shadow mode (envoyproxy/ratelimit's
+                      SHADOW_MODE): checked, counted and reported, never
+                      refusing; a limit the request carries still applies
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
   --max-keys N        for the memory store: hold at most N keys, evicting
@@ -140,6 +143,7 @@ type serveOptions struct {
 	headers         bool   // RLS response headers
 	legacyHeaders   bool
 	mergeDomains    bool // config.WithMergeDomains
+	shadowMode      bool // server.WithShadowMode
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
 	procs           int // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (tests in process)
@@ -169,6 +173,7 @@ func runServe(e env, args []string) int {
 	fset.BoolVar(&o.headers, "response-headers", false, "")
 	fset.BoolVar(&o.legacyHeaders, "legacy-headers", false, "")
 	fset.BoolVar(&o.mergeDomains, "merge-domains", false, "")
+	fset.BoolVar(&o.shadowMode, "shadow-mode", false, "")
 	fset.StringVar(&o.gatewayAddr, "gateway-addr", "127.0.0.1:8082", "")
 	fset.StringVar(&o.gatewayDomain, "gateway-domain", server.GatewayDomain, "")
 	fset.StringVar(&o.trustedProxies, "trusted-proxies", "", "")
@@ -262,6 +267,9 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		loadOpts = append(loadOpts, config.WithMergeDomains())
 	}
 	opts := []server.Option{server.WithLogger(log), server.WithConfigOptions(loadOpts...)}
+	if o.shadowMode {
+		opts = append(opts, server.WithShadowMode())
+	}
 	if o.headers || o.legacyHeaders {
 		opts = append(opts, server.WithResponseHeaders(o.legacyHeaders))
 	}

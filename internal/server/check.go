@@ -63,6 +63,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			continue
 		}
 		outs[i].rule, limiters[i] = r, sn.limiters[r]
+		if sr := sn.shadowed[r]; sr != nil {
+			outs[i].rule = sr // WithShadowMode: the rule, in shadow mode
+		}
 		if !r.Unlimited {
 			for _, name := range r.Replaces {
 				replaced[name] = true

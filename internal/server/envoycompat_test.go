@@ -12,6 +12,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/sluicehq/sluice/internal/config"
 )
@@ -289,6 +290,34 @@ func TestUnitMultiplierServe(t *testing.T) {
 	h.clock.Advance(time.Second)
 	if got := codesOf(h.should(t, "mult", desc("key1", "k"))); got != "OK: OK" {
 		t.Errorf("after them: %s", got)
+	}
+}
+
+// TestGlobalShadowMode: every rule answers OK and is counted as shadow;
+// a limit the request carries is still enforced.
+func TestGlobalShadowMode(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML}, WithShadowMode())
+	for i := range 5 {
+		if got := codesOf(h.should(t, "rides", desc("route", "/quotes", "rider", "r1"), desc("blocked", "x"))); got != "OK: OK OK" {
+			t.Errorf("request %d: %s", i, got)
+		}
+	}
+	m := h.get(t, "/metrics")
+	for _, want := range []string{
+		`sluice_decisions_total{domain="rides",policy="rides.route_/quotes.rider",result="ok"} 2`,
+		`sluice_decisions_total{domain="rides",policy="rides.route_/quotes.rider",result="shadow_over_limit"} 3`,
+		`sluice_decisions_total{domain="rides",policy="rides.blocked",result="shadow_over_limit"} 5`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	override := desc("rider", "r2")
+	override.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: envoytype.RateLimitUnit_MINUTE}
+	for i, want := range []string{"OK: OK", "OVER: OVER"} {
+		if got := codesOf(h.should(t, "rides", override)); got != want {
+			t.Errorf("override %d: %s, want %s", i, got, want)
+		}
 	}
 }
 

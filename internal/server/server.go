@@ -41,7 +41,8 @@ type Server struct {
 
 	headers, legacyHeaders bool // WithResponseHeaders
 
-	loadOpts []config.Option // WithConfigOptions: how ReloadDir loads
+	loadOpts  []config.Option // WithConfigOptions: how ReloadDir loads
+	shadowAll bool            // WithShadowMode
 
 	failures    atomic.Int64 // store failures not yet logged
 	lastFailLog atomic.Int64 // UnixNano of the last failure log line
@@ -52,6 +53,9 @@ type Server struct {
 type snapshot struct {
 	cfg      *config.Config
 	limiters map[*config.Rule]*sluice.Limiter
+	// shadowed holds, under WithShadowMode, a copy of each rule in shadow
+	// mode; nil otherwise.
+	shadowed map[*config.Rule]*config.Rule
 	loaded   time.Time
 }
 
@@ -72,6 +76,12 @@ func WithRegisterer(r prometheus.Registerer) Option {
 func WithConfigOptions(opts ...config.Option) Option {
 	return func(s *Server) { s.loadOpts = append(s.loadOpts, opts...) }
 }
+
+// WithShadowMode puts every rule of the configuration in shadow mode, as
+// envoyproxy/ratelimit's SHADOW_MODE does: rules are checked, counted and
+// reported, and never refuse. A limit the request itself carries (Envoy's
+// per-descriptor override) is still enforced.
+func WithShadowMode() Option { return func(s *Server) { s.shadowAll = true } }
 
 // New returns a Server over store. It answers nothing (and /readyz fails)
 // until a configuration is applied with Apply or ReloadDir.
@@ -121,6 +131,14 @@ func (s *Server) Apply(c *config.Config) error {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
 		}
 		sn.limiters[r] = l
+	}
+	if s.shadowAll {
+		sn.shadowed = make(map[*config.Rule]*config.Rule, len(c.Rules()))
+		for _, r := range c.Rules() {
+			sr := *r
+			sr.ShadowMode = true
+			sn.shadowed[r] = &sr
+		}
 	}
 	s.snap.Store(sn)
 	s.metrics.reloaded(true, sn.loaded)
