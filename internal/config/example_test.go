@@ -35,3 +35,32 @@ descriptors:
 	// true
 	// bad.yaml:4: descriptors[0].rate_limit.unit: "fortnight": want second, minute, hour, day, week, month or year
 }
+
+func ExampleMatchValue() {
+	for _, v := range []string{"/api/users/v1", "/apiv1", "/api/users/v2"} {
+		fmt.Println(v, config.MatchValue("/api*v1", v))
+	}
+	// Output:
+	// /api/users/v1 true
+	// /apiv1 true
+	// /api/users/v2 false
+}
+
+func ExampleWithMergeDomains() {
+	fsys := fstest.MapFS{
+		"a.yaml": {Data: []byte("domain: api\ndescriptors:\n  - {key: user, rate_limit: {unit: second, requests_per_unit: 5}}\n")},
+		"b.yaml": {Data: []byte("domain: api\ndescriptors:\n  - {key: tenant, rate_limit: {unit: minute, requests_per_unit: 100}}\n")},
+	}
+	if _, err := config.Load(fsys); err != nil {
+		fmt.Println(err)
+	}
+	c, err := config.Load(fsys, config.WithMergeDomains())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(c.Summary())
+	// Output:
+	// b.yaml:1: domain: "api" is already defined in a.yaml (merging a domain across files is opt-in: sluice serve --merge-domains)
+	// 2 files, 1 domain, 2 rules
+}

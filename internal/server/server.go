@@ -12,6 +12,16 @@
 // consumed anywhere. A descriptor no rule matches, and an unlimited rule,
 // are OK. Shadow-mode rules are checked (and counted in metrics) after the
 // enforced ones admitted the request, and never refuse.
+//
+// Quota-mode rules (quota_mode, as in envoyproxy/ratelimit) refuse a
+// request only together: it is refused when an ordinary descriptor is over
+// its limit or when every quota-mode descriptor is over its quota. The
+// check runs in rounds: a round refused only by quota-mode descriptors
+// while others still have quota drops those over (they consume nothing) and
+// takes the rest again, all-or-nothing; at most one round more than there
+// are quota-mode descriptors. The RLS response's dynamic_metadata carries
+// the metadata of the descriptors under their limits and the quota-mode
+// verdict (quotaModeEnabled, quotaModeViolations).
 package server
 
 import (
