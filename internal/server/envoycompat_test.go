@@ -1,8 +1,11 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,7 +17,10 @@ import (
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // start2026 serves the configurations in the shape of envoyproxy/ratelimit's
@@ -335,5 +341,73 @@ func TestMergeDomainsServe(t *testing.T) {
 	}
 	if err := h.srv.ReloadDir("../config/testdata/merge-dup"); err == nil || !strings.Contains(err.Error(), "duplicate descriptor") {
 		t.Errorf("duplicate across files: %v", err)
+	}
+}
+
+// countingStore counts TakeAll calls of a real memstore.
+type countingStore struct {
+	*memstore.Store
+	takeAlls int
+}
+
+func (c *countingStore) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	c.takeAlls++
+	return c.Store.TakeAll(ctx, reqs, out)
+}
+
+// TestQuotaModeRounds: a request takes at most one store round more than
+// it has quota-mode descriptors, and each round is all-or-nothing.
+func TestQuotaModeRounds(t *testing.T) {
+	clock := sluicetest.NewClock(t0)
+	ms := memstore.New(memstore.WithClock(clock))
+	t.Cleanup(func() { ms.Close() })
+	store := &countingStore{Store: ms}
+	srv, err := New(store, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(mapFS("q.yaml", `domain: q
+descriptors:
+  - {key: q1, quota_mode: true, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: q2, quota_mode: true, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: q3, quota_mode: true, rate_limit: {unit: minute, requests_per_unit: 1}}
+  - {key: o, rate_limit: {unit: minute, requests_per_unit: 5}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	rs := rlsServer{s: srv}
+	ask := func(ds ...*rlcommon.RateLimitDescriptor) (string, int) {
+		t.Helper()
+		store.takeAlls = 0
+		r, err := rs.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "q", Descriptors: ds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return codesOf(r), store.takeAlls
+	}
+	all := func() []*rlcommon.RateLimitDescriptor {
+		return []*rlcommon.RateLimitDescriptor{desc("q1", "x"), desc("q2", "x"), desc("q3", "x"), desc("o", "x")}
+	}
+	for _, step := range []struct {
+		ds     []*rlcommon.RateLimitDescriptor
+		codes  string
+		rounds int
+	}{
+		{[]*rlcommon.RateLimitDescriptor{desc("q1", "x")}, "OK: OK", 1},
+		{[]*rlcommon.RateLimitDescriptor{desc("q2", "x")}, "OK: OK", 1},
+		{all(), "OK: OVER OVER OK OK", 2},     // q1 and q2 out in round 1; q3 and o taken in round 2
+		{all(), "OVER: OVER OVER OVER OK", 1}, // every quota out: refused, o not charged
+	} {
+		codes, rounds := ask(step.ds...)
+		if codes != step.codes || rounds != step.rounds || rounds > 4 {
+			t.Errorf("%s in %d rounds, want %s in %d", codes, rounds, step.codes, step.rounds)
+		}
+	}
+	if codes, _ := ask(desc("o", "x"), desc("o", "x"), desc("o", "x"), desc("o", "x")); codes != "OK: OK OK OK OK" {
+		t.Errorf("o took one hit only, so four more fit: %s", codes)
 	}
 }
