@@ -13,7 +13,6 @@ type wildcard struct {
 	key     string
 	pattern string   // as configured
 	parts   []string // pattern split at each "*": len(parts) >= 2
-	share   bool     // share_threshold: every matching value shares one quota
 	next    *node
 }
 
