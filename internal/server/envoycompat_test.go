@@ -137,10 +137,13 @@ func TestQuotaMode(t *testing.T) {
 		h := start2026(t)
 		body := `{"domain":"quota","descriptors":[{"entries":[{"key":"backend","value":"a"}]},{"entries":[{"key":"backend","value":"b"}]}]}`
 		var last CheckResponse
-		for range 2 {
+		for i := range 2 {
 			code, s := h.post(t, "/v1/check", body)
 			if code != 200 {
 				t.Fatal(code, s)
+			}
+			if i == 0 && !strings.Contains(s, `"quota_mode_violations":[]`) {
+				t.Errorf("first answer lacks an empty quota_mode_violations: %s", s)
 			}
 			last = CheckResponse{}
 			if err := json.Unmarshal([]byte(s), &last); err != nil {
@@ -245,7 +248,7 @@ func TestMetadata(t *testing.T) {
 		t.Errorf("merged: %v", dyn(r))
 	}
 	code, s := h.post(t, "/v1/check", `{"domain":"meta","descriptors":[{"entries":[{"key":"key2","value":"x"}]}]}`)
-	if code != 200 || !strings.Contains(s, `"metadata":{"service_with_quota":{"enabled":true,"name":"service_2","weights":[1,2.5]}}`) {
+	if code != 200 || !strings.Contains(s, `"metadata":{"service_with_quota":{"enabled":true,"name":"service_2","weights":[1,2.5]}}`) || strings.Contains(s, "quota_mode") {
 		t.Errorf("http: %d %s", code, s)
 	}
 }
