@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
@@ -372,27 +371,6 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 			p.descriptors(children, f+".descriptors", fullKey, here, hereLevels, next)
 		}
 	}
-}
-
-// metadata decodes a descriptor's metadata: a mapping with string keys of
-// values that protobuf's Struct can carry (the RLS response's
-// dynamic_metadata).
-func (p *parser) metadata(n *yaml.Node, field string) map[string]any {
-	n = p.deref(n)
-	if n.Kind != yaml.MappingNode {
-		p.errorf(n, field, "want a mapping, got %s", kindName(n))
-		return nil
-	}
-	var m map[string]any
-	if err := n.Decode(&m); err != nil {
-		p.errorf(n, field, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
-		return nil
-	}
-	if _, err := structpb.NewStruct(m); err != nil {
-		p.errorf(n, field, "%v: want strings, numbers, booleans, nulls, lists and mappings with string keys", err)
-		return nil
-	}
-	return m
 }
 
 // rateLimit decodes a rate_limit mapping.
