@@ -20,7 +20,7 @@ const (
 	reqBottom   = 196
 	stateTop    = 236
 	stateBottom = 346
-	height      = 384
+	height      = 396
 )
 
 // Mark classes: every request is one rect with class "req" and one of these.
@@ -45,7 +45,6 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 		return left + float64(right-left)*float64(t)/float64(end)
 	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
-	b.WriteString(`<style>.req.admitted{fill:#2e7d32}.req.delayed{fill:#ef6c00}.req.refused{fill:#c62828}.release{stroke:#ef6c00;stroke-width:1;opacity:.5}.axis{stroke:#555}.grid{stroke:#ddd}.state{fill:none;stroke:#1565c0;stroke-width:2}.cap{stroke:#1565c0;stroke-dasharray:4 3;opacity:.6}text{fill:#222}</style>` + "\n")
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
 	adm, del, ref := r.Counts()
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
@@ -55,11 +54,11 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 	tick := niceTick(end)
 	for t := time.Duration(0); t <= end; t += tick {
 		xt := x(t)
-		fmt.Fprintf(&b, `<line class="grid" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`, xt, reqTop, xt, stateBottom)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%ss</text>`+"\n", xt, stateBottom+16, replay.AppendSeconds(nil, t))
+		fmt.Fprintf(&b, `<line class="grid" stroke="#ddd" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`, xt, reqTop, xt, stateBottom)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#222">%ss</text>`+"\n", xt, stateBottom+16, replay.AppendSeconds(nil, t))
 	}
-	fmt.Fprintf(&b, `<line class="axis" x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", left, reqBottom, right, reqBottom)
-	fmt.Fprintf(&b, `<line class="axis" x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", left, stateBottom, right, stateBottom)
+	fmt.Fprintf(&b, `<line class="axis" stroke="#555" x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", left, reqBottom, right, reqBottom)
+	fmt.Fprintf(&b, `<line class="axis" stroke="#555" x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", left, stateBottom, right, stateBottom)
 	fmt.Fprintf(&b, `<text x="8" y="%d">requests</text>`+"\n", (reqTop+reqBottom)/2)
 
 	// Requests, stacked per instant.
@@ -90,10 +89,10 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 		}
 		y := float64(reqBottom) - float64(n+1)*h
 		if class == ClassDelayed {
-			fmt.Fprintf(&b, `<line class="release" x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f"/>`, x(s.At), y+h/2, x(s.At+s.Decision.Delay), y+h/2)
+			fmt.Fprintf(&b, `<line class="release" stroke="#ef6c00" opacity="0.5" x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f"/>`, x(s.At), y+h/2, x(s.At+s.Decision.Delay), y+h/2)
 		}
-		fmt.Fprintf(&b, `<rect class="req %s" x="%.2f" y="%.2f" width="%.2f" height="%.2f" data-t="%s" data-cost="%d"><title>%ss %s cost %d: %s</title></rect>`+"\n",
-			class, x(s.At)-mw/2, y, mw, math.Max(h*0.8, 0.5), replay.AppendSeconds(nil, s.At), s.Cost, replay.AppendSeconds(nil, s.At), html.EscapeString(s.Key), s.Cost, class)
+		fmt.Fprintf(&b, `<rect class="req %s" fill="%s" x="%.2f" y="%.2f" width="%.2f" height="%.2f" data-t="%s" data-cost="%d"><title>%ss %s cost %d: %s</title></rect>`+"\n",
+			class, legendColor[class], x(s.At)-mw/2, y, mw, math.Max(h*0.8, 0.5), replay.AppendSeconds(nil, s.At), s.Cost, replay.AppendSeconds(nil, s.At), html.EscapeString(s.Key), s.Cost, class)
 	}
 
 	// The state.
@@ -102,10 +101,10 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 		return float64(stateBottom) - float64(stateBottom-stateTop)*float64(v)/float64(max(capacity, 1))
 	}
 	fmt.Fprintf(&b, `<text x="8" y="%d">%s</text>`+"\n", stateTop-8, html.EscapeString(StateName(p)))
-	fmt.Fprintf(&b, `<line class="cap" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/><text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n", left, yl(capacity), right, yl(capacity), left-4, yl(capacity)+4, capacity)
+	fmt.Fprintf(&b, `<line class="cap" stroke="#1565c0" stroke-dasharray="4 3" opacity="0.6" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/><text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n", left, yl(capacity), right, yl(capacity), left-4, yl(capacity)+4, capacity)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">0</text>`+"\n", left-4, stateBottom+4)
 	if len(r.Samples) > 0 {
-		b.WriteString(`<path class="state" d="`)
+		b.WriteString(`<path class="state" fill="none" stroke="#1565c0" stroke-width="2" d="`)
 		for i, s := range r.Samples {
 			if i == 0 {
 				fmt.Fprintf(&b, "M%.2f %.2f", x(s.At), yl(s.Level))

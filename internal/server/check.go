@@ -172,6 +172,7 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 		result = "shadow_over_limit"
 	}
 	s.metrics.decisions.WithLabelValues(domain, metricName(r, entries), result).Inc()
+	s.live.record(r, entries, o, s.now())
 }
 
 // metricName is the policy label of a rule's metrics: its name, or its key
