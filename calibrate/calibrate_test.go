@@ -224,3 +224,30 @@ func TestMustKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryBoundedByKeys checks the package doc's memory bound where it
+// can be seen: doubling the lines of a trace with the same keys adds (next
+// to) no allocations, so nothing is kept per line.
+func TestMemoryBoundedByKeys(t *testing.T) {
+	lines := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "%s k%d\n", replay.AppendSeconds(nil, time.Duration(i)*time.Millisecond), i%50)
+		}
+		return b.String()
+	}
+	short, long := lines(20_000), lines(40_000)
+	for _, alg := range []sluice.Algorithm{sluice.TokenBucket, sluice.FixedWindow, sluice.SlidingWindow, sluice.SlidingLog} {
+		allocs := func(trace string) float64 {
+			return testing.AllocsPerRun(2, func() {
+				if _, err := Calibrate(context.Background(), source(trace, Format{}), Config{Algorithm: alg}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		a, b := allocs(short), allocs(long)
+		if b-a > 20_000/100 {
+			t.Errorf("%s: %v allocations for 20000 lines, %v for 40000: memory grows with lines", alg, a, b)
+		}
+	}
+}
