@@ -79,6 +79,9 @@ func ParsePattern(s string) ([]Request, error) {
 			if err != nil {
 				return nil, fail("%v", err)
 			}
+			if d > replay.MaxOffset-cursor {
+				return nil, fail("goes past the latest time a trace may use")
+			}
 			cursor += d
 		case w[0] == "burst":
 			if len(w) != 2 && !(len(w) == 4 && w[2] == "at") {
@@ -119,8 +122,11 @@ func ParsePattern(s string) ([]Request, error) {
 				if err != nil {
 					return nil, fail("%v", err)
 				}
+				if span > replay.MaxOffset-cursor {
+					return nil, fail("goes past the latest time a trace may use")
+				}
 				ticks = int64(span / every)
-				if ticks*n > MaxRequests {
+				if ticks > MaxRequests || ticks*n > MaxRequests {
 					return nil, fail("more than %d requests in the pattern", MaxRequests)
 				}
 				for k := int64(1); k <= ticks; k++ {
@@ -136,6 +142,9 @@ func ParsePattern(s string) ([]Request, error) {
 			}
 			if ticks*n > MaxRequests {
 				return nil, fail("more than %d requests in the pattern", MaxRequests)
+			}
+			if every > (replay.MaxOffset-cursor)/time.Duration(ticks) {
+				return nil, fail("goes past the latest time a trace may use")
 			}
 			for k := int64(1); k <= ticks; k++ {
 				if err := add(cursor+time.Duration(k)*every, n); err != nil {
