@@ -41,10 +41,6 @@ func TestParsePattern(t *testing.T) {
 	}
 }
 
-func itoa(n int64) string {
-	return strings.TrimSpace(strings.ReplaceAll(time.Duration(n).String(), "ns", ""))
-}
-
 func TestParsePatternErrors(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                           "empty",

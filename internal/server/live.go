@@ -28,13 +28,12 @@ const (
 type live struct {
 	rules atomic.Pointer[map[*config.Rule]*ruleStats]
 
-	mu         sync.Mutex
-	version    int64
-	loadedAt   time.Time
-	lastAt     time.Time
-	lastOK     bool
-	lastErr    string
-	lastSource string
+	mu       sync.Mutex
+	version  int64
+	loadedAt time.Time
+	lastAt   time.Time
+	lastOK   bool
+	lastErr  string
 }
 
 // ruleStats are one rule's recent decisions. Its mutex guards everything.
