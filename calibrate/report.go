@@ -40,8 +40,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "\nneed per key under %s (%s; quantiles over keys):\n", p.Algorithm, need)
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, head)
-	row := "\t"
+	fmt.Fprintln(tw, "need"+head)
+	row := "units\t"
 	for _, v := range r.Need.At {
 		row += strconv.FormatInt(v, 10) + "\t"
 	}

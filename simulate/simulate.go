@@ -56,6 +56,8 @@ type Result struct {
 	// End is the end of the time drawn: after the last request, long
 	// enough to see the state recover.
 	End time.Duration
+	// Desc, if set, is written as the picture's <desc>: how it was made.
+	Desc string
 }
 
 // Samples is the number of evenly spaced state samples Run takes.

@@ -45,6 +45,9 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 		return left + float64(right-left)*float64(t)/float64(end)
 	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	if r.Desc != "" {
+		fmt.Fprintf(&b, "<desc>%s</desc>\n", descEscaper.Replace(r.Desc))
+	}
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
 	adm, del, ref := r.Counts()
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
@@ -123,6 +126,8 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+var descEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 var legendColor = map[string]string{ClassAdmitted: "#2e7d32", ClassDelayed: "#ef6c00", ClassRefused: "#c62828"}
 

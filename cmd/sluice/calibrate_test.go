@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,4 +110,66 @@ func TestSimulate(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errOut)
 		}
 	}
+}
+
+// TestPicturesAreCurrent remakes every docs/*.svg from the command line in
+// its <desc> (make pictures wrote both) and compares: the README's
+// pictures stay what the models do.
+func TestPicturesAreCurrent(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.svg"))
+	if err != nil || len(files) < 10 {
+		t.Fatalf("docs/*.svg: %d files, %v; want the pictures of make pictures", len(files), err)
+	}
+	for _, f := range files {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Desc string `xml:"desc"`
+		}
+		if err := xml.Unmarshal(want, &doc); err != nil || !strings.HasPrefix(doc.Desc, "sluice simulate ") {
+			t.Fatalf("%s: no command line in <desc> (%v)", f, err)
+		}
+		args, err := unquoteFields(strings.TrimPrefix(doc.Desc, "sluice "))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i, a := range args {
+			if strings.HasSuffix(a, ".trace") {
+				args[i] = filepath.Join("..", "..", a)
+			}
+		}
+		code, got, errOut := runSluice(t, "", args...)
+		if code != 0 {
+			t.Fatalf("%s: %v: exit %d: %s", f, args, code, errOut)
+		}
+		// The <desc> names the trace as make pictures did, from the root.
+		got = strings.ReplaceAll(got, filepath.Join("..", "..", "examples")+"/", "examples/")
+		if got != string(want) {
+			t.Errorf("%s is out of date: run make pictures", f)
+		}
+	}
+}
+
+// unquoteFields splits s into fields separated by spaces, each bare or in
+// Go quotes.
+func unquoteFields(s string) ([]string, error) {
+	var out []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] != '"' {
+			f, rest, _ := strings.Cut(s, " ")
+			out = append(out, f)
+			s = rest
+			continue
+		}
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", s, err)
+		}
+		u, _ := strconv.Unquote(q)
+		out = append(out, u)
+		s = s[len(q):]
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/simulate"
@@ -104,6 +105,7 @@ func runSimulate(e env, args []string) int {
 	if *title == "" {
 		*title = string(p.Algorithm)
 	}
+	r.Desc = simulateDesc(args)
 	var b bytes.Buffer
 	r.WriteSVG(&b, *title)
 	if *out == "" || *out == "-" {
@@ -116,4 +118,27 @@ func runSimulate(e env, args []string) int {
 		return e.fail(exitFailure, prefix, "-o: %v", err)
 	}
 	return exitOK
+}
+
+// simulateDesc is the command line that made a picture, without its output
+// file, for the picture's <desc> (arguments with spaces or quotes in Go
+// quotes): TestPicturesAreCurrent remakes docs/*.svg
+// from it.
+func simulateDesc(args []string) string {
+	var kept []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-o" || a == "--o":
+			i++
+			continue
+		case strings.HasPrefix(a, "-o=") || strings.HasPrefix(a, "--o="):
+			continue
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n\"\\") {
+			a = strconv.Quote(a)
+		}
+		kept = append(kept, a)
+	}
+	return "sluice simulate " + strings.Join(kept, " ")
 }
