@@ -13,8 +13,18 @@ import (
 )
 
 // The live view's bounds: per rule, a ring of HistorySeconds per-second
-// counters and the NearLimitKeys keys nearest their limit. Memory is
+// counters and a table of at most NearLimitKeys keys. Memory is
 // O(rules × (HistorySeconds + NearLimitKeys)), whatever the traffic.
+//
+// The near-limit table holds, for each tracked key, its use at its last
+// decision: u = (capacity − remaining)/capacity, capacity being the burst
+// (bucket kinds) or the limit, and u ≥ 1 for a refusal (or, in shadow mode,
+// a would-be refusal). A decision updates its key's entry; a key not in a
+// full table replaces the entry of least use only if its own use is
+// strictly greater, and any entry idle for nearLimitStale counts as use −1.
+// So a key stays listed until a key strictly nearer its limit comes or it
+// falls idle for a minute; the table never holds more than NearLimitKeys
+// keys (TestNearLimitIsBounded).
 const (
 	HistorySeconds = 300
 	NearLimitKeys  = 10
