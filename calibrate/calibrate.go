@@ -112,6 +112,11 @@ type Report struct {
 	// documentation): its limit for the window kinds, its burst at the
 	// recommended rate for the bucket kinds.
 	Need Distribution
+	// Burst is the distribution of each key's burst: the smallest
+	// token-bucket burst that would never have refused it at the
+	// recommended rate, Policy.Limit per Policy.Period (the same as Need
+	// for the bucket kinds).
+	Burst Distribution
 	// Keep is Config.Keep; MustKeep = ⌈Keep·Keys⌉ keys must never have been
 	// refused.
 	Keep, MustKeep int64
@@ -170,7 +175,7 @@ type demand struct {
 	rep     Report
 }
 
-// Calibrate reads the traffic (in two or three passes of src) and returns
+// Calibrate reads the traffic (in three passes of src) and returns
 // the report with its recommendation, verified by a replay. It returns an
 // error if the traffic is empty or malformed, or if the verification fails.
 func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
@@ -239,22 +244,26 @@ func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
 		if p.Limit <= 0 {
 			p.Limit = max(1, kth(peaks[nw], rep.MustKeep))
 		}
-		g := gcd(int64(cfg.Period), p.Limit)
-		d2 := &demand{cfg: &cfg, alg: cfg.Algorithm, period: int64(cfg.Period), num: uint64(int64(cfg.Period) / g), den: uint64(p.Limit / g), keys: map[string]*keyState{}}
-		if err := d2.pass(ctx, src); err != nil {
+		b, err := bursts(ctx, src, &cfg, p.Limit)
+		if err != nil {
 			return nil, err
 		}
-		for _, k := range d2.keys {
-			needs = append(needs, k.need)
-		}
+		needs = b
 		p.Burst = max(1, kth(needs, rep.MustKeep))
+		rep.Need = distribution(needs, 0)
+		rep.Burst = rep.Need
 	} else {
 		for _, k := range d1.keys {
 			needs = append(needs, k.need)
 		}
 		p.Limit = max(1, kth(needs, rep.MustKeep))
+		rep.Need = distribution(needs, 0)
+		b, err := bursts(ctx, src, &cfg, p.Limit)
+		if err != nil {
+			return nil, err
+		}
+		rep.Burst = distribution(b, 0)
 	}
-	rep.Need = distribution(needs, 0)
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("calibrate: the traffic needs a policy sluice cannot hold: %w", err)
 	}
@@ -268,6 +277,21 @@ func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("calibrate: internal error: the recommendation %v refused %d of %d keys, more than the %d allowed", p, out.KeysRefused, rep.Keys, int64(rep.Keys)-rep.MustKeep)
 	}
 	return &rep, nil
+}
+
+// bursts returns every key's burst at the rate limit per cfg.Period: the
+// token-bucket burst under which none of its requests would be refused.
+func bursts(ctx context.Context, src Source, cfg *Config, limit int64) ([]int64, error) {
+	g := gcd(int64(cfg.Period), limit)
+	d := &demand{cfg: cfg, alg: sluice.TokenBucket, period: int64(cfg.Period), num: uint64(int64(cfg.Period) / g), den: uint64(limit / g), keys: map[string]*keyState{}}
+	if err := d.pass(ctx, src); err != nil {
+		return nil, err
+	}
+	out := make([]int64, 0, len(d.keys))
+	for _, k := range d.keys {
+		out = append(out, k.need)
+	}
+	return out, nil
 }
 
 // mustKeep returns ⌈keep·keys/10⁹⌉, at least 1.

@@ -116,6 +116,11 @@ func TestPeaks(t *testing.T) {
 			t.Errorf("peaks[%d] = %s, want %s", i, got, want[i])
 		}
 	}
+	// The limit is 5 (b's 5 at 61 s). At 5 per second a needs a burst of
+	// 2 (at 1.0 s, 0.1 s after 0.9 s), b of 5.
+	if got := fmt.Sprint(rep.Policy.Limit, rep.Burst.At); got != "5 [2 5 5 5 5]" {
+		t.Errorf("limit and bursts %s, want 5 [2 5 5 5 5]", got)
+	}
 	if rep.Requests != 6 || rep.Units != 10 || rep.Keys != 2 {
 		t.Errorf("requests %d units %d keys %d, want 6 10 2", rep.Requests, rep.Units, rep.Keys)
 	}

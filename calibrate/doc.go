@@ -9,8 +9,9 @@
 // number of distinct keys, not the number of lines:
 //
 //   - demand: for each key, the peak units in any aligned window of each
-//     report length (1s, 10s, 1m, 1h by default), and the key's exact need
-//     under the chosen algorithm;
+//     report length (1s, 10s, 1m, 1h by default), the key's exact need
+//     under the chosen algorithm, and its burst (the token-bucket burst it
+//     needs at the recommended rate);
 //   - recommendation: a Policy such that at least the chosen share of keys
 //     would never have been refused;
 //   - verification: the traffic replayed through the recommendation on a

@@ -47,6 +47,17 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, row)
 	tw.Flush()
+	if !p.Algorithm.IsBucket() {
+		fmt.Fprintf(&b, "\nburst per key (the token-bucket burst it needs at %d per %v; quantiles over keys):\n", p.Limit, p.Period)
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "burst"+head)
+		row := "units\t"
+		for _, v := range r.Burst.At {
+			row += strconv.FormatInt(v, 10) + "\t"
+		}
+		fmt.Fprintln(tw, row)
+		tw.Flush()
+	}
 	fmt.Fprintf(&b, "\nrecommendation (at least %s of keys, %d of %d, never refused):\n  %s\n", percent(r.Keep), r.MustKeep, r.Keys, describe(p))
 	o := r.Replay
 	fmt.Fprintf(&b, "\nreplayed through it: %d of %d requests refused (%d units); %d of %d keys refused at least once\n", o.Refused, r.Requests, o.RefusedUnits, o.KeysRefused, r.Keys)
