@@ -132,6 +132,7 @@ func TestJSONL(t *testing.T) {
 
 {"ts":"1970-01-01T00:00:00.5Z","user":42,"w":3}
 {"ts":1,"user":"a\"b","w":2}
+{"ts":"1.5","user":"c"}
 `
 	r, err := NewReader(strings.NewReader(log), Format{JSONL: true, TimeField: "ts", KeyField: "user", CostField: "w"})
 	if err != nil {
@@ -148,7 +149,7 @@ func TestJSONL(t *testing.T) {
 		}
 		got = append(got, fmt.Sprintf("%d:%d:%s:%d", q.Line, q.At, q.Key, q.Cost))
 	}
-	want := `[1:0:ann:1 2:250000000:bob:1 4:500000000:42:3 5:1000000000:a"b:2]`
+	want := `[1:0:ann:1 2:250000000:bob:1 4:500000000:42:3 5:1000000000:a"b:2 6:1500000000:c:1]`
 	if fmt.Sprint(got) != want {
 		t.Fatalf("got %v, want %v", got, want)
 	}

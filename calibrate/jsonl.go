@@ -120,12 +120,17 @@ func (r *jsonlReader) key(v []byte) (string, error) {
 	return string(v), nil
 }
 
-// parseTime parses a time field: an RFC 3339 string, or a JSON number of
-// seconds since the Unix epoch, read exactly to the nanosecond.
+// parseTime parses a time field: an RFC 3339 string, or a number of seconds
+// since the Unix epoch (a JSON number, or a string holding one), read
+// exactly to the nanosecond.
 func parseTime(v []byte) (int64, error) {
 	if v[0] == '"' {
 		t, err := time.Parse(time.RFC3339Nano, string(v[1:len(v)-1]))
 		if err != nil {
+			// A number of seconds in a string ("1767225600.25").
+			if d, derr := replay.ParseSeconds(string(v[1 : len(v)-1])); derr == nil {
+				return int64(d), nil
+			}
 			return 0, fmt.Errorf("time %s: want RFC 3339 (2006-01-02T15:04:05.999Z07:00) or a number of seconds since the Unix epoch", v)
 		}
 		ns := t.UnixNano()

@@ -37,7 +37,8 @@ Flags:
   --format F          trace (default: "SECONDS KEY [COST]" lines, as for
                       sluice replay) or jsonl (one JSON object per line)
   --time-field NAME   jsonl: the time field, an RFC 3339 string or a number
-                      of seconds since the Unix epoch (default time)
+                      of seconds since the Unix epoch (a JSON number or a
+                      string holding one; default time)
   --key-field NAME    jsonl: the key field, a string or number (default key)
   --cost-field NAME   jsonl: an optional cost field (default: every line
                       costs 1)
@@ -100,6 +101,9 @@ func runCalibrate(e env, args []string) int {
 	cfg.Algorithm = a
 	if *period <= 0 {
 		return e.fail(exitUsage, prefix, "--period %v: must be positive", *period)
+	}
+	if *limit != 0 && !a.IsBucket() {
+		return e.fail(exitUsage, prefix, "--limit is for token-bucket, gcra and leaky-bucket (it fixes their rate); %s calibrates its limit", a)
 	}
 	if *limit < 0 {
 		return e.fail(exitUsage, prefix, "--limit %d: must be at least 1 (or 0 to calibrate it)", *limit)

@@ -59,6 +59,7 @@ func TestCalibrateErrors(t *testing.T) {
 		{"", []string{"--algorithm", "x"}, 2, `--algorithm "x": unknown`},
 		{"", []string{"--algorithm", "gcra", "--keep", "120%"}, 2, "--keep: share"},
 		{"", []string{"--algorithm", "gcra", "--format", "csv"}, 2, `--format "csv"`},
+		{"", []string{"--algorithm", "fixed-window", "--limit", "5"}, 2, `--limit is for token-bucket`},
 		{"", []string{"--algorithm", "gcra"}, 1, "no requests"},
 		{"0 a\nzero b\n", []string{"--algorithm", "gcra"}, 1, `line 2: time "zero"`},
 		{`{"t":1}` + "\n", []string{"--algorithm", "gcra", "--format", "jsonl", "--time-field", "t"}, 1, `line 1: missing key field "key"`},
