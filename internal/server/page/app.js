@@ -13,10 +13,22 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
-// spark draws per-second counts as bars: all decisions grey, refusals red,
-// shadow would-be refusals purple.
-function spark(series) {
-  const n = series.decisions.length, w = 300, h = 40;
+// sum5 adds per-second counts up into 5-second buckets.
+function sum5(a) {
+  const out = [];
+  for (let i = 0; i < a.length; i += 5) out.push(a.slice(i, i + 5).reduce((x, y) => x + y, 0));
+  return out;
+}
+
+// spark draws counts per 5 seconds as bars: all decisions grey, refusals
+// red, shadow would-be refusals purple.
+function spark(perSecond) {
+  const series = {
+    decisions: sum5(perSecond.decisions),
+    refused: sum5(perSecond.refused),
+    shadow_refused: sum5(perSecond.shadow_refused),
+  };
+  const n = series.decisions.length, w = 240, h = 40;
   const peak = Math.max(1, ...series.decisions);
   const svg = document.createElementNS(SVGNS, "svg");
   svg.setAttribute("class", "spark");
@@ -30,7 +42,7 @@ function spark(series) {
     const bh = Math.max(1, h * v / peak);
     r.setAttribute("x", (i * bw).toFixed(2));
     r.setAttribute("y", (h - bh).toFixed(2));
-    r.setAttribute("width", Math.max(bw, 1).toFixed(2));
+    r.setAttribute("width", Math.max(bw - 1, 1).toFixed(2));
     r.setAttribute("height", bh.toFixed(2));
     r.setAttribute("fill", color);
     svg.append(r);
@@ -46,7 +58,7 @@ function spark(series) {
   base.setAttribute("stroke", "#999");
   svg.append(base);
   const t = document.createElementNS(SVGNS, "title");
-  t.textContent = `peak ${peak}/s`;
+  t.textContent = `peak ${peak} per 5 s`;
   svg.append(t);
   return svg;
 }
@@ -118,7 +130,7 @@ function render(data) {
         el("td", {}, nearList(r.near_limit))));
     }
     const table = el("table", {},
-      el("thead", {}, el("tr", {}, ...["rule", "policy", "mode", "decisions", "refused", "shadow refused", "last min (all / refused)", "per second, last 5 min", "keys nearest the limit"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ...["rule", "policy", "mode", "decisions", "refused", "shadow refused", "last min (all / refused)", "per 5 s, last 5 min", "keys nearest the limit"].map((h) => el("th", {}, h)))),
       tbody);
     frag.append(el("div", { class: "domain" }, el("h3", {}, `domain ${domain}`), table));
   }
