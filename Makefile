@@ -5,14 +5,24 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 200000x
 BENCHTIME   ?= 1s
 
-.PHONY: test redis fmt-check vet staticcheck unit fuzz bench bench-redis bench-serve
+.PHONY: test redis chromium fmt-check vet staticcheck unit fuzz bench bench-redis bench-serve pictures
 
-test: redis fmt-check vet staticcheck unit fuzz
+test: redis chromium fmt-check vet staticcheck unit fuzz
 
 # The Redis store's tests start real redis-server processes (standalone and a
 # 3-master Cluster): install them when missing (apt-get, as root) or fail.
 redis:
 	@bash .ci/install-redis
+
+# The live page's test (internal/server) drives a real headless Chromium:
+# install it when missing (apt-get, as root) or fail.
+chromium:
+	@bash .ci/install-chromium
+
+# The pictures of README's "See what a policy does" (docs/*.svg): each seed
+# worked example, and one burst through every algorithm.
+pictures:
+	bash docs/pictures.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -8,6 +8,8 @@
 //
 //	serve     run the rate limit service (Envoy RLS v3, HTTP API, metrics)
 //	replay    replay a traffic trace through a policy on a virtual clock
+//	calibrate recommend a policy from observed traffic
+//	simulate  draw what a policy does to a traffic pattern (SVG)
 //	config    check a rate-limit configuration directory (config check DIR)
 //	version   print the version of sluice
 //	help      print help for sluice or for a command
@@ -72,6 +74,8 @@ func commands() []command {
 	return []command{
 		{name: "serve", summary: "run the rate limit service (Envoy RLS v3, HTTP API, metrics)", usage: serveUsage, run: runServe},
 		{name: "replay", summary: "replay a traffic trace through a policy on a virtual clock", usage: replayUsage, run: runReplay},
+		{name: "calibrate", summary: "recommend a policy from observed traffic (a trace or a JSON-lines log)", usage: calibrateUsage, run: runCalibrate},
+		{name: "simulate", summary: "draw what a policy does to a traffic pattern (SVG)", usage: simulateUsage, run: runSimulate},
 		{name: "config", summary: "check a rate-limit configuration directory (config check DIR)", usage: configUsage, run: runConfig},
 		{name: "version", summary: "print the version of sluice", usage: "usage: sluice version\n\nPrints the version of sluice and of the Go toolchain that built it.\n", run: runVersion},
 		{name: "help", summary: "print help for sluice or for a command", usage: "usage: sluice help [COMMAND]\n", run: runHelp},

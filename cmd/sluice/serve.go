@@ -50,7 +50,9 @@ const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-add
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), the gRPC
 health service and server reflection (for grpcurl) over gRPC, and over HTTP a JSON API (POST /v1/check,
-POST /v1/reset), Prometheus metrics (/metrics), /healthz and /readyz.
+POST /v1/reset, GET /v1/rules, POST /v1/simulate), Prometheus metrics (/metrics), /healthz, /readyz
+and a live page at / (the rules, their recent decisions, the keys nearest their limits, and a
+panel that runs a burst through a rule on a throwaway store).
 
 Flags:
 
@@ -375,7 +377,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 
 	log.Info("sluice serving",
 		"grpc", grpcLis.Addr().String(), "grpc_services", "envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection",
-		"http", "http://"+httpLis.Addr().String(), "http_paths", "POST /v1/check, POST /v1/reset, GET /metrics, /healthz, /readyz",
+		"http", "http://"+httpLis.Addr().String(), "http_paths", "GET / (live page), POST /v1/check, POST /v1/reset, GET /v1/rules, POST /v1/simulate, GET /metrics, /healthz, /readyz",
 		"store", storeName(o.storeURL), "config", source, "procs", procsInForce)
 	if o.onGateway != nil && gwLis != nil {
 		o.onGateway(gwLis.Addr().String())

@@ -213,6 +213,7 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 		result = "shadow_over_limit"
 	}
 	s.metrics.decisions.WithLabelValues(domain, s.labels.name(r, entries), result).Inc()
+	s.live.record(r, entries, o, s.now())
 }
 
 // storeKey is the key of a descriptor's state under its rule's policy: its

@@ -22,8 +22,14 @@ import (
 //	GET  /healthz    200 while the process serves
 //	GET  /readyz     200 once a configuration is in force, 503 before and while stopping
 //	GET  /metrics    Prometheus metrics
+//	GET  /v1/rules   the rules in force, their recent decisions and the keys nearest their limits
+//	POST /v1/simulate  run a traffic pattern through a rule on a throwaway store (SVG)
+//	GET  /           the live page (embedded; no external assets)
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/rules", s.handleRules)
+	mux.HandleFunc("POST /v1/simulate", s.handleSimulate)
+	mux.Handle("GET /", s.pageHandler())
 	mux.HandleFunc("POST /v1/check", s.handleCheck)
 	mux.HandleFunc("POST /v1/reset", s.handleReset)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })

@@ -46,6 +46,7 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics
 	labels   metricNames
+	live     live
 	snap     atomic.Pointer[snapshot]
 	stopping atomic.Bool
 
@@ -106,6 +107,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.metrics.registry.MustRegister(newLiveCollector(s))
 	if s.metrics.extra != nil {
 		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
@@ -151,6 +153,7 @@ func (s *Server) Apply(c *config.Config) error {
 		}
 	}
 	s.snap.Store(sn)
+	s.live.applied(c, sn.loaded)
 	s.metrics.reloaded(true, sn.loaded)
 	return nil
 }
@@ -165,6 +168,7 @@ func (s *Server) ReloadDir(dir string) error {
 	}
 	if err != nil {
 		s.metrics.reloaded(false, s.now())
+		s.live.failed(err, s.now())
 		for _, line := range strings.Split(err.Error(), "\n") {
 			s.log.Error("config reload failed; keeping the configuration in force", "dir", dir, "error", line)
 		}

@@ -1,0 +1,50 @@
+// Package calibrate turns observed traffic into a recommended rate-limiting
+// policy: measure first, then set the limit. It is the engine of the sluice
+// calibrate command.
+//
+// Traffic is read in replay's trace format ("SECONDS KEY [COST]", one
+// request per line) or as an access log of JSON objects, one per line, whose
+// time and key fields are named (FormatJSONL). Calibrate reads it in passes
+// (the Source is opened once per pass), so its memory is bounded by the
+// number of distinct keys, not the number of lines:
+//
+//   - demand: for each key, the peak units in any aligned window of each
+//     report length (1s, 10s, 1m, 1h by default), the key's exact need
+//     under the chosen algorithm, and its burst (the token-bucket burst it
+//     needs at the recommended rate);
+//   - recommendation: a Policy such that at least the chosen share of keys
+//     would never have been refused;
+//   - verification: the traffic replayed through the recommendation on a
+//     memstore whose clock is the traffic's, counting the refusals it would
+//     have caused.
+//
+// # The contract
+//
+// With K keys and a share q (Config.Keep), let k = ⌈q·K⌉. Every key has an
+// exact need under the algorithm, the smallest parameter under which none of
+// its requests would be refused (the other parameters fixed):
+//
+//   - fixed-window: the largest sum of costs in one aligned window of the
+//     period (need = limit);
+//   - sliding-log: the largest sum of costs in any window (t−P, t] ending at
+//     a request (need = limit);
+//   - sliding-window: the largest ⌈prev·(P−e)/P⌉ + cur + c over the key's
+//     requests, all admitted (need = limit);
+//   - token-bucket, gcra, leaky-bucket: at the rate limit/period, the largest
+//     ⌈(max(TAT, t) + c·T − t)/T⌉ over the key's requests, T = period/limit,
+//     all admitted (need = burst). The rate is Config.Limit if set, else the
+//     k-th smallest per-key peak in an aligned window of the period.
+//
+// The recommended parameter is the k-th smallest need, so exactly the keys
+// whose need is at most it, at least k of them, are never refused: a key is
+// never refused if and only if its need is at most the parameter, as the
+// models decide every request of a key that was never refused exactly as if
+// the limit were infinite. Calibrate checks this by replaying the traffic
+// through a memstore and returns an error if fewer than k keys came through
+// unrefused (TestRecommendationIsExact drives it at several shares, down to
+// the key at the edge).
+//
+// Memory: O(K·W) for K keys and W report windows, plus, for sliding-log, the
+// requests each key made within the last period (the log the algorithm
+// itself keeps).
+package calibrate

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calibrate"
+)
+
+const calibrateUsage = `usage: sluice calibrate --algorithm ALG [flags] [TRACE]
+
+Reads observed traffic from TRACE (or standard input), reports each key's
+demand (the distribution over keys of the peak units in one aligned window of
+1s, 10s, 1m and 1h, and of each key's exact need under ALG) and recommends a
+policy for ALG that would never have refused at least --keep of the keys. It
+then replays the traffic through the recommendation on a virtual clock and
+reports the refusals it would have caused.
+
+Flags:
+  --algorithm ALG     token-bucket, gcra, leaky-bucket, fixed-window,
+                      sliding-log or sliding-window (required)
+  --period D          the policy's period (default 1s)
+  --limit N           fix the limit (the bucket kinds' rate) and calibrate
+                      only the burst; by default the bucket kinds' limit is
+                      the --keep quantile of the per-key peak per period
+  --keep SHARE        share of keys never refused: 99.9% (default) or 0.999
+  --windows LIST      report windows (default 1s,10s,1m,1h)
+  --format F          trace (default: "SECONDS KEY [COST]" lines, as for
+                      sluice replay) or jsonl (one JSON object per line)
+  --time-field NAME   jsonl: the time field, an RFC 3339 string or a number
+                      of seconds since the Unix epoch (a JSON number or a
+                      string holding one; default time)
+  --key-field NAME    jsonl: the key field, a string or number (default key)
+  --cost-field NAME   jsonl: an optional cost field (default: every line
+                      costs 1)
+  --yaml FILE         also write the recommendation as a sluice serve
+                      configuration file (one domain, one descriptor key)
+  --domain NAME       the YAML's domain (default calibrated)
+  --descriptor KEY    the YAML's descriptor key (default: --key-field for
+                      jsonl, else key)
+  --shadow            write the YAML rule with shadow_mode: true
+
+The traffic must be in time order. It is read in two or three passes, so
+standard input is first copied to a temporary file; memory grows with the
+number of keys, not of lines. A malformed line exits with status 1 and one
+line on standard error naming the line number.
+
+Example:
+
+  sluice calibrate --algorithm token-bucket --keep 99% examples/rider.trace
+  sluice calibrate --algorithm sliding-log --period 10s --format jsonl \
+      --time-field ts --key-field partner --yaml partner.yaml access.log
+`
+
+func runCalibrate(e env, args []string) int {
+	const prefix = "sluice calibrate"
+	fset := flag.NewFlagSet(prefix, flag.ContinueOnError)
+	fset.SetOutput(io.Discard)
+	fset.Usage = func() {}
+	alg := fset.String("algorithm", "", "")
+	period := fset.Duration("period", time.Second, "")
+	limit := fset.Int64("limit", 0, "")
+	keep := fset.String("keep", "99.9%", "")
+	windows := fset.String("windows", "1s,10s,1m,1h", "")
+	format := fset.String("format", "trace", "")
+	timeField := fset.String("time-field", "time", "")
+	keyField := fset.String("key-field", "key", "")
+	costField := fset.String("cost-field", "", "")
+	yamlFile := fset.String("yaml", "", "")
+	domain := fset.String("domain", "calibrated", "")
+	descriptor := fset.String("descriptor", "", "")
+	shadow := fset.Bool("shadow", false, "")
+	files, err := parseInterspersed(fset, args)
+	if errors.Is(err, flag.ErrHelp) {
+		io.WriteString(e.stdout, calibrateUsage)
+		return exitOK
+	}
+	if err != nil {
+		return e.fail(exitUsage, prefix, "%v (run 'sluice help calibrate' for usage)", err)
+	}
+	if len(files) > 1 {
+		return e.fail(exitUsage, prefix, "unexpected argument %q: want at most one TRACE file", files[1])
+	}
+	cfg := calibrate.Config{Period: *period, Limit: *limit}
+	if *alg == "" {
+		return e.fail(exitUsage, prefix, "--algorithm is required: one of %s", algorithmNames())
+	}
+	a, err := sluice.ParseAlgorithm(*alg)
+	if err != nil {
+		return e.fail(exitUsage, prefix, "--algorithm %q: unknown algorithm (want one of %s)", *alg, algorithmNames())
+	}
+	cfg.Algorithm = a
+	if *period <= 0 {
+		return e.fail(exitUsage, prefix, "--period %v: must be positive", *period)
+	}
+	if *limit != 0 && !a.IsBucket() {
+		return e.fail(exitUsage, prefix, "--limit is for token-bucket, gcra and leaky-bucket (it fixes their rate); %s calibrates its limit", a)
+	}
+	if *limit < 0 {
+		return e.fail(exitUsage, prefix, "--limit %d: must be at least 1 (or 0 to calibrate it)", *limit)
+	}
+	if cfg.Keep, err = calibrate.ParseShare(*keep); err != nil {
+		return e.fail(exitUsage, prefix, "--keep: %v", err)
+	}
+	for _, w := range strings.Split(*windows, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(w))
+		if err != nil || d <= 0 {
+			return e.fail(exitUsage, prefix, "--windows %q: %q is not a positive duration", *windows, w)
+		}
+		cfg.Windows = append(cfg.Windows, d)
+	}
+	var f calibrate.Format
+	switch *format {
+	case "trace":
+	case "jsonl":
+		f = calibrate.Format{JSONL: true, TimeField: *timeField, KeyField: *keyField, CostField: *costField}
+		if *descriptor == "" {
+			*descriptor = *keyField
+		}
+	default:
+		return e.fail(exitUsage, prefix, "--format %q: want trace or jsonl", *format)
+	}
+	if *descriptor == "" {
+		*descriptor = "key"
+	}
+
+	path := ""
+	if len(files) == 1 && files[0] != "-" {
+		path = files[0]
+	} else {
+		// Several passes: spool standard input to a temporary file.
+		tmp, err := os.CreateTemp("", "sluice-calibrate-*")
+		if err != nil {
+			return e.fail(exitFailure, prefix, "spool standard input: %v", err)
+		}
+		defer os.Remove(tmp.Name())
+		_, err = io.Copy(tmp, e.stdin)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return e.fail(exitFailure, prefix, "spool standard input: %v", err)
+		}
+		path = tmp.Name()
+	}
+	src := func() (calibrate.Reader, io.Closer, error) {
+		fh, err := os.Open(path)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, nil, fmt.Errorf("trace %q: %v", path, err)
+		}
+		r, err := calibrate.NewReader(fh, f)
+		if err != nil {
+			fh.Close()
+			return nil, nil, err
+		}
+		return r, fh, nil
+	}
+	rep, err := calibrate.Calibrate(context.Background(), src, cfg)
+	if err != nil {
+		return e.fail(exitFailure, prefix, "%s", strings.TrimPrefix(err.Error(), "calibrate: "))
+	}
+	if err := rep.WriteText(e.stdout); err != nil {
+		return e.fail(exitFailure, prefix, "write report: %v", err)
+	}
+	if *yamlFile != "" {
+		var b bytes.Buffer
+		calibrate.WriteYAML(&b, rep.Policy, calibrate.Rule{Domain: *domain, Key: *descriptor, Shadow: *shadow})
+		if err := os.WriteFile(*yamlFile, b.Bytes(), 0o644); err != nil {
+			return e.fail(exitFailure, prefix, "--yaml: %v", err)
+		}
+		fmt.Fprintf(e.stdout, "\nwrote %s (load it with sluice serve --config DIR)\n", *yamlFile)
+	}
+	return exitOK
+}

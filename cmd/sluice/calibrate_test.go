@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+func TestCalibrateWritesLoadableYAML(t *testing.T) {
+	dir := t.TempDir()
+	yamlFile := filepath.Join(dir, "calibrated.yaml")
+	code, out, errOut := runSluice(t, "", "calibrate", "--algorithm", "token-bucket", "--keep", "100%", "--yaml", yamlFile, "--domain", "rider-api", "--descriptor", "rider_id", filepath.Join("..", "..", "examples", "rider.trace"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"8 requests (8 units) from 1 keys", "algorithm token-bucket, limit 8, period 1s, burst 7", "0 of 8 requests refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	c, err := config.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Match("rider-api", []config.Entry{{Key: "rider_id", Value: "r1"}})
+	if r == nil || r.Policy.Limit != 8 || r.Policy.Burst != 7 {
+		t.Fatalf("loaded rule %+v", r)
+	}
+}
+
+func TestCalibrateStdinJSONL(t *testing.T) {
+	log := `{"ts":"2026-01-01T00:00:00Z","user":"a"}
+{"ts":"2026-01-01T00:00:00.5Z","user":"a"}
+{"ts":"2026-01-01T00:00:02Z","user":"b"}
+`
+	code, out, errOut := runSluice(t, log, "calibrate", "--algorithm", "fixed-window", "--format", "jsonl", "--time-field", "ts", "--key-field", "user")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "algorithm fixed-window, limit 2, period 1s") {
+		t.Errorf("report:\n%s", out)
+	}
+}
+
+func TestCalibrateErrors(t *testing.T) {
+	for _, tt := range []struct {
+		stdin string
+		args  []string
+		code  int
+		want  string
+	}{
+		{"", []string{}, 2, "--algorithm is required"},
+		{"", []string{"--algorithm", "x"}, 2, `--algorithm "x": unknown`},
+		{"", []string{"--algorithm", "gcra", "--keep", "120%"}, 2, "--keep: share"},
+		{"", []string{"--algorithm", "gcra", "--format", "csv"}, 2, `--format "csv"`},
+		{"", []string{"--algorithm", "fixed-window", "--limit", "5"}, 2, `--limit is for token-bucket`},
+		{"", []string{"--algorithm", "gcra"}, 1, "no requests"},
+		{"0 a\nzero b\n", []string{"--algorithm", "gcra"}, 1, `line 2: time "zero"`},
+		{`{"t":1}` + "\n", []string{"--algorithm", "gcra", "--format", "jsonl", "--time-field", "t"}, 1, `line 1: missing key field "key"`},
+	} {
+		code, _, errOut := runSluice(t, tt.stdin, append([]string{"calibrate"}, tt.args...)...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line containing %q", tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+}
+
+func TestSimulate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "x.svg")
+	code, _, errOut := runSluice(t, "", "simulate", "--algorithm", "leaky-bucket", "--limit", "3000", "--period", "1s", "--burst", "5000", filepath.Join("..", "..", "examples", "gps.trace"), "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Rects []struct {
+			Class string `xml:"class,attr"`
+		} `xml:"rect"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, r := range doc.Rects {
+		n[r.Class]++
+	}
+	// examples/README.md: 140 of 157 batches admitted (the first without
+	// a delay), 17 refused.
+	if n["req admitted"] != 1 || n["req delayed"] != 139 || n["req refused"] != 17 {
+		t.Errorf("marks %v", n)
+	}
+	code, svg, errOut := runSluice(t, "", "simulate", "--algorithm", "fixed-window", "--limit", "2", "--period", "1s", "--pattern", "burst 3 at 0")
+	if code != 0 || !strings.Contains(svg, `class="req refused"`) || !strings.HasPrefix(svg, "<svg") {
+		t.Errorf("exit %d, stderr %s, svg %.80s", code, errOut, svg)
+	}
+	for _, args := range [][]string{
+		{"--algorithm", "gcra", "--limit", "1", "--period", "1s"},
+		{"--algorithm", "gcra", "--limit", "1", "--period", "1s", "--pattern", "burst"},
+		{"--algorithm", "fixed-window", "--limit", "1", "--period", "1s", "--burst", "2", "--pattern", "burst 1"},
+	} {
+		if code, _, errOut := runSluice(t, "", append([]string{"simulate"}, args...)...); code != 2 || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line", args, code, errOut)
+		}
+	}
+}
+
+// TestPicturesAreCurrent remakes every docs/*.svg from the command line in
+// its <desc> (make pictures wrote both) and compares: the README's
+// pictures stay what the models do.
+func TestPicturesAreCurrent(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.svg"))
+	if err != nil || len(files) < 10 {
+		t.Fatalf("docs/*.svg: %d files, %v; want the pictures of make pictures", len(files), err)
+	}
+	for _, f := range files {
+		want, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Desc string `xml:"desc"`
+		}
+		if err := xml.Unmarshal(want, &doc); err != nil || !strings.HasPrefix(doc.Desc, "sluice simulate ") {
+			t.Fatalf("%s: no command line in <desc> (%v)", f, err)
+		}
+		args, err := unquoteFields(strings.TrimPrefix(doc.Desc, "sluice "))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i, a := range args {
+			if strings.HasSuffix(a, ".trace") {
+				args[i] = filepath.Join("..", "..", a)
+			}
+		}
+		code, got, errOut := runSluice(t, "", args...)
+		if code != 0 {
+			t.Fatalf("%s: %v: exit %d: %s", f, args, code, errOut)
+		}
+		// The <desc> names the trace as make pictures did, from the root.
+		got = strings.ReplaceAll(got, filepath.Join("..", "..", "examples")+"/", "examples/")
+		if got != string(want) {
+			t.Errorf("%s is out of date: run make pictures", f)
+		}
+	}
+}
+
+// unquoteFields splits s into fields separated by spaces, each bare or in
+// Go quotes.
+func unquoteFields(s string) ([]string, error) {
+	var out []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		if s[0] != '"' {
+			f, rest, _ := strings.Cut(s, " ")
+			out = append(out, f)
+			s = rest
+			continue
+		}
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", s, err)
+		}
+		u, _ := strconv.Unquote(q)
+		out = append(out, u)
+		s = s[len(q):]
+	}
+	return out, nil
+}

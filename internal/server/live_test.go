@@ -1,0 +1,186 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+const liveYAML = `domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 5, algorithm: token-bucket, burst: 10}
+  - key: bot
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 2, algorithm: fixed-window}
+`
+
+func (h *harness) rules(t *testing.T) RulesResponse {
+	t.Helper()
+	var r RulesResponse
+	if err := json.Unmarshal([]byte(h.get(t, "/v1/rules")), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func ruleNamed(t *testing.T, r RulesResponse, key string) RuleInfo {
+	t.Helper()
+	for _, ri := range r.Rules {
+		if ri.Rule == key {
+			return ri
+		}
+	}
+	t.Fatalf("no rule %q in %+v", key, r.Rules)
+	return RuleInfo{}
+}
+
+func TestRulesViewCountsAndNearLimit(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": liveYAML})
+	h.clock.Set(t0.Add(1000 * time.Second))
+	for range 12 {
+		h.should(t, "api", desc("user", "ann"))
+	}
+	h.should(t, "api", desc("user", "bob"))
+	h.clock.Advance(time.Second)
+	for range 5 {
+		h.should(t, "api", desc("bot", "crawler"))
+	}
+	r := h.rules(t)
+	if r.Config.Version != 1 || !r.Config.LastReload.OK || r.HistorySeconds != HistorySeconds {
+		t.Errorf("config %+v", r.Config)
+	}
+	u := ruleNamed(t, r, "api.user")
+	if u.Algorithm != "token-bucket" || u.Limit != 5 || u.Burst != 10 || u.Period != 1 || u.FailureMode != "open" || u.Shadow {
+		t.Errorf("rule %+v", u)
+	}
+	if u.Decisions != 13 || u.Refused != 2 {
+		t.Errorf("decisions %d refused %d, want 13 and 2", u.Decisions, u.Refused)
+	}
+	// The series ends at now: 13 decisions one second ago, none now.
+	n := len(u.Series.Decisions)
+	if n != HistorySeconds || u.Series.Decisions[n-2] != 13 || u.Series.Refused[n-2] != 2 || u.Series.Decisions[n-1] != 0 {
+		t.Errorf("series tail %v %v", u.Series.Decisions[n-3:], u.Series.Refused[n-3:])
+	}
+	if len(u.NearLimit) != 2 || u.NearLimit[0].Key != "user=ann" || u.NearLimit[0].Used < 1 || u.NearLimit[0].Refused != 2 || u.NearLimit[1].Key != "user=bob" || u.NearLimit[1].Used != 0.1 {
+		t.Errorf("near limit %+v", u.NearLimit)
+	}
+	b := ruleNamed(t, r, "api.bot")
+	if !b.Shadow || b.Decisions != 5 || b.Refused != 0 || b.ShadowRefused != 3 || b.Series.ShadowRefused[n-1] != 3 {
+		t.Errorf("shadow rule %+v", b)
+	}
+	if len(b.NearLimit) != 1 || b.NearLimit[0].Refused != 3 {
+		t.Errorf("shadow near limit %+v", b.NearLimit)
+	}
+	// /metrics: per rule, no keys.
+	m := h.get(t, "/metrics")
+	for _, want := range []string{`sluice_shadow_would_refuse_total{domain="api",rule="api.bot"} 3`, `sluice_rule_nearest_key_used_ratio{domain="api",rule="api.user"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, key := range []string{"ann", "bob", "crawler"} {
+		if strings.Contains(m, key) {
+			t.Errorf("/metrics names the key %q: label cardinality must not grow with keys", key)
+		}
+	}
+}
+
+// TestNearLimitIsBounded drives the near-limit table past its bound: it
+// keeps NearLimitKeys keys, the nearest ones, and a stale key gives way.
+func TestNearLimitIsBounded(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": liveYAML})
+	// Key i takes i+1 of 10 tokens: the higher i, the nearer its limit.
+	for i := range 3 * NearLimitKeys {
+		for range i%10 + 1 {
+			h.should(t, "api", desc("user", "u"+itoa(i)))
+		}
+	}
+	u := ruleNamed(t, h.rules(t), "api.user")
+	if len(u.NearLimit) != NearLimitKeys {
+		t.Fatalf("%d keys tracked, want %d", len(u.NearLimit), NearLimitKeys)
+	}
+	for _, k := range u.NearLimit {
+		if k.Used < 0.6 {
+			t.Errorf("tracked %+v, which is further from its limit than keys left out", k)
+		}
+	}
+	// A minute later every tracked key is stale: a key far from its
+	// limit takes a place.
+	h.clock.Advance(nearLimitStale + time.Second)
+	h.should(t, "api", desc("user", "newcomer"))
+	u = ruleNamed(t, h.rules(t), "api.user")
+	found := false
+	for _, k := range u.NearLimit {
+		found = found || k.Key == "user=newcomer"
+	}
+	if !found || len(u.NearLimit) != NearLimitKeys {
+		t.Errorf("after a minute, newcomer not tracked: %+v", u.NearLimit)
+	}
+}
+
+func TestReloadStatusAndCountsSurviveReload(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": liveYAML})
+	h.should(t, "api", desc("user", "ann"))
+	writeFiles(t, h.dir, map[string]string{"api.yaml": "domain: api\ndescriptors: [{key: user, rate_limit: {unit: fortnight, requests_per_unit: 1}}]\n"})
+	if err := h.srv.ReloadDir(h.dir); err == nil {
+		t.Fatal("bad config loaded")
+	}
+	r := h.rules(t)
+	if r.Config.Version != 1 || r.Config.LastReload.OK || !strings.Contains(r.Config.LastReload.Error, "fortnight") {
+		t.Errorf("after a bad reload: %+v", r.Config)
+	}
+	writeFiles(t, h.dir, map[string]string{"api.yaml": strings.Replace(liveYAML, "requests_per_unit: 5", "requests_per_unit: 6", 1)})
+	if err := h.srv.ReloadDir(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	r = h.rules(t)
+	u := ruleNamed(t, r, "api.user")
+	if r.Config.Version != 2 || !r.Config.LastReload.OK || u.Limit != 6 || u.Decisions != 1 {
+		t.Errorf("after a good reload: config %+v, rule %+v", r.Config, u)
+	}
+}
+
+func TestSimulateEndpoint(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": liveYAML})
+	code, body := h.post(t, "/v1/simulate", `{"domain":"api","rule":"api.user","pattern":"burst 12 at 0"}`)
+	var resp SimulateResponse
+	if code != 200 || json.Unmarshal([]byte(body), &resp) != nil {
+		t.Fatalf("%d %s", code, body)
+	}
+	if resp.Admitted != 10 || resp.Refused != 2 || strings.Count(resp.SVG, `class="req refused"`) != 2 || !strings.HasPrefix(resp.SVG, "<svg") {
+		t.Errorf("response %+v", resp)
+	}
+	// It never touched the real limits.
+	if st := h.should(t, "api", desc("user", "k")); codesOf(st) != "OK: OK" || st.GetStatuses()[0].GetLimitRemaining() != 9 {
+		t.Errorf("after a simulation, the real key k: %s remaining %d", codesOf(st), st.GetStatuses()[0].GetLimitRemaining())
+	}
+	code, body = h.post(t, "/v1/simulate", `{"algorithm":"sliding-log","limit":3,"period":"1s","pattern":"burst 4"}`)
+	if code != 200 || !strings.Contains(body, `"refused":1`) {
+		t.Errorf("policy simulation: %d %s", code, body)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"domain":"api","rule":"api.nope","pattern":"burst 1"}`, `no such rule`},
+		{`{"domain":"api","rule":"api.user","pattern":"burst"}`, `pattern clause 1`},
+		{`{"algorithm":"gcra","limit":0,"period":"1s","pattern":"burst 1"}`, `limit 0`},
+		{`{"domain":"api","rule":"api.user","pattern":"1 every 1ms times 20000"}`, `more than the 10000`},
+	} {
+		code, body := h.post(t, "/v1/simulate", tc.body)
+		if code == 200 || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want an error containing %q", tc.body, code, body, tc.want)
+		}
+	}
+}
+
+func TestPageIsSelfContained(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": liveYAML})
+	for _, path := range []string{"/", "/app.js", "/style.css"} {
+		body := h.get(t, path)
+		for _, ext := range []string{"http://", "https://", "//cdn"} {
+			if i := strings.Index(body, ext); i >= 0 && !strings.HasPrefix(body[i:], "http://www.w3.org/2000/svg") {
+				t.Errorf("%s refers to an external asset: %.60s", path, body[i:])
+			}
+		}
+	}
+}

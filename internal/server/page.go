@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/simulate"
+)
+
+// page is the live page: HTML, JavaScript and CSS, with no external
+// references, so it works offline.
+//
+//go:embed page/*
+var page embed.FS
+
+// maxSimulated bounds the requests one POST /v1/simulate may run.
+const maxSimulated = 10_000
+
+// handlePage serves the live page's files.
+func (s *Server) pageHandler() http.Handler {
+	sub, _ := fs.Sub(page, "page")
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.rulesView(s.now()))
+}
+
+// SimulateRequest is the body of POST /v1/simulate: a traffic pattern
+// (simulate.ParsePattern) and either a rule in force (Domain and Rule, its
+// key) or a policy.
+type SimulateRequest struct {
+	Domain    string `json:"domain,omitempty"`
+	Rule      string `json:"rule,omitempty"`
+	Algorithm string `json:"algorithm,omitempty"`
+	Limit     int64  `json:"limit,omitempty"`
+	// Period is a Go duration ("1s").
+	Period  string `json:"period,omitempty"`
+	Burst   int64  `json:"burst,omitempty"`
+	Pattern string `json:"pattern"`
+}
+
+// SimulateResponse is the answer to POST /v1/simulate.
+type SimulateResponse struct {
+	Policy   string `json:"policy"`
+	Admitted int    `json:"admitted"`
+	Delayed  int    `json:"delayed"`
+	Refused  int    `json:"refused"`
+	// SVG is the picture (simulate.Result.WriteSVG).
+	SVG string `json:"svg"`
+}
+
+// handleSimulate runs a pattern through a policy on a throwaway memstore
+// with a virtual clock: it never touches the store the server decides with.
+func (s *Server) handleSimulate(w http.ResponseWriter, r *http.Request) {
+	var req SimulateRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	var p sluice.Policy
+	switch {
+	case req.Rule != "":
+		sn := s.snap.Load()
+		if sn == nil {
+			writeError(w, http.StatusServiceUnavailable, "%v", errUnavailable)
+			return
+		}
+		for _, ru := range sn.cfg.Rules() {
+			if ru.Domain == req.Domain && ru.FullKey == req.Rule {
+				p = ru.Policy
+				if ru.Unlimited || ru.Deny {
+					writeError(w, http.StatusBadRequest, "rule %q: unlimited and deny rules have no policy to simulate", req.Rule)
+					return
+				}
+			}
+		}
+		if p.Algorithm == "" {
+			writeError(w, http.StatusNotFound, "domain %q, rule %q: no such rule in force", req.Domain, req.Rule)
+			return
+		}
+	default:
+		d, err := time.ParseDuration(req.Period)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "period %q: want a duration such as 1s", req.Period)
+			return
+		}
+		p = sluice.Policy{Algorithm: sluice.Algorithm(req.Algorithm), Limit: req.Limit, Period: d, Burst: req.Burst}
+		if err := p.Validate(); err != nil {
+			writeError(w, http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), `sluice: policy "": `))
+			return
+		}
+	}
+	reqs, err := simulate.ParsePattern(req.Pattern)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if len(reqs) > maxSimulated {
+		writeError(w, http.StatusBadRequest, "pattern: %d requests, more than the %d the service simulates", len(reqs), maxSimulated)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	res, err := simulate.Run(ctx, p, reqs)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	var b strings.Builder
+	title := p.Name
+	if title == "" {
+		title = string(p.Algorithm)
+	}
+	res.WriteSVG(&b, title+": "+req.Pattern)
+	resp := SimulateResponse{Policy: p.String(), SVG: b.String()}
+	resp.Admitted, resp.Delayed, resp.Refused = res.Counts()
+	writeJSON(w, http.StatusOK, resp)
+}

@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// chromiumPath finds the browser the live page's test drives: SLUICE_CHROMIUM,
+// or chromium (or chromium-browser) on PATH. Missing, the test fails: `make
+// chromium` (.ci/install-chromium) installs it from Debian.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SLUICE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("Chromium is not installed: run `make chromium` (bash .ci/install-chromium, as root) or set SLUICE_CHROMIUM to a Chromium binary")
+	return ""
+}
+
+// artifactDir is where the browser test keeps its screenshots:
+// $SLUICE_TEST_ARTIFACTS if set, else testdata/artifacts (ignored by git).
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SLUICE_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("testdata", "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestLivePageInChromium serves the built-in configuration and drives a
+// real headless Chromium over the DevTools protocol: the page loads
+// without console errors, lists the built-in rules, shows requests made
+// after it loaded, and its panel draws a simulated burst.
+func TestLivePageInChromium(t *testing.T) {
+	bin := chromiumPath(t)
+	arts := artifactDir(t)
+
+	store := memstore.New()
+	t.Cleanup(func() { store.Close() })
+	srv, err := New(store, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1400, 1100),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+
+	var mu sync.Mutex
+	var problems []string
+	chromedp.ListenTarget(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeWarning || ev.Type == runtime.APITypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+ev.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError || ev.Entry.Level == cdplog.LevelWarning {
+				problems = append(problems, fmt.Sprintf("log %s: %s %s", ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	})
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var buf []byte
+			if err := chromedp.FullScreenshot(&buf, 100).Do(ctx); err != nil {
+				return err
+			}
+			path := filepath.Join(arts, name)
+			t.Logf("screenshot: %s", path)
+			return os.WriteFile(path, buf, 0o644)
+		})
+	}
+	cell := func(rule, class string) string {
+		return fmt.Sprintf(`tr[data-rule=%q] td.%s`, rule, class)
+	}
+
+	var rulesText, before string
+	err = chromedp.Run(bctx,
+		cdplog.Enable(),
+		runtime.Enable(),
+		chromedp.Navigate(hs.URL+"/"),
+		chromedp.WaitVisible(cell("rider-api.rider_id", "decisions"), chromedp.ByQuery),
+		chromedp.Text("#rules", &rulesText, chromedp.ByQuery),
+		chromedp.Text(cell("rider-api.rider_id", "decisions"), &before, chromedp.ByQuery),
+	)
+	if err != nil {
+		t.Fatalf("load the page: %v", err)
+	}
+	for _, r := range c.Rules() {
+		if !strings.Contains(rulesText, r.FullKey) {
+			t.Errorf("the page does not list the built-in rule %s", r.FullKey)
+		}
+	}
+	for _, want := range []string{"token-bucket 5/1s burst 10", "leaky-bucket 3000/1s burst 5000", "sliding-log 500/10s", "shadow", "fail closed", "unlimited"} {
+		if !strings.Contains(rulesText, want) {
+			t.Errorf("the page's rules lack %q", want)
+		}
+	}
+	if before != "0" {
+		t.Errorf("decisions before any request: %q, want 0", before)
+	}
+
+	// Twelve requests from one rider: ten admitted, two refused.
+	for range 12 {
+		resp, err := http.Post(hs.URL+"/v1/check", "application/json", strings.NewReader(`{"domain":"rider-api","descriptors":[{"entries":[{"key":"rider_id","value":"r42"}]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	var near, summary string
+	var refusedMarks int
+	err = chromedp.Run(bctx,
+		chromedp.Poll(fmt.Sprintf(`document.querySelector(%q).textContent === "12" && document.querySelector(%q).textContent === "2"`,
+			cell("rider-api.rider_id", "decisions"), cell("rider-api.rider_id", "refused")), nil, chromedp.WithPollingTimeout(20*time.Second)),
+		chromedp.Text(`tr[data-rule="rider-api.rider_id"] .near`, &near, chromedp.ByQuery),
+		shot("live-page.png"),
+		chromedp.SetValue("#sim-rule", `["rider-api","rider-api.rider_id"]`, chromedp.ByQuery),
+		chromedp.SetValue("#sim-pattern", "burst 12 at 0, then 1 every 100ms for 2s", chromedp.ByQuery),
+		chromedp.Click("#sim-run", chromedp.ByQuery),
+		chromedp.WaitVisible("#sim-result svg rect.req", chromedp.ByQuery),
+		chromedp.Text("#sim-summary", &summary, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("#sim-result svg rect.req.refused").length`, &refusedMarks),
+		chromedp.ScrollIntoView("#sim-result", chromedp.ByQuery),
+		shot("live-page-burst.png"),
+	)
+	if err != nil {
+		t.Fatalf("drive the page: %v", err)
+	}
+	if !strings.Contains(near, "rider_id=r42") {
+		t.Errorf("keys nearest the limit: %q, want rider_id=r42", near)
+	}
+	// Token bucket 5/s, burst 10: the burst of 12 loses 2; then 1 every
+	// 100 ms against a refill of one per 200 ms loses every other.
+	var admitted, delayed, refused int
+	if _, err := fmt.Sscanf(summary[strings.LastIndex(summary, ": ")+2:], "%d admitted, %d delayed, %d refused", &admitted, &delayed, &refused); err != nil {
+		t.Fatalf("panel summary %q: %v", summary, err)
+	}
+	if admitted != 20 || delayed != 0 || refused != 12 || refusedMarks != refused {
+		t.Errorf("panel: summary %q with %d refused marks drawn; want 20 admitted, 12 refused, and as many refused marks", summary, refusedMarks)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range problems {
+		t.Errorf("browser reported: %s", p)
+	}
+}

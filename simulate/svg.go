@@ -1,0 +1,142 @@
+package simulate
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/replay"
+)
+
+// The picture's geometry, in SVG user units.
+const (
+	width       = 860
+	left        = 70
+	right       = 840
+	reqTop      = 56
+	reqBottom   = 196
+	stateTop    = 236
+	stateBottom = 346
+	height      = 396
+)
+
+// Mark classes: every request is one rect with class "req" and one of these.
+const (
+	ClassAdmitted = "admitted"
+	ClassDelayed  = "delayed"
+	ClassRefused  = "refused"
+)
+
+// WriteSVG draws r: the requests (one mark each, stacked when they arrive
+// together; green admitted, orange admitted with a delay and a line to its
+// release, red refused) over the first key's state. title heads the
+// picture. The SVG is self-contained (no external references).
+func (r *Result) WriteSVG(w io.Writer, title string) error {
+	var b strings.Builder
+	p := r.Policy
+	end := r.End
+	if end <= 0 {
+		end = 1
+	}
+	x := func(t time.Duration) float64 {
+		return left + float64(right-left)*float64(t)/float64(end)
+	}
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	if r.Desc != "" {
+		fmt.Fprintf(&b, "<desc>%s</desc>\n", descEscaper.Replace(r.Desc))
+	}
+	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
+	adm, del, ref := r.Counts()
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="38">%s: %d admitted, %d delayed, %d refused of %d requests</text>`+"\n", left, html.EscapeString(p.String()), adm, del, ref, len(r.Steps))
+
+	// Time axis and grid, shared by both panels.
+	tick := niceTick(end)
+	for t := time.Duration(0); t <= end; t += tick {
+		xt := x(t)
+		fmt.Fprintf(&b, `<line class="grid" stroke="#ddd" x1="%.1f" y1="%d" x2="%.1f" y2="%d"/>`, xt, reqTop, xt, stateBottom)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#222">%ss</text>`+"\n", xt, stateBottom+16, replay.AppendSeconds(nil, t))
+	}
+	fmt.Fprintf(&b, `<line class="axis" stroke="#555" x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", left, reqBottom, right, reqBottom)
+	fmt.Fprintf(&b, `<line class="axis" stroke="#555" x1="%d" y1="%d" x2="%d" y2="%d"/>`+"\n", left, stateBottom, right, stateBottom)
+	fmt.Fprintf(&b, `<text x="8" y="%d">requests</text>`+"\n", (reqTop+reqBottom)/2)
+
+	// Requests, stacked per instant.
+	stack := 1
+	for i, n := 0, 0; i < len(r.Steps); i++ {
+		if i > 0 && r.Steps[i].At == r.Steps[i-1].At {
+			n++
+		} else {
+			n = 1
+		}
+		stack = max(stack, n)
+	}
+	h := math.Min(10, float64(reqBottom-reqTop)/float64(stack))
+	mw := math.Max(1.5, math.Min(6, float64(right-left)/float64(len(r.Steps)+1)))
+	for i, n := 0, 0; i < len(r.Steps); i++ {
+		s := r.Steps[i]
+		if i > 0 && s.At == r.Steps[i-1].At {
+			n++
+		} else {
+			n = 0
+		}
+		class := ClassAdmitted
+		switch {
+		case !s.Decision.Allowed:
+			class = ClassRefused
+		case s.Decision.Delay > 0:
+			class = ClassDelayed
+		}
+		y := float64(reqBottom) - float64(n+1)*h
+		if class == ClassDelayed {
+			fmt.Fprintf(&b, `<line class="release" stroke="#ef6c00" opacity="0.5" x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f"/>`, x(s.At), y+h/2, x(s.At+s.Decision.Delay), y+h/2)
+		}
+		fmt.Fprintf(&b, `<rect class="req %s" fill="%s" x="%.2f" y="%.2f" width="%.2f" height="%.2f" data-t="%s" data-cost="%d"><title>%ss %s cost %d: %s</title></rect>`+"\n",
+			class, legendColor[class], x(s.At)-mw/2, y, mw, math.Max(h*0.8, 0.5), replay.AppendSeconds(nil, s.At), s.Cost, replay.AppendSeconds(nil, s.At), html.EscapeString(s.Key), s.Cost, class)
+	}
+
+	// The state.
+	capacity := Capacity(p)
+	yl := func(v int64) float64 {
+		return float64(stateBottom) - float64(stateBottom-stateTop)*float64(v)/float64(max(capacity, 1))
+	}
+	fmt.Fprintf(&b, `<text x="8" y="%d">%s</text>`+"\n", stateTop-8, html.EscapeString(StateName(p)))
+	fmt.Fprintf(&b, `<line class="cap" stroke="#1565c0" stroke-dasharray="4 3" opacity="0.6" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/><text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n", left, yl(capacity), right, yl(capacity), left-4, yl(capacity)+4, capacity)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">0</text>`+"\n", left-4, stateBottom+4)
+	if len(r.Samples) > 0 {
+		b.WriteString(`<path class="state" fill="none" stroke="#1565c0" stroke-width="2" d="`)
+		for i, s := range r.Samples {
+			if i == 0 {
+				fmt.Fprintf(&b, "M%.2f %.2f", x(s.At), yl(s.Level))
+				continue
+			}
+			fmt.Fprintf(&b, " H%.2f V%.2f", x(s.At), yl(s.Level))
+		}
+		b.WriteString(`"/>` + "\n")
+	}
+	// Legend.
+	lx := right - 300
+	for i, c := range []string{ClassAdmitted, ClassDelayed, ClassRefused} {
+		fmt.Fprintf(&b, `<rect class="legend %s" x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`, c, lx+i*100, height-22, legendColor[c], lx+i*100+14, height-13, c)
+	}
+	b.WriteString("\n</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+var descEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+var legendColor = map[string]string{ClassAdmitted: "#2e7d32", ClassDelayed: "#ef6c00", ClassRefused: "#c62828"}
+
+// niceTick returns a grid step giving about 5 to 12 ticks over [0, end].
+func niceTick(end time.Duration) time.Duration {
+	for _, s := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour} {
+		if end/s <= 12 {
+			return s
+		}
+	}
+	return end / 10
+}
