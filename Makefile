@@ -5,9 +5,9 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 200000x
 BENCHTIME   ?= 1s
 
-.PHONY: test redis fmt-check vet staticcheck unit fuzz bench bench-redis bench-serve
+.PHONY: test redis fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve image-binary
 
-test: redis fmt-check vet staticcheck unit fuzz
+test: redis fmt-check spdx vet staticcheck unit fuzz
 
 # The Redis store's tests start real redis-server processes (standalone and a
 # 3-master Cluster): install them when missing (apt-get, as root) or fail.
@@ -17,6 +17,11 @@ redis:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+# Every .go file starts with an SPDX license line (see .ci/spdx; add the
+# missing ones with .ci/spdx --fix).
+spdx:
+	@bash .ci/spdx
 
 vet:
 	$(GO) vet ./...
