@@ -49,6 +49,13 @@ fuzz:
 		done; \
 	done
 
+# The binary the container image copies (Dockerfile): static (no cgo, so no
+# libc to find at run time), without the builder's paths. GOOS and GOARCH
+# pass through the environment; the deploy package's tests check the result.
+IMAGE_BINARY ?= bin/sluice
+image-binary:
+	CGO_ENABLED=0 GOOS=$${GOOS:-linux} $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_BINARY) ./cmd/sluice
+
 # The comparative benchmarks of BENCHMARKS.md (they take minutes; run them on
 # a quiet machine).
 bench:
