@@ -29,7 +29,7 @@ func ExampleTracing_Store() {
 	for _, s := range rec.Ended() {
 		fmt.Print(s.Name())
 		for _, a := range s.Attributes() {
-			fmt.Printf(" %s=%s", a.Key, a.Value.Emit())
+			fmt.Printf(" %s=%s", a.Key, a.Value.String())
 		}
 		fmt.Println()
 	}

@@ -136,18 +136,18 @@ func TestStoreSpans(t *testing.T) {
 		attrs := map[attribute.Key]attribute.Value{}
 		for _, a := range s.Attributes() {
 			attrs[a.Key] = a.Value
-			if strings.Contains(a.Value.Emit(), "user-") {
+			if strings.Contains(a.Value.String(), "user-") {
 				t.Errorf("span %d: attribute %s carries the key", i, a.Key)
 			}
 		}
 		got := ""
 		if v, ok := attrs["sluice.allowed"]; ok {
-			got = v.Emit()
+			got = v.String()
 		}
 		if s.Name() != w.name || got != w.allowed || (s.Status().Code.String() == "Error") != w.failed {
 			t.Errorf("span %d: %s allowed=%q status=%v, want %s allowed=%q failed=%v", i, s.Name(), got, s.Status(), w.name, w.allowed, w.failed)
 		}
-		if s.Name() == "sluice.store.Take" && (attrs["sluice.policy"].Emit() != "api" || attrs["sluice.algorithm"].Emit() != "fixed-window" || attrs["sluice.cost"].AsInt64() != 1) {
+		if s.Name() == "sluice.store.Take" && (attrs["sluice.policy"].String() != "api" || attrs["sluice.algorithm"].String() != "fixed-window" || attrs["sluice.cost"].AsInt64() != 1) {
 			t.Errorf("span %d: attributes %v", i, s.Attributes())
 		}
 	}
