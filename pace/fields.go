@@ -97,7 +97,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return seconds(n), n >= 0
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
+		return min(max(t.Sub(now), 0), maxSeconds*time.Second), true
 	}
 	return 0, false
 }

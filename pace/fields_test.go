@@ -45,3 +45,25 @@ func TestRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// The parsers take any header value without panicking, and what they
+// return is usable: non-negative parameters, non-negative waits within the
+// bound.
+func FuzzParseList(f *testing.F) {
+	f.Add(`"a";r=5;t=2, tok;r=1`, "3")
+	f.Add(`"a\";r=5`, "Wed, 21 Oct 2015 07:28:00 GMT")
+	f.Add(`;;,,"`, "-1")
+	f.Fuzz(func(t *testing.T, list, ra string) {
+		h := http.Header{"Ratelimit": {list}, "Retry-After": {ra}}
+		for _, it := range parseList(h, "RateLimit") {
+			for k, v := range it.params {
+				if v < 0 {
+					t.Errorf("%q: parameter %s=%d is negative", list, k, v)
+				}
+			}
+		}
+		if d, ok := retryAfter(h, time.Unix(0, 0)); d < 0 || d > maxSeconds*time.Second || (!ok && d != 0) {
+			t.Errorf("Retry-After %q: %v, %v", ra, d, ok)
+		}
+	})
+}
