@@ -19,7 +19,8 @@ type Observer func(ctx context.Context, p Policy, key string, cost int64, d Deci
 
 // WithObserver calls o with every decision of the Limiter: those of Allow,
 // AllowN and Wait, and, for each of its checks, those of AllowAll. A
-// Limiter without an observer pays one nil check per call.
+// Limiter without an observer pays one nil check per call (per check, in
+// AllowAll).
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observe = o } }
 
 // observeAll tells each check's observer of its decision in an AllowAll
