@@ -5,9 +5,9 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 200000x
 BENCHTIME   ?= 1s
 
-.PHONY: test redis chromium fmt-check vet staticcheck unit fuzz bench bench-redis bench-serve pictures
+.PHONY: test redis chromium fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve pictures image-binary
 
-test: redis chromium fmt-check vet staticcheck unit fuzz
+test: redis chromium fmt-check spdx vet staticcheck unit fuzz
 
 # The Redis store's tests start real redis-server processes (standalone and a
 # 3-master Cluster): install them when missing (apt-get, as root) or fail.
@@ -27,6 +27,11 @@ pictures:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+# Every .go file starts with an SPDX license line (see .ci/spdx; add the
+# missing ones with .ci/spdx --fix).
+spdx:
+	@bash .ci/spdx
 
 vet:
 	$(GO) vet ./...
@@ -53,6 +58,13 @@ fuzz:
 			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
 		done; \
 	done
+
+# The binary the container image copies (Dockerfile): static (no cgo, so no
+# libc to find at run time), without the builder's paths. GOOS and GOARCH
+# pass through the environment; the deploy package's tests check the result.
+IMAGE_BINARY ?= bin/sluice
+image-binary:
+	CGO_ENABLED=0 GOOS=$${GOOS:-linux} $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_BINARY) ./cmd/sluice
 
 # The comparative benchmarks of BENCHMARKS.md (they take minutes; run them on
 # a quiet machine).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sluice is a rate limiter: for any key it answers "allow, reject,
 // or wait how long?", exactly, on one machine or across a fleet that shares
 // a store.

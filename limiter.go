@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package sluice
 
 import (
@@ -40,6 +42,7 @@ type Limiter struct {
 	store   Store
 	policy  Policy
 	failure FailureMode
+	observe Observer // WithObserver; nil: none
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
@@ -83,6 +86,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
 	}
 	d, err := l.store.Take(ctx, l.policy, key, n)
+	if l.observe != nil {
+		l.observe(ctx, l.policy, key, n, d, err)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller gave up: that is no store failure, and no
@@ -229,7 +235,9 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		reqs[i] = Request{Policy: c.Limiter.policy, Key: c.Key, Cost: c.Cost}
 	}
 	res.Decisions = make([]Decision, len(checks))
-	if err := store.TakeAll(ctx, reqs, res.Decisions); err != nil {
+	err := store.TakeAll(ctx, reqs, res.Decisions)
+	observeAll(ctx, checks, res.Decisions, err)
+	if err != nil {
 		if ctx.Err() != nil { // the caller gave up: no failure mode applies
 			clear(res.Decisions)
 			res.Allowed = false

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package calibrate turns observed traffic into a recommended rate-limiting
 // policy: measure first, then set the limit. It is the engine of the sluice
 // calibrate command.

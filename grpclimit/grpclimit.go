@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package grpclimit rate-limits gRPC servers with sluice: unary and stream
 // server interceptors that check several limits per call all-or-nothing,
 // keyed by incoming metadata (an API key), the peer's address, or any

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package httplimit is net/http middleware that rate-limits requests with
 // sluice: per-route policies, several limits per request checked
 // all-or-nothing, client IPs resolved safely behind trusted proxies, and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package memstore_test
 
 // Comparative benchmarks: memstore against golang.org/x/time/rate (one

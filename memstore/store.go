@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package memstore is the in-process sluice.Store: per-key rate-limiting
 // state in memory, applied atomically by the pure models of package sluice
 // with an injected clock.

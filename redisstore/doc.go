@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package redisstore is the sluice.Store on Redis and Redis Cluster: many
 // processes that share one Redis enforce one limit together.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package replay replays a traffic trace through one rate-limiting policy on
 // a virtual clock, to see what a policy would have done to real traffic
 // before deploying it. It is the engine of the sluice replay command.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simulate shows what a rate-limiting policy does to traffic: it
 // runs requests through the exact model (a memstore on a manual clock) and
 // draws the admitted, refused and delayed requests and the limiter's state

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sluicetest holds helpers for testing code that uses sluice: a
 // manual clock, and (with the Redis store) real Redis servers started on
 // free loopback ports.

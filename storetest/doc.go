@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package storetest is the conformance suite that every sluice.Store passes.
 //
 // The pure models (sluice.NewModel and Model.Take) are the oracle: for any

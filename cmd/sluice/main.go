@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command sluice is the sluice rate limiter's command-line tool.
 //
 // Usage:

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package main
 
 import (
@@ -122,6 +124,12 @@ Gateway mode:
   --trusted-proxies CIDRS  comma-separated proxy networks whose
                       X-Forwarded-For is believed (default: none; the
                       client IP is the peer address)
+
+Tracing (OpenTelemetry) is off unless the standard environment asks for
+it: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) turns on
+spans for RLS and HTTP calls and for store calls, exported over OTLP
+(OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc); the
+other OTEL_* variables apply as usual.
 
 Logs go to standard error. On SIGTERM or SIGINT, serve stops accepting new
 requests, lets in-flight ones finish, and exits 0. A bad flag exits 2; a
@@ -263,6 +271,12 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		return e.fail(code, prefix, "%v", err)
 	}
 	defer closeStore()
+	tracing, err := startTracing(ctx, log)
+	if err != nil {
+		return e.fail(exitUsage, prefix, "%v", err)
+	}
+	defer stopTracing(tracing, log)
+	store = tracing.Store(store)
 
 	var loadOpts []config.Option
 	if o.mergeDomains {
@@ -327,7 +341,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 			grpcLis.Close()
 			return e.fail(exitFailure, prefix, "--gateway-addr: %v", err)
 		}
-		gwSrv = &http.Server{Handler: srv.Gateway(u, o.gatewayDomain, ip), ReadHeaderTimeout: 10 * time.Second}
+		gwSrv = &http.Server{Handler: tracing.HTTPHandler(srv.Gateway(u, o.gatewayDomain, ip), "sluice gateway"), ReadHeaderTimeout: 10 * time.Second}
 	}
 
 	g := grpc.NewServer(
@@ -343,12 +357,13 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		// (BENCHMARKS.md).
 		grpc.InitialWindowSize(grpcWindow),
 		grpc.InitialConnWindowSize(grpcWindow),
+		tracing.GRPCServerOption(), // OTEL_* environment; none by default
 	)
 	srv.RegisterGRPC(g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g) // for grpcurl and friends
-	hsrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hsrv := &http.Server{Handler: tracing.HTTPHandler(srv.Handler(), "sluice"), ReadHeaderTimeout: 10 * time.Second}
 
 	procsInForce, undoProcs := governProcs(ctx, o.procs)
 	defer undoProcs()

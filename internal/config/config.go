@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config loads sluice serve's rate-limit configuration: a directory
 // of YAML files in the format of Envoy's ratelimit service, so that an
 // existing envoyproxy/ratelimit configuration loads unchanged.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package procs sizes GOMAXPROCS to the load: as few Ps as keep up with it,
 // from one up to the runtime's default.
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rawconn wraps TCP connections so that their reads and writes are
 // raw system calls: read(2) and write(2) on the non-blocking socket, made
 // without telling the Go scheduler that a system call is under way, with the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package server is sluice serve: Envoy's rate limit service (RLS v3) over
 // gRPC, an HTTP JSON API, Prometheus metrics, health checks and hot reload
 // of the configuration, over any sluice.Store.

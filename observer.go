@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice
+
+import "context"
+
+// Observer is told of every decision a Limiter's store makes, for metrics
+// (Prometheus, OpenTelemetry) without wrapping every call. It sees what the
+// store answered: d and err as Store.Take returned them, before the failure
+// mode turns an error into the Decision the caller gets; cost 0 is a peek.
+// It runs on the caller's goroutine, in the request's path: it must be
+// quick and safe for concurrent use.
+//
+// In a refused AllowAll batch, the checks that would have admitted their
+// request are observed as the store reports them: Allowed, with nothing
+// consumed. Requests with a negative cost, refused before the store is
+// asked, are not observed.
+type Observer func(ctx context.Context, p Policy, key string, cost int64, d Decision, err error)
+
+// WithObserver calls o with every decision of the Limiter: those of Allow,
+// AllowN and Wait, and, for each of its checks, those of AllowAll. A
+// Limiter without an observer pays one nil check per call (per check, in
+// AllowAll).
+func WithObserver(o Observer) Option { return func(l *Limiter) { l.observe = o } }
+
+// observeAll tells each check's observer of its decision in an AllowAll
+// batch (err is the batch's store error).
+func observeAll(ctx context.Context, checks []Check, ds []Decision, err error) {
+	for i, c := range checks {
+		if c.Limiter.observe != nil {
+			c.Limiter.observe(ctx, c.Limiter.policy, c.Key, c.Cost, ds[i], err)
+		}
+	}
+}
