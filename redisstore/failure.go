@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -15,9 +16,16 @@ var ErrUnavailable = errors.New("redisstore: Redis is unavailable (circuit break
 
 // Defaults of the failure handling.
 const (
-	// DefaultTimeout bounds each call to Redis, well under the 20 ms an
-	// Envoy rate-limit call allows.
-	DefaultTimeout = 10 * time.Millisecond
+	// DefaultTimeout is the ceiling on one call to Redis: the bound when the
+	// caller has no deadline or a later one. It is generous on purpose: a
+	// healthy Redis on a busy host can take tens of milliseconds to answer
+	// now and then (a CPU to run on), and that is no failure. A caller that
+	// needs an answer sooner says so with its context's deadline (Envoy's
+	// gRPC deadline, an HTTP request's); see WithDeadlineMargin.
+	DefaultTimeout = time.Second
+	// DefaultDeadlineMargin is how long before the caller's deadline a
+	// call to Redis is given up, to leave time to answer the caller.
+	DefaultDeadlineMargin = 2 * time.Millisecond
 	// DefaultBreakerFailures is the number of consecutive failed calls that
 	// open the circuit breaker.
 	DefaultBreakerFailures = 5
@@ -26,17 +34,32 @@ const (
 	DefaultBreakerCooldown = 200 * time.Millisecond
 )
 
-// WithTimeout bounds each call to Redis to d, or to the caller's deadline
-// when that is sooner. The bound is d plus at most a millisecond, since calls
+// WithTimeout sets the ceiling d on each call to Redis: a call is bounded by
+// the caller's deadline less the margin (WithDeadlineMargin) or by d,
+// whichever is sooner. The bound is d plus at most a millisecond, since calls
 // that begin within the same millisecond share one deadline; a caller's
 // cancellation is seen before the call and not during it. d ≤ 0 means no
-// bound beyond the caller's context, which is then used as it is. The
-// default is DefaultTimeout.
+// ceiling beyond the caller's context. The default is DefaultTimeout.
+//
+// A call that runs out of d counts as a failure of Redis (Stats.Timeouts,
+// and toward the circuit breaker); a call that runs out of the caller's
+// deadline does not (Stats.CallerTimeouts): the caller was in a hurry, Redis
+// was not necessarily unwell.
 //
 // A call that times out after Redis ran the script may have consumed
 // capacity without reporting an admission: failures err on the side of
 // limiting.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithDeadlineMargin sets how long before the caller's deadline a call to
+// Redis is given up (default DefaultDeadlineMargin), so that the caller gets
+// an answer (its failure mode's) before its deadline rather than none. A
+// call whose caller has less than the margin left is not made: it fails at
+// once with context.DeadlineExceeded, counted in Stats.CallerTimeouts.
+// d ≤ 0 means no margin.
+func WithDeadlineMargin(d time.Duration) Option {
+	return func(s *Store) { s.margin = max(d, 0) }
+}
 
 // WithBreaker configures the circuit breaker: after failures consecutive
 // failed calls it opens, and calls fail at once with ErrUnavailable; after
@@ -56,8 +79,14 @@ type Stats struct {
 	Calls uint64
 	// Errors is the number of those calls that failed (including timeouts).
 	Errors uint64
-	// Timeouts is the number of calls that ran out of the store's timeout.
+	// Timeouts is the number of calls that ran out of the store's timeout
+	// (WithTimeout).
 	Timeouts uint64
+	// CallerTimeouts is the number of calls given up at the caller's
+	// deadline less the margin (WithDeadlineMargin), or not made because
+	// less than the margin was left. They are not counted in Errors and do
+	// not move the circuit breaker.
+	CallerTimeouts uint64
 	// ShortCircuited is the number of Take and TakeAll calls refused at
 	// once with ErrUnavailable because the breaker was open.
 	ShortCircuited uint64
@@ -74,6 +103,7 @@ func (s *Store) Stats() Stats {
 		Calls:          s.stats.calls.Load(),
 		Errors:         s.stats.errors.Load(),
 		Timeouts:       s.stats.timeouts.Load(),
+		CallerTimeouts: s.stats.callerTimeouts.Load(),
 		ShortCircuited: s.stats.short.Load(),
 		BreakerOpens:   s.stats.opens.Load(),
 		DialErrors:     s.stats.dialErrors.Load(),
@@ -81,7 +111,7 @@ func (s *Store) Stats() Stats {
 }
 
 type counters struct {
-	calls, errors, timeouts, short, opens, dialErrors atomic.Uint64
+	calls, errors, timeouts, callerTimeouts, short, opens, dialErrors atomic.Uint64
 }
 
 // breaker is a lock-free circuit breaker.
@@ -133,52 +163,81 @@ func (b *breaker) failure() bool {
 // parent is the caller's context: its own cancellation is not a Redis
 // failure.
 func (s *Store) call(parent context.Context, f func(ctx context.Context) error) error {
-	ctx, err := s.begin(parent)
+	ctx, byCaller, err := s.begin(parent)
 	if err != nil {
 		return err
 	}
-	return s.end(parent, f(ctx))
+	return s.end(parent, byCaller, f(ctx))
 }
 
+// errCallerDeadline is begin's error when the caller has less than the
+// margin left.
+var errCallerDeadline = fmt.Errorf("redisstore: less than the deadline margin left: %w", context.DeadlineExceeded)
+
 // begin starts a call to Redis: it returns parent's error if parent is
-// already done, ErrUnavailable if the breaker refuses the call, and otherwise the
-// context to make the call with, which carries parent's values and ends
-// when parent's deadline or the store's timeout passes, whichever is first.
-// The caller calls end once Redis has answered.
+// already done, errCallerDeadline if parent's deadline is less than the
+// margin away, ErrUnavailable if the breaker refuses the call, and otherwise
+// the context to make the call with, which carries parent's values and ends
+// when parent's deadline less the margin or the store's timeout passes,
+// whichever is first; byCaller reports that it is the former. The caller
+// calls end once Redis has answered.
 //
 // A cancellation of parent during the call is not seen: the call still ends
-// within the store's timeout. In exchange no call makes a context and a
-// timer of its own: calls that begin within the same deadlineGrain share
-// one deadline context, and their deadline is the store's timeout plus at
-// most deadlineGrain. That is 5 of the 11 allocations of a decision, and
-// about 8% of the client's CPU (BENCHMARKS.md).
-func (s *Store) begin(parent context.Context) (context.Context, error) {
+// within its bound. In exchange no call makes a context and a timer of its
+// own: calls that begin within the same deadlineGrain share one deadline
+// context (one for the store's timeout, one for callers' deadlines), and the
+// store's timeout is exceeded by at most deadlineGrain; a caller's deadline
+// less the margin never is (its call may end up to deadlineGrain sooner).
+// That is 5 of the 11 allocations of a decision, and about 8% of the
+// client's CPU (BENCHMARKS.md).
+func (s *Store) begin(parent context.Context) (ctx context.Context, byCaller bool, err error) {
 	if err := parent.Err(); err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	now := time.Now()
+	cd, hasDeadline := parent.Deadline()
+	if hasDeadline {
+		cd = cd.Add(-s.margin)
+		if !cd.After(now) {
+			s.stats.callerTimeouts.Add(1)
+			return nil, true, errCallerDeadline
+		}
 	}
 	if !s.brk.allow() {
 		s.stats.short.Add(1)
-		return nil, ErrUnavailable
+		return nil, false, ErrUnavailable
 	}
 	s.stats.calls.Add(1)
-	if s.timeout <= 0 {
-		return parent, nil
+	want := now.Add(s.timeout)
+	if hasDeadline && (s.timeout <= 0 || !cd.After(want)) {
+		// The caller's deadline less the margin is the bound.
+		if s.margin == 0 {
+			return parent, true, nil
+		}
+		d := s.callerDeadline.Load()
+		if d == nil || d.at.After(cd) || cd.Sub(d.at) > deadlineGrain {
+			d = newSharedDeadline(cd)
+			s.callerDeadline.Store(d)
+		}
+		return withValues(d.ctx, parent), true, nil
 	}
-	want := time.Now().Add(s.timeout)
-	if d, ok := parent.Deadline(); ok && !d.After(want) {
-		return parent, nil // parent ends first: it is the bound
+	if s.timeout <= 0 {
+		return parent, false, nil
 	}
 	d := s.deadline.Load()
 	if d == nil || d.at.Before(want) || d.at.Sub(want) > deadlineGrain {
-		at := want.Add(deadlineGrain)
-		ctx, cancel := context.WithDeadline(context.Background(), at)
-		d = &sharedDeadline{ctx: ctx, at: at, cancel: cancel}
+		d = newSharedDeadline(want.Add(deadlineGrain))
 		s.deadline.Store(d)
 	}
+	return withValues(d.ctx, parent), false, nil
+}
+
+// withValues is ctx with the values of parent.
+func withValues(ctx, parent context.Context) context.Context {
 	if parent == context.Background() || parent == context.TODO() {
-		return d.ctx, nil
+		return ctx
 	}
-	return valuesOf{Context: d.ctx, values: parent}, nil
+	return valuesOf{Context: ctx, values: parent}
 }
 
 // deadlineGrain is how long one shared deadline context serves new calls.
@@ -194,6 +253,11 @@ type sharedDeadline struct {
 	cancel context.CancelFunc
 }
 
+func newSharedDeadline(at time.Time) *sharedDeadline {
+	ctx, cancel := context.WithDeadline(context.Background(), at)
+	return &sharedDeadline{ctx: ctx, at: at, cancel: cancel}
+}
+
 // valuesOf is a context with the deadline and cancellation of Context and
 // the values of values.
 type valuesOf struct {
@@ -204,13 +268,18 @@ type valuesOf struct {
 func (c valuesOf) Value(key any) any { return c.values.Value(key) }
 
 // end records the outcome err of a call begun with begin, and returns it.
-func (s *Store) end(parent context.Context, err error) error {
+// byCaller is begin's: the call was bounded by the caller's deadline.
+func (s *Store) end(parent context.Context, byCaller bool, err error) error {
 	switch {
 	case err == nil:
 		s.brk.success()
 		return nil
-	case parent.Err() != nil:
-		// The caller gave up; say nothing about Redis, but free a probe.
+	case parent.Err() != nil || (byCaller && errors.Is(err, context.DeadlineExceeded)):
+		// The caller gave up, or its deadline (less the margin) came: say
+		// nothing about Redis, but free a probe.
+		if parent.Err() == nil {
+			s.stats.callerTimeouts.Add(1)
+		}
 		s.brk.probing.Store(false)
 		return err
 	}

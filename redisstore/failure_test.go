@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -200,4 +201,42 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatalf("stats after an outage: %+v", st)
 	}
 	t.Logf("down %v, %d failed decisions, recovered %v after the restart; %+v", restarted.Sub(killed), f, ok.Sub(restarted), st)
+}
+
+// TestCallerDeadlineIsNoFailure: calls that run out of their caller's short
+// deadline on a Redis that does not answer are given up before that
+// deadline (by the margin) and are not Redis failures: they do not open the
+// breaker, and the next caller without a hurry is answered by Redis.
+func TestCallerDeadlineIsNoFailure(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	c := newClient(t, addr)
+	admin := newClient(t, addr)
+	s := newStore(t, c, WithBreaker(2, time.Hour)) // default timeout and margin
+	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	take(t, s, p, "k", 1)
+	const pause = 300 * time.Millisecond
+	if err := admin.Do(t.Context(), admin.B().ClientPause().Timeout(pause.Milliseconds()).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		_, err := s.Take(ctx, p, "k", 1)
+		deadline, _ := ctx.Deadline()
+		late := ctx.Err() != nil
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d with a 20ms deadline to a paused Redis: %v, want context.DeadlineExceeded", i, err)
+		}
+		if late {
+			t.Fatalf("call %d returned after its caller's deadline %v (want before, by the margin)", i, deadline)
+		}
+	}
+	st := s.Stats()
+	if st.CallerTimeouts != 5 || st.Errors != 0 || st.BreakerOpens != 0 {
+		t.Fatalf("stats %+v: want 5 caller timeouts, no error, the breaker closed", st)
+	}
+	// No hurry: this call waits out the pause and Redis answers it.
+	if _, err := s.Take(t.Context(), p, "k", 1); err != nil {
+		t.Fatalf("a call without a deadline after the pause: %v", err)
+	}
 }
