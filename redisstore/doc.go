@@ -98,4 +98,11 @@
 // Open) while Redis is down starts anyway and connects on demand, under the
 // same breaker. The Limiter's failure mode (open, closed, or local) decides
 // what a failed call means to the caller.
+//
+// # Counting replicas
+//
+// Replicas counts the processes that share a Redis by heartbeats with a TTL
+// in Redis itself (a sorted set of replica ids scored by expiry, by Redis
+// TIME), for sluice.FailLocal: each replica's share of a limit is the limit
+// divided by the count. While Redis is unreachable the last count stays.
 package redisstore
