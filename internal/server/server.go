@@ -43,6 +43,9 @@ type Server struct {
 	failures    atomic.Int64 // store failures not yet logged
 	lastFailLog atomic.Int64 // UnixNano of the last failure log line
 	now         func() time.Time
+
+	local    sluice.Store          // WithFallback
+	replicas sluice.ReplicaCounter // WithFallback
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -77,6 +80,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.setupFallback()
 	if s.metrics.extra != nil {
 		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
@@ -107,7 +111,7 @@ func (s *Server) Apply(c *config.Config) error {
 		if r.Unlimited || r.Deny {
 			continue
 		}
-		l, err := sluice.NewLimiter(s.store, r.Policy, sluice.WithFailureMode(r.FailureMode))
+		l, err := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(r.FailureMode)...)
 		if err != nil {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
 		}
