@@ -46,6 +46,8 @@ type Server struct {
 
 	local    sluice.Store          // WithFallback
 	replicas sluice.ReplicaCounter // WithFallback
+
+	collectors []prometheus.Collector // WithCollector
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -81,6 +83,9 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 		o(s)
 	}
 	s.setupFallback()
+	if err := s.registerCollectors(); err != nil {
+		return nil, err
+	}
 	if s.metrics.extra != nil {
 		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
