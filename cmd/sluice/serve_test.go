@@ -102,7 +102,7 @@ func (r *running) stop(t *testing.T) {
 	r.done <- exitOK // for startServe's cleanup
 }
 
-func rlsClient(t *testing.T, addr string) (rls.RateLimitServiceClient, *grpc.ClientConn) {
+func rlsClient(t testing.TB, addr string) (rls.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
