@@ -236,3 +236,23 @@ func TestFailLocalRedisOutage(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling the breaker's probe
 	}
 }
+
+// A limiter that fails local: while its store fails, this replica (one of
+// 3) decides alone with a third of the limit.
+func ExampleWithLocalStore() {
+	store := memstore.New()
+	store.Close() // a store that fails every call, as an unreachable Redis does
+	local := memstore.New()
+	defer local.Close()
+	lim, _ := sluice.NewLimiter(store, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Hour},
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(3)))
+	for range 4 {
+		d, err := lim.Allow(context.Background(), "tenant-1")
+		fmt.Println(d.Allowed, d.Limit, err != nil)
+	}
+	// Output:
+	// true 3 true
+	// true 3 true
+	// true 3 true
+	// false 3 true
+}
