@@ -21,17 +21,29 @@ import (
 // VmRSS), and RSS per key held. It fails if the peak RSS passes the
 // documented bound: rssBase + 2 × bytesPerKey × keys held (the keys' live
 // data, doubled for the garbage collector's headroom at GOGC=100, over the
-// idle process).
+// idle process). It runs with the default budget (on a large host: all 2M
+// held) and with --max-keys 500000, the budget of a container limited to
+// 256 MB, where eviction keeps the keys, and so the RSS, bounded.
 //
 //	go test -run '^$' -bench BenchmarkServeMemory -benchtime 1x ./cmd/sluice
 func BenchmarkServeMemory(b *testing.B) {
+	for _, budget := range []string{"auto", "500000"} {
+		b.Run("max-keys="+budget, func(b *testing.B) { serveMemory(b, budget) })
+	}
+}
+
+func serveMemory(b *testing.B, maxKeys string) {
 	const values = 2_000_000
 	dir := b.TempDir()
 	cfg := "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: day, requests_per_unit: 1000}\n"
 	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	addr, httpAddr, cmd, _ := startServeProcessOn(b, "", "--config", dir)
+	args := []string{"--config", dir}
+	if maxKeys != "auto" {
+		args = append(args, "--max-keys", maxKeys)
+	}
+	addr, httpAddr, cmd, _ := startServeProcessOn(b, "", args...)
 	pid := cmd.Process.Pid
 	idle := procStatusKB(b, pid, "VmRSS")
 	conns := make([]rls.RateLimitServiceClient, 4)
@@ -67,6 +79,7 @@ func BenchmarkServeMemory(b *testing.B) {
 	budget := metricSum(b, httpAddr, "sluice_store_max_keys")
 	peak, rss := procStatusKB(b, pid, "VmHWM"), procStatusKB(b, pid, "VmRSS")
 	b.ReportMetric(keys, "keys")
+	b.ReportMetric(metricSum(b, httpAddr, `sluice_store_evictions_total{reason="forced"}`), "forced-evictions")
 	b.ReportMetric(float64(idle)/1024, "idle-RSS-MiB")
 	b.ReportMetric(float64(peak)/1024, "peak-RSS-MiB")
 	b.ReportMetric(float64(rss)/1024, "RSS-MiB")
