@@ -60,11 +60,14 @@ func TestBeginDeadline(t *testing.T) {
 	soon, cancel := context.WithTimeout(parent, time.Second)
 	defer cancel()
 	sd, _ := soon.Deadline()
+	leftBefore := time.Until(sd)
 	d, byCaller, err := s.begin(soon)
+	leftAfter := time.Until(sd)
 	if err != nil || !byCaller {
 		t.Fatalf("begin: %v, byCaller %v; want the caller's deadline as the bound", err, byCaller)
 	}
-	bounds(d, sd.Add(-DefaultDeadlineMargin-deadlineGrain), sd.Add(-DefaultDeadlineMargin))
+	// The margin is DefaultDeadlineMargin plus a tenth of the time left.
+	bounds(d, sd.Add(-DefaultDeadlineMargin-leftBefore/10-deadlineGrain), sd.Add(-DefaultDeadlineMargin-leftAfter/10))
 	if v := d.Value(ctxKey{}); v != "v" {
 		t.Fatalf("value %v, want the caller's v", v)
 	}

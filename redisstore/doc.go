@@ -83,8 +83,8 @@
 // # Failures
 //
 // Each call is bounded by the caller's deadline less a margin
-// (WithDeadlineMargin, default 2 ms, so the caller still gets an answer in
-// time) or by a generous ceiling (WithTimeout, default 1 s, plus at most
+// (WithDeadlineMargin: 2 ms plus a tenth of the time left, so the caller
+// still gets an answer in time) or by a generous ceiling (WithTimeout, default 1 s, plus at most
 // 1 ms), whichever is sooner; a caller's cancellation is seen before the
 // call, not during it. Only real failures count toward the circuit breaker:
 // errors from Redis or the connection (refused, reset) and calls that run

@@ -94,8 +94,10 @@ Flags:
                       error is logged and counted
   --store-timeout D   the ceiling on one Redis call (default 1s). A call
                       is bounded by the caller's deadline (Envoy's gRPC
-                      deadline, its rate limit timeout) less 2ms to
-                      answer, or by D when that is sooner or the caller
+                      deadline, its rate limit timeout) less 2ms and a
+                      tenth of the time left, to answer in time (16ms of
+                      Envoy's default 20ms), or by D when that is sooner
+                      or the caller
                       has none. A call that runs out of its caller's
                       deadline is answered by the rule's failure mode but
                       is not counted as a Redis failure; errors and calls
