@@ -97,12 +97,11 @@ Flags:
                       deadline, its rate limit timeout) less 2ms and a
                       tenth of the time left, to answer in time (16ms of
                       Envoy's default 20ms), or by D when that is sooner
-                      or the caller
-                      has none. A call that runs out of its caller's
-                      deadline is answered by the rule's failure mode but
-                      is not counted as a Redis failure; errors and calls
-                      that run out of D are, and several in a row open a
-                      circuit breaker (probed every 200ms)
+                      or the caller has none. A call that runs out of its
+                      caller's deadline is answered by the rule's failure
+                      mode but is not counted as a Redis failure; errors
+                      and calls that run out of D are, and 5 in a row
+                      open a circuit breaker (probed every 200ms)
   --response-headers  RLS answers ask Envoy to add RateLimit-Policy and
                       RateLimit (draft-ietf-httpapi-ratelimit-headers-10)
                       and, on OVER_LIMIT, Retry-After to the response
