@@ -79,7 +79,14 @@ func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr, httpA
 			log = append(append(log, sc.Bytes()...), '\n')
 			if m := servingGRPC.FindSubmatch(sc.Bytes()); m != nil {
 				found <- [2]string{string(m[1]), string(m[2])}
-				io.Copy(io.Discard, stderr) // keep the pipe drained
+				// Keep the pipe drained, and show warnings and errors
+				// (a failing store, say) in the test's log.
+				for sc.Scan() {
+					if line := sc.Text(); strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+						t.Logf("sluice serve: %s", line)
+					}
+				}
+				io.Copy(io.Discard, stderr)
 				break
 			}
 		}
