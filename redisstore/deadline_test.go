@@ -61,7 +61,8 @@ func TestBeginDeadline(t *testing.T) {
 	defer cancel()
 	sd, _ := soon.Deadline()
 	leftBefore := time.Until(sd)
-	d, byCaller, err := s.begin(soon)
+	d, c0, err := s.begin(soon)
+	byCaller := c0.byCaller
 	leftAfter := time.Until(sd)
 	if err != nil || !byCaller {
 		t.Fatalf("begin: %v, byCaller %v; want the caller's deadline as the bound", err, byCaller)

@@ -84,15 +84,15 @@
 //
 // Each call is bounded by the caller's deadline less a margin
 // (WithDeadlineMargin: 2 ms plus a tenth of the time left, so the caller
-// still gets an answer in time) or by a generous ceiling (WithTimeout, default 1 s, plus at most
-// 1 ms), whichever is sooner; a caller's cancellation is seen before the
+// still gets an answer in time) or by a generous ceiling (WithTimeout,
+// default 3 s, plus at most 1 ms), whichever is sooner; a caller's cancellation is seen before the
 // call, not during it. Only real failures count toward the circuit breaker:
 // errors from Redis or the connection (refused, reset) and calls that run
 // out of the ceiling, far beyond a healthy Redis's latency. A call that runs
 // out of its caller's deadline is not one (Stats.CallerTimeouts): a busy
 // host that keeps a healthy Redis waiting for a CPU now and then must not
 // turn enforcement off. After DefaultBreakerFailures consecutive failures
-// the breaker answers ErrUnavailable at once, lets one probe through every
+// (calls that fail together, as in one stall, count once) the breaker answers ErrUnavailable at once, lets one probe through every
 // cooldown (default 200 ms) and closes when a probe succeeds. Stats counts
 // calls, errors, timeouts and short-circuited calls. A store opened (with
 // Open) while Redis is down starts anyway and connects on demand, under the

@@ -19,17 +19,23 @@ const (
 	// DefaultTimeout is the ceiling on one call to Redis: the bound when the
 	// caller has no deadline or a later one. It is generous on purpose: a
 	// healthy Redis on a busy host can take tens of milliseconds to answer
-	// now and then (a CPU to run on), and that is no failure. A caller that
-	// needs an answer sooner says so with its context's deadline (Envoy's
-	// gRPC deadline, an HTTP request's); see WithDeadlineMargin.
-	DefaultTimeout = time.Second
+	// now and then (a CPU to run on), and a whole process can stall for
+	// over a second on an overloaded one (measured: three serve processes
+	// under the race detector beside other test suites, load average 25 on
+	// 2 CPUs); neither is a failure of Redis. A caller that needs an answer
+	// sooner says so with its context's deadline (Envoy's gRPC deadline, an
+	// HTTP request's); see WithDeadlineMargin. 3 s is also the common read
+	// timeout of Redis clients.
+	DefaultTimeout = 3 * time.Second
 	// DefaultDeadlineMargin is the fixed part of how long before the
 	// caller's deadline a call to Redis is given up, to leave time to
 	// answer the caller; a tenth of the time the caller has left is added
 	// (WithDeadlineMargin).
 	DefaultDeadlineMargin = 2 * time.Millisecond
-	// DefaultBreakerFailures is the number of consecutive failed calls that
-	// open the circuit breaker.
+	// DefaultBreakerFailures is the number of consecutive failures that
+	// open the circuit breaker. Calls in flight together that fail together
+	// (a stall) count once: a failure counts only if its call began after
+	// the last counted one.
 	DefaultBreakerFailures = 5
 	// DefaultBreakerCooldown is how long the breaker stays open before it
 	// lets one probe call through.
@@ -119,11 +125,16 @@ type counters struct {
 	calls, errors, timeouts, callerTimeouts, short, opens, dialErrors atomic.Uint64
 }
 
-// breaker is a lock-free circuit breaker.
+// breaker is a lock-free circuit breaker. It counts failed episodes, not
+// failed calls: a failure counts only if its call began after the last
+// counted failure, so the calls in flight together when Redis (or this
+// process) stalls count once, and the breaker opens after threshold
+// failures that each followed the last.
 type breaker struct {
 	threshold int32
 	cooldown  time.Duration
 	failures  atomic.Int32
+	lastFail  atomic.Int64 // unix ns of the last counted failure
 	openUntil atomic.Int64 // unix ns; 0: closed
 	probing   atomic.Bool
 }
@@ -150,11 +161,18 @@ func (b *breaker) success() {
 	}
 }
 
-// failure records a failed call and reports whether it opened the breaker.
-func (b *breaker) failure() bool {
+// failure records a failed call that began at start (unix ns) and reports
+// whether it opened the breaker.
+func (b *breaker) failure(start int64) bool {
 	if b.threshold <= 0 {
 		return false
 	}
+	now := time.Now().UnixNano()
+	last := b.lastFail.Load()
+	if start < last && !b.probing.Load() {
+		return false // in flight with the last counted failure: the same episode
+	}
+	b.lastFail.Store(now)
 	n := b.failures.Add(1)
 	if n >= b.threshold || b.probing.Load() {
 		b.openUntil.Store(time.Now().Add(b.cooldown).UnixNano())
@@ -168,11 +186,11 @@ func (b *breaker) failure() bool {
 // parent is the caller's context: its own cancellation is not a Redis
 // failure.
 func (s *Store) call(parent context.Context, f func(ctx context.Context) error) error {
-	ctx, byCaller, err := s.begin(parent)
+	ctx, c, err := s.begin(parent)
 	if err != nil {
 		return err
 	}
-	return s.end(parent, byCaller, f(ctx))
+	return s.end(parent, c, f(ctx))
 }
 
 // errCallerDeadline is begin's error when the caller has less than the
@@ -184,8 +202,8 @@ var errCallerDeadline = fmt.Errorf("redisstore: less than the deadline margin le
 // margin away, ErrUnavailable if the breaker refuses the call, and otherwise
 // the context to make the call with, which carries parent's values and ends
 // when parent's deadline less the margin or the store's timeout passes,
-// whichever is first; byCaller reports that it is the former. The caller
-// calls end once Redis has answered.
+// whichever is first; c records when the call began and whether its bound is
+// the caller's. The caller calls end once Redis has answered.
 //
 // A cancellation of parent during the call is not seen: the call still ends
 // within its bound. In exchange no call makes a context and a timer of its
@@ -195,9 +213,9 @@ var errCallerDeadline = fmt.Errorf("redisstore: less than the deadline margin le
 // less the margin never is (its call may end up to deadlineGrain sooner).
 // That is 5 of the 11 allocations of a decision, and about 8% of the
 // client's CPU (BENCHMARKS.md).
-func (s *Store) begin(parent context.Context) (ctx context.Context, byCaller bool, err error) {
+func (s *Store) begin(parent context.Context) (ctx context.Context, c callStart, err error) {
 	if err := parent.Err(); err != nil {
-		return nil, false, err
+		return nil, c, err
 	}
 	now := time.Now()
 	cd, hasDeadline := parent.Deadline()
@@ -206,35 +224,44 @@ func (s *Store) begin(parent context.Context) (ctx context.Context, byCaller boo
 	}
 	if hasDeadline && !cd.After(now) {
 		s.stats.callerTimeouts.Add(1)
-		return nil, true, errCallerDeadline
+		return nil, callStart{byCaller: true}, errCallerDeadline
 	}
 	if !s.brk.allow() {
 		s.stats.short.Add(1)
-		return nil, false, ErrUnavailable
+		return nil, c, ErrUnavailable
 	}
 	s.stats.calls.Add(1)
+	c.at = now.UnixNano()
 	want := now.Add(s.timeout)
 	if hasDeadline && (s.timeout <= 0 || !cd.After(want)) {
 		// The caller's deadline less the margin is the bound.
 		if s.margin == 0 {
-			return parent, true, nil
+			c.byCaller = true
+			return parent, c, nil
 		}
 		d := s.callerDeadline.Load()
 		if d == nil || d.at.After(cd) || cd.Sub(d.at) > deadlineGrain {
 			d = newSharedDeadline(cd)
 			s.callerDeadline.Store(d)
 		}
-		return withValues(d.ctx, parent), true, nil
+		c.byCaller = true
+		return withValues(d.ctx, parent), c, nil
 	}
 	if s.timeout <= 0 {
-		return parent, false, nil
+		return parent, c, nil
 	}
 	d := s.deadline.Load()
 	if d == nil || d.at.Before(want) || d.at.Sub(want) > deadlineGrain {
 		d = newSharedDeadline(want.Add(deadlineGrain))
 		s.deadline.Store(d)
 	}
-	return withValues(d.ctx, parent), false, nil
+	return withValues(d.ctx, parent), c, nil
+}
+
+// callStart is what end needs to know of a call begun by begin.
+type callStart struct {
+	at       int64 // unix ns
+	byCaller bool  // bounded by the caller's deadline less the margin
 }
 
 // withValues is ctx with the values of parent.
@@ -273,13 +300,13 @@ type valuesOf struct {
 func (c valuesOf) Value(key any) any { return c.values.Value(key) }
 
 // end records the outcome err of a call begun with begin, and returns it.
-// byCaller is begin's: the call was bounded by the caller's deadline.
-func (s *Store) end(parent context.Context, byCaller bool, err error) error {
+// c is begin's.
+func (s *Store) end(parent context.Context, c callStart, err error) error {
 	switch {
 	case err == nil:
 		s.brk.success()
 		return nil
-	case parent.Err() != nil || (byCaller && errors.Is(err, context.DeadlineExceeded)):
+	case parent.Err() != nil || (c.byCaller && errors.Is(err, context.DeadlineExceeded)):
 		// The caller gave up, or its deadline (less the margin) came: say
 		// nothing about Redis, but free a probe.
 		if parent.Err() == nil {
@@ -292,7 +319,7 @@ func (s *Store) end(parent context.Context, byCaller bool, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.stats.timeouts.Add(1)
 	}
-	if s.brk.failure() {
+	if s.brk.failure(c.at) {
 		s.stats.opens.Add(1)
 	}
 	return err

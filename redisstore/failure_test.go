@@ -237,3 +237,44 @@ func TestCallerDeadlineIsNoFailure(t *testing.T) {
 		t.Fatalf("a call without a deadline after the pause: %v", err)
 	}
 }
+
+// TestBreakerEpisodes: calls in flight together that time out together (a
+// stall) count as one failure toward the breaker; a failure of a call begun
+// after it counts again.
+func TestBreakerEpisodes(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	c := newClient(t, addr)
+	admin := newClient(t, addr)
+	// A timeout long next to how far apart 10 goroutines start, inside a
+	// pause long enough for two timeouts in a row.
+	s := newStore(t, c, WithTimeout(time.Second), WithBreaker(2, time.Hour))
+	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	take(t, s, p, "k", 1)
+	if err := admin.Do(t.Context(), admin.B().ClientPause().Timeout(2800).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := s.Take(t.Context(), p, "k", 1); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("a call to a paused Redis: %v, want a timeout", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	st := s.Stats()
+	if st.Timeouts != 10 || st.BreakerOpens != 0 {
+		t.Fatalf("10 overlapping timeouts: %+v; want the breaker still closed (one episode)", st)
+	}
+	if _, err := s.Take(t.Context(), p, "k", 1); err == nil {
+		t.Fatal("a call to a paused Redis succeeded")
+	}
+	if st := s.Stats(); st.BreakerOpens != 1 {
+		t.Fatalf("after a second episode: %+v; want the breaker open", st)
+	}
+}

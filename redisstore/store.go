@@ -502,12 +502,12 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
 		args[0] = strconv.FormatInt(now, 10)
 	}
-	callCtx, byCaller, err := s.begin(ctx)
+	callCtx, c, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	reply, err := s.script.Exec(callCtx, cn.client, keys, args).ToArray()
-	if err := s.end(ctx, byCaller, err); err != nil {
+	if err := s.end(ctx, c, err); err != nil {
 		return err
 	}
 	if len(reply) != 2+4*len(reqs) {

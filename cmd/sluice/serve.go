@@ -92,7 +92,7 @@ Flags:
                       different slots cannot be decided atomically: it is
                       answered by the rules' failure modes, and the store
                       error is logged and counted
-  --store-timeout D   the ceiling on one Redis call (default 1s). A call
+  --store-timeout D   the ceiling on one Redis call (default 3s). A call
                       is bounded by the caller's deadline (Envoy's gRPC
                       deadline, its rate limit timeout) less 2ms and a
                       tenth of the time left, to answer in time (16ms of
