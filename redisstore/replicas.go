@@ -122,7 +122,8 @@ func (r *Replicas) Leave(ctx context.Context) error {
 }
 
 // Run beats at once and then every interval (DefaultHeartbeatInterval if
-// interval ≤ 0) until ctx ends, then leaves. Failed beats are skipped (the
+// interval ≤ 0), each beat bounded by the interval, until ctx ends, then
+// leaves. Failed beats are skipped (the
 // count stays); onError, if not nil, is called with each error.
 func (r *Replicas) Run(ctx context.Context, interval time.Duration, onError func(error)) {
 	if interval <= 0 {
@@ -131,7 +132,12 @@ func (r *Replicas) Run(ctx context.Context, interval time.Duration, onError func
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		if _, err := r.Beat(ctx); err != nil && ctx.Err() == nil && onError != nil {
+		// A beat waits no longer than the interval (a slow beat is no
+		// reason to hold the next one back).
+		bctx, cancel := context.WithTimeout(ctx, interval)
+		_, err := r.Beat(bctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && onError != nil {
 			onError(err)
 		}
 		select {
