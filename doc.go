@@ -76,4 +76,41 @@
 // sliding-window weighs the previous aligned window by how much of it the
 // sliding window still overlaps: prev·(P−e)/P + cur + c ≤ Limit, compared
 // exactly in integers.
+//
+// # When the store fails
+//
+// A Limiter's failure mode decides a request its store could not decide (an
+// error, a timeout, an open circuit breaker): FailOpen admits it, FailClosed
+// refuses it, and FailLocal decides it on an in-process store
+// (WithLocalStore) with this replica's share of the policy, Policy.Share(R):
+// Limit N_r = ⌊N/R⌋ and, for the bucket kinds, Burst B_r = ⌊B/R⌋, where R is
+// the replica count (WithReplicas; redisstore.Replicas counts replicas by
+// heartbeats in Redis and keeps the last count while Redis is unreachable).
+// Rounding down keeps R·N_r ≤ N and R·B_r ≤ B; a share that rounds down to
+// nothing (R > N, or R > B) admits nothing. When the store answers again it
+// is the truth again: nothing decided locally is written back.
+//
+// The bound. Let an outage last D (from the first failed call to the first
+// call answered again) and R be the count every replica knew. The requests
+// admitted for one key during the outage by all replicas together, A, are
+// at most
+//
+//	token-bucket, gcra, leaky-bucket:  A ≤ R·(B_r + ⌊N_r·D/P⌋)  ≤ B + N·D/P
+//	fixed-window, sliding-window:      A ≤ R·N_r·(⌈D/P⌉ + 1)   ≤ N·(⌈D/P⌉ + 1)
+//	sliding-log:                       A ≤ R·N_r·(⌊D/P⌋ + 1)   ≤ N·(⌊D/P⌋ + 1)
+//
+// (a local bucket starts at most full and refills N_r per P; an interval of
+// length D meets at most ⌈D/P⌉ + 1 aligned windows, and a sliding-window
+// admits at most N_r per aligned window; a sliding log admits at most N_r in
+// any (t−P, t]). The store never sees those admissions, so over any span the
+// fleet admits at most what the exact limit admits plus A: for an outage
+// much shorter than P, over the limit by at most about B (bucket kinds), N
+// (sliding-log, or a window kind outage within one window) or 2N (a window
+// kind outage across a window boundary). A store that loses its data (a
+// Redis restarted empty) forgets what it admitted before the outage, which
+// no failure mode can make up for. A replica that knows a count R_i smaller
+// than the real one (one started during the outage, before any heartbeat,
+// counts itself alone) takes the larger share Share(R_i): the bound is then
+// the sum of each replica's own term, which a fixed count (WithReplicas,
+// sluice serve --replicas) avoids.
 package sluice

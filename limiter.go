@@ -15,16 +15,26 @@ type FailureMode uint8
 
 const (
 	// FailOpen admits requests while the store is failing: the limit is
-	// briefly not enforced, but the service stays up. The default.
+	// briefly not enforced, but the service stays up. The default of a
+	// Limiter (sluice serve's default is FailLocal).
 	FailOpen FailureMode = iota
 	// FailClosed rejects requests while the store is failing.
 	FailClosed
+	// FailLocal decides requests while the store is failing with an
+	// in-process store (WithLocalStore) holding this replica's share of the
+	// policy (Policy.Share, for the count WithReplicas reports): the fleet
+	// stays available and within a stated bound (see the package
+	// documentation, "When the store fails").
+	FailLocal
 )
 
-// String returns "open" or "closed".
+// String returns "open", "closed" or "local".
 func (m FailureMode) String() string {
-	if m == FailClosed {
+	switch m {
+	case FailClosed:
 		return "closed"
+	case FailLocal:
+		return "local"
 	}
 	return "open"
 }
@@ -43,6 +53,11 @@ type Limiter struct {
 	policy  Policy
 	failure FailureMode
 	observe Observer // WithObserver; nil: none
+	// FailLocal (failover.go): the local store, the replica count and the
+	// cached share.
+	local    Store
+	replicas ReplicaCounter
+	shares   shareCache
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
@@ -57,6 +72,9 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	l := &Limiter{store: store, policy: p}
 	for _, o := range opts {
 		o(l)
+	}
+	if l.failure == FailLocal && l.local == nil {
+		return nil, errNoLocalStore
 	}
 	return l, nil
 }
@@ -78,7 +96,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // A non-nil error means the request could not be decided: n is negative,
 // ctx ended, or the store failed. On a store failure the Decision is the one
 // the failure mode dictates (Allowed under FailOpen, rejected under
-// FailClosed), so a caller can log the error and still act on
+// FailClosed, the local share's decision under FailLocal), so a caller can log the error and still act on
 // Decision.Allowed. When ctx ended, the Decision is a rejection whatever the
 // failure mode: the caller has gone.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
@@ -95,15 +113,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 			// failure mode applies.
 			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: %w", l.policy.Name, key, err)
 		}
-		return l.failed(), fmt.Errorf("sluice: policy %q: key %q: %w", l.policy.Name, key, err)
+		return l.failed(ctx, key, n), fmt.Errorf("sluice: policy %q: key %q: %w", l.policy.Name, key, err)
 	}
 	return d, nil
-}
-
-// failed is the decision of a request the store could not decide: the one
-// place where the failure mode is applied.
-func (l *Limiter) failed() Decision {
-	return Decision{Allowed: l.failure == FailOpen, Limit: l.policy.Limit}
 }
 
 // Wait blocks until n units for key are admitted, or ctx ends. It returns
@@ -209,8 +221,9 @@ type Result struct {
 // compose. All limiters must share one Store, which applies the batch
 // atomically.
 //
-// On a store failure each check's failure mode decides its own decision, and
-// the batch is admitted only if all of them fail open.
+// On a store failure each check's failure mode decides its own decision
+// (the FailLocal ones together, on their local store), and the batch is
+// admitted only if all of them admit.
 func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 	res := Result{Refused: -1}
 	if len(checks) == 0 {
@@ -243,9 +256,7 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 			res.Allowed = false
 			return res, fmt.Errorf("sluice: AllowAll: %w", err)
 		}
-		for i, c := range checks {
-			res.Decisions[i] = c.Limiter.failed()
-		}
+		failedAll(ctx, checks, res.Decisions)
 		res.settle()
 		return res, fmt.Errorf("sluice: AllowAll: %w", err)
 	}

@@ -444,7 +444,14 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 		if i.onError != nil {
 			i.onError(ctx, method, err)
 		}
-		for _, c := range checks[:nEnf] {
+		var local []string
+		var wait time.Duration
+		for j, c := range checks[:nEnf] {
+			if c.Limiter.FailureMode() == sluice.FailLocal && j < len(res.Decisions) && !res.Decisions[j].Allowed {
+				// Its local share (sluice.FailLocal) is spent.
+				local = append(local, c.Limiter.Policy().Name)
+				wait = max(wait, res.Decisions[j].RetryAfter)
+			}
 			if c.Limiter.FailureMode() == sluice.FailClosed {
 				i.unavail.Add(1)
 				st, _ := status.New(codes.Unavailable, "grpclimit: the rate limiter's store failed and policy "+
@@ -452,6 +459,10 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 					WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(i.unavailable)})
 				return st.Err()
 			}
+		}
+		if len(local) > 0 {
+			i.refused.Add(1)
+			return refusal(local, i.withJitter(wait), false)
 		}
 		i.admitted.Add(1)
 		return nil

@@ -379,3 +379,22 @@ func TestRetryJitter(t *testing.T) {
 		t.Errorf("50 refusals, RetryInfo always %v: no jitter", seen)
 	}
 }
+
+// TestStoreFailureLocal: a limit that fails local decides with its share
+// while the store fails: the call proceeds until the share is spent, then
+// it is refused with ResourceExhausted, as by the limit.
+func TestStoreFailureLocal(t *testing.T) {
+	store, clock := newStore(t)
+	local := memstore.New(memstore.WithClock(clock))
+	defer local.Close()
+	l := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
+	i, _ := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}))
+	c := serve(t, i, false)
+	store.Close()
+	for n, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
+		if _, err := c.Check(withKey("k"), &healthpb.HealthCheckRequest{}); status.Code(err) != want {
+			t.Errorf("call %d: %v, want %v (a share of 2 of 4)", n, err, want)
+		}
+	}
+}

@@ -437,7 +437,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 		}
 	}
 	if err != nil {
-		m.failed(w, r, rt, which[:nEnf], checks[:nEnf], err, next)
+		m.failed(w, r, rt, which[:nEnf], checks[:nEnf], res.Decisions, err, next)
 		return
 	}
 
@@ -503,18 +503,29 @@ func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string
 	writeProblem(w, p)
 }
 
-// failed handles a store error: admit if every enforced limit fails open,
-// else answer 503.
-func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, rt *route, which []int, checks []sluice.Check, err error, next http.Handler) {
+// failed handles a store error: answer 503 if an enforced limit fails
+// closed, 429 if a limit that fails local refused (its local share is
+// spent), else admit.
+func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, rt *route, which []int, checks []sluice.Check, decisions []sluice.Decision, err error, next http.Handler) {
 	m.errs.Add(1)
 	if m.onError != nil {
 		m.onError(r, err)
 	}
 	var closed []string
+	var local []outcome
 	for j, c := range checks {
-		if c.Limiter.FailureMode() == sluice.FailClosed {
+		switch c.Limiter.FailureMode() {
+		case sluice.FailClosed:
 			closed = append(closed, rt.limits[which[j]].policy.Name)
+		case sluice.FailLocal:
+			if j < len(decisions) && !decisions[j].Allowed {
+				local = append(local, outcome{&rt.limits[which[j]], decisions[j]})
+			}
 		}
+	}
+	if len(closed) == 0 && len(local) > 0 {
+		m.refuse(w, local, "")
+		return
 	}
 	if len(closed) == 0 {
 		m.admitted.Add(1)

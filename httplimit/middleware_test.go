@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 func TestPerIP(t *testing.T) {
@@ -438,5 +439,28 @@ func TestConcurrentExactlyTheLimit(t *testing.T) {
 	}
 	if d, _ := shadow.AllowN(context.Background(), "192.0.2.1", 0); d.Remaining != 0 {
 		t.Errorf("shadow remaining %d", d.Remaining)
+	}
+}
+
+// TestStoreFailureLocal: a limit that fails local decides with its share
+// while the store fails: 200 until the share is spent, then 429 (a limit's
+// refusal, with Retry-After), not 503.
+func TestStoreFailureLocal(t *testing.T) {
+	ip, _ := NewClientIP()
+	store, clock := newStore(t)
+	local := memstore.New(memstore.WithClock(clock))
+	defer local.Close()
+	l := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
+	m := newMiddleware(t, Global(Limit{Limiter: l, Key: ip.Key}))
+	store.Close()
+	for i, want := range []int{200, 200, 429} {
+		w := send(m.Handler(okHandler), "GET", "/", "192.0.2.1:1")
+		if w.Code != want || (want == 429 && w.Header().Get("Retry-After") == "") {
+			t.Errorf("request %d: status %d, Retry-After %q; want %d (a share of 2 of 4)", i, w.Code, w.Header().Get("Retry-After"), want)
+		}
+	}
+	if st := m.Stats(); st.Errors != 3 {
+		t.Errorf("stats %+v", st)
 	}
 }

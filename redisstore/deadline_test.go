@@ -31,13 +31,13 @@ func TestBeginDeadline(t *testing.T) {
 	}
 
 	before := time.Now()
-	a, err := s.begin(context.Background())
+	a, _, err := s.begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	after := time.Now()
 	bounds(a, before.Add(timeout), after.Add(timeout+deadlineGrain))
-	b, err := s.begin(context.Background())
+	b, _, err := s.begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestBeginDeadline(t *testing.T) {
 	// The caller's values stay visible to the client (tracing hooks).
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
 	before = time.Now()
-	c, err := s.begin(parent)
+	c, _, err := s.begin(parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,22 +57,47 @@ func TestBeginDeadline(t *testing.T) {
 		t.Fatalf("value %v, want the caller's v", v)
 	}
 
-	// A caller's deadline sooner than the timeout is the bound itself.
-	soon, cancel := context.WithTimeout(context.Background(), time.Second)
+	// A caller's deadline sooner than the timeout, less the margin, is the
+	// bound (never later; at most deadlineGrain sooner).
+	soon, cancel := context.WithTimeout(parent, time.Second)
 	defer cancel()
-	d, err := s.begin(soon)
-	if err != nil {
-		t.Fatal(err)
+	sd, _ := soon.Deadline()
+	leftBefore := time.Until(sd)
+	d, c0, err := s.begin(soon)
+	byCaller := c0.byCaller
+	leftAfter := time.Until(sd)
+	if err != nil || !byCaller {
+		t.Fatalf("begin: %v, byCaller %v; want the caller's deadline as the bound", err, byCaller)
 	}
-	if d != soon {
+	// The margin is DefaultDeadlineMargin plus a tenth of the time left.
+	bounds(d, sd.Add(-DefaultDeadlineMargin-leftBefore/10-deadlineGrain), sd.Add(-DefaultDeadlineMargin-leftAfter/10))
+	if v := d.Value(ctxKey{}); v != "v" {
+		t.Fatalf("value %v, want the caller's v", v)
+	}
+	// With no margin, the caller's context itself is the bound.
+	s.margin = 0
+	if d, _, err := s.begin(soon); err != nil || d != soon {
 		t.Fatal("a caller deadline sooner than the store's timeout is not the call's bound")
+	}
+	s.margin = DefaultDeadlineMargin
+
+	// A caller with less than the margin left: DeadlineExceeded at once, no
+	// call to Redis, counted as a caller timeout.
+	calls, ct := s.Stats().Calls, s.Stats().CallerTimeouts
+	hurry, cancelHurry := context.WithTimeout(context.Background(), DefaultDeadlineMargin/2)
+	defer cancelHurry()
+	if _, _, err := s.begin(hurry); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("begin with %v left: %v, want context.DeadlineExceeded", DefaultDeadlineMargin/2, err)
+	}
+	if st := s.Stats(); st.Calls != calls || st.CallerTimeouts != ct+1 || st.Errors != 0 {
+		t.Fatalf("stats %+v: want no call and one more caller timeout", st)
 	}
 
 	// A caller already done: its error, and Redis is not called.
-	calls := s.Stats().Calls
+	calls = s.Stats().Calls
 	done, cancelDone := context.WithCancel(context.Background())
 	cancelDone()
-	if _, err := s.begin(done); !errors.Is(err, context.Canceled) {
+	if _, _, err := s.begin(done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("begin with a cancelled context: %v, want context.Canceled", err)
 	}
 	if s.Stats().Calls != calls {
@@ -81,7 +106,7 @@ func TestBeginDeadline(t *testing.T) {
 
 	// With no timeout the caller's context is used as it is.
 	s.timeout = 0
-	if e, err := s.begin(parent); err != nil || e != parent {
+	if e, _, err := s.begin(parent); err != nil || e != parent {
 		t.Fatalf("no timeout: begin returned %v, %v; want the caller's context", e, err)
 	}
 }
@@ -93,7 +118,7 @@ func TestBeginDeadlineExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := s.begin(context.Background())
+	ctx, _, err := s.begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

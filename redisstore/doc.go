@@ -84,14 +84,27 @@
 //
 // # Failures
 //
-// Each call is bounded by WithTimeout (default 10 ms, plus at most 1 ms), or
-// by the caller's deadline when that is sooner; a caller's cancellation is
-// seen before the call, not during it. After
-// DefaultBreakerFailures consecutive failures a circuit breaker answers
-// ErrUnavailable at once, lets one probe through every cooldown (default
-// 200 ms) and closes when a probe succeeds. Stats counts calls, errors,
-// timeouts and short-circuited calls. A store opened (with Open) while Redis
-// is down starts anyway and connects on demand, under the same breaker. The
-// Limiter's failure mode (fail open or closed) decides what a failed call
-// means to the caller.
+// Each call is bounded by the caller's deadline less a margin
+// (WithDeadlineMargin: 2 ms plus a tenth of the time left, so the caller
+// still gets an answer in time) or by a generous ceiling (WithTimeout,
+// default 3 s, plus at most 1 ms), whichever is sooner; a caller's cancellation is seen before the
+// call, not during it. Only real failures count toward the circuit breaker:
+// errors from Redis or the connection (refused, reset) and calls that run
+// out of the ceiling, far beyond a healthy Redis's latency. A call that runs
+// out of its caller's deadline is not one (Stats.CallerTimeouts): a busy
+// host that keeps a healthy Redis waiting for a CPU now and then must not
+// turn enforcement off. After DefaultBreakerFailures consecutive failures
+// (calls that fail together, as in one stall, count once) the breaker answers ErrUnavailable at once, lets one probe through every
+// cooldown (default 200 ms) and closes when a probe succeeds. Stats counts
+// calls, errors, timeouts and short-circuited calls. A store opened (with
+// Open) while Redis is down starts anyway and connects on demand, under the
+// same breaker. The Limiter's failure mode (open, closed, or local) decides
+// what a failed call means to the caller.
+//
+// # Counting replicas
+//
+// Replicas counts the processes that share a Redis by heartbeats with a TTL
+// in Redis itself (a sorted set of replica ids scored by expiry, by Redis
+// TIME), for sluice.FailLocal: each replica's share of a limit is the limit
+// divided by the count. While Redis is unreachable the last count stays.
 package redisstore

@@ -5,6 +5,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -17,28 +18,61 @@ var ErrUnavailable = errors.New("redisstore: Redis is unavailable (circuit break
 
 // Defaults of the failure handling.
 const (
-	// DefaultTimeout bounds each call to Redis, well under the 20 ms an
-	// Envoy rate-limit call allows.
-	DefaultTimeout = 10 * time.Millisecond
-	// DefaultBreakerFailures is the number of consecutive failed calls that
-	// open the circuit breaker.
+	// DefaultTimeout is the ceiling on one call to Redis: the bound when the
+	// caller has no deadline or a later one. It is generous on purpose: a
+	// healthy Redis on a busy host can take tens of milliseconds to answer
+	// now and then (a CPU to run on), and a whole process can stall for
+	// over a second on an overloaded one (measured: three serve processes
+	// under the race detector beside other test suites, load average 25 on
+	// 2 CPUs); neither is a failure of Redis. A caller that needs an answer
+	// sooner says so with its context's deadline (Envoy's gRPC deadline, an
+	// HTTP request's); see WithDeadlineMargin. 3 s is also the common read
+	// timeout of Redis clients.
+	DefaultTimeout = 3 * time.Second
+	// DefaultDeadlineMargin is the fixed part of how long before the
+	// caller's deadline a call to Redis is given up, to leave time to
+	// answer the caller; a tenth of the time the caller has left is added
+	// (WithDeadlineMargin).
+	DefaultDeadlineMargin = 2 * time.Millisecond
+	// DefaultBreakerFailures is the number of consecutive failures that
+	// open the circuit breaker. Calls in flight together that fail together
+	// (a stall) count once: a failure counts only if its call began after
+	// the last counted one.
 	DefaultBreakerFailures = 5
 	// DefaultBreakerCooldown is how long the breaker stays open before it
 	// lets one probe call through.
 	DefaultBreakerCooldown = 200 * time.Millisecond
 )
 
-// WithTimeout bounds each call to Redis to d, or to the caller's deadline
-// when that is sooner. The bound is d plus at most a millisecond, since calls
+// WithTimeout sets the ceiling d on each call to Redis: a call is bounded by
+// the caller's deadline less the margin (WithDeadlineMargin) or by d,
+// whichever is sooner. The bound is d plus at most a millisecond, since calls
 // that begin within the same millisecond share one deadline; a caller's
 // cancellation is seen before the call and not during it. d ≤ 0 means no
-// bound beyond the caller's context, which is then used as it is. The
-// default is DefaultTimeout.
+// ceiling beyond the caller's context. The default is DefaultTimeout.
+//
+// A call that runs out of d counts as a failure of Redis (Stats.Timeouts,
+// and toward the circuit breaker); a call that runs out of the caller's
+// deadline does not (Stats.CallerTimeouts): the caller was in a hurry, Redis
+// was not necessarily unwell.
 //
 // A call that times out after Redis ran the script may have consumed
 // capacity without reporting an admission: failures err on the side of
 // limiting.
 func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithDeadlineMargin sets how long before the caller's deadline a call to
+// Redis is given up: d plus a tenth of the time the caller has left when the
+// call begins (default DefaultDeadlineMargin), so that the caller gets an
+// answer (its failure mode's) before its deadline rather than none, even
+// when the answer waits a while for a CPU. For Envoy's default rate limit
+// timeout of 20 ms that leaves Redis 16 ms. A call whose caller has less
+// than the margin left is not made: it fails at once with
+// context.DeadlineExceeded, counted in Stats.CallerTimeouts. d ≤ 0 means no
+// margin at all (the caller's own deadline bounds the call).
+func WithDeadlineMargin(d time.Duration) Option {
+	return func(s *Store) { s.margin = max(d, 0) }
+}
 
 // WithBreaker configures the circuit breaker: after failures consecutive
 // failed calls it opens, and calls fail at once with ErrUnavailable; after
@@ -58,8 +92,14 @@ type Stats struct {
 	Calls uint64
 	// Errors is the number of those calls that failed (including timeouts).
 	Errors uint64
-	// Timeouts is the number of calls that ran out of the store's timeout.
+	// Timeouts is the number of calls that ran out of the store's timeout
+	// (WithTimeout).
 	Timeouts uint64
+	// CallerTimeouts is the number of calls given up at the caller's
+	// deadline less the margin (WithDeadlineMargin), or not made because
+	// less than the margin was left. They are not counted in Errors and do
+	// not move the circuit breaker.
+	CallerTimeouts uint64
 	// ShortCircuited is the number of Take and TakeAll calls refused at
 	// once with ErrUnavailable because the breaker was open.
 	ShortCircuited uint64
@@ -76,6 +116,7 @@ func (s *Store) Stats() Stats {
 		Calls:          s.stats.calls.Load(),
 		Errors:         s.stats.errors.Load(),
 		Timeouts:       s.stats.timeouts.Load(),
+		CallerTimeouts: s.stats.callerTimeouts.Load(),
 		ShortCircuited: s.stats.short.Load(),
 		BreakerOpens:   s.stats.opens.Load(),
 		DialErrors:     s.stats.dialErrors.Load(),
@@ -83,14 +124,19 @@ func (s *Store) Stats() Stats {
 }
 
 type counters struct {
-	calls, errors, timeouts, short, opens, dialErrors atomic.Uint64
+	calls, errors, timeouts, callerTimeouts, short, opens, dialErrors atomic.Uint64
 }
 
-// breaker is a lock-free circuit breaker.
+// breaker is a lock-free circuit breaker. It counts failed episodes, not
+// failed calls: a failure counts only if its call began after the last
+// counted failure, so the calls in flight together when Redis (or this
+// process) stalls count once, and the breaker opens after threshold
+// failures that each followed the last.
 type breaker struct {
 	threshold int32
 	cooldown  time.Duration
 	failures  atomic.Int32
+	lastFail  atomic.Int64 // unix ns of the last counted failure
 	openUntil atomic.Int64 // unix ns; 0: closed
 	probing   atomic.Bool
 }
@@ -117,11 +163,18 @@ func (b *breaker) success() {
 	}
 }
 
-// failure records a failed call and reports whether it opened the breaker.
-func (b *breaker) failure() bool {
+// failure records a failed call that began at start (unix ns) and reports
+// whether it opened the breaker.
+func (b *breaker) failure(start int64) bool {
 	if b.threshold <= 0 {
 		return false
 	}
+	now := time.Now().UnixNano()
+	last := b.lastFail.Load()
+	if start < last && !b.probing.Load() {
+		return false // in flight with the last counted failure: the same episode
+	}
+	b.lastFail.Store(now)
 	n := b.failures.Add(1)
 	if n >= b.threshold || b.probing.Load() {
 		b.openUntil.Store(time.Now().Add(b.cooldown).UnixNano())
@@ -135,52 +188,90 @@ func (b *breaker) failure() bool {
 // parent is the caller's context: its own cancellation is not a Redis
 // failure.
 func (s *Store) call(parent context.Context, f func(ctx context.Context) error) error {
-	ctx, err := s.begin(parent)
+	ctx, c, err := s.begin(parent)
 	if err != nil {
 		return err
 	}
-	return s.end(parent, f(ctx))
+	return s.end(parent, c, f(ctx))
 }
 
+// errCallerDeadline is begin's error when the caller has less than the
+// margin left.
+var errCallerDeadline = fmt.Errorf("redisstore: less than the deadline margin left: %w", context.DeadlineExceeded)
+
 // begin starts a call to Redis: it returns parent's error if parent is
-// already done, ErrUnavailable if the breaker refuses the call, and otherwise the
-// context to make the call with, which carries parent's values and ends
-// when parent's deadline or the store's timeout passes, whichever is first.
-// The caller calls end once Redis has answered.
+// already done, errCallerDeadline if parent's deadline is less than the
+// margin away, ErrUnavailable if the breaker refuses the call, and otherwise
+// the context to make the call with, which carries parent's values and ends
+// when parent's deadline less the margin or the store's timeout passes,
+// whichever is first; c records when the call began and whether its bound is
+// the caller's. The caller calls end once Redis has answered.
 //
 // A cancellation of parent during the call is not seen: the call still ends
-// within the store's timeout. In exchange no call makes a context and a
-// timer of its own: calls that begin within the same deadlineGrain share
-// one deadline context, and their deadline is the store's timeout plus at
-// most deadlineGrain. That is 5 of the 11 allocations of a decision, and
-// about 8% of the client's CPU (BENCHMARKS.md).
-func (s *Store) begin(parent context.Context) (context.Context, error) {
+// within its bound. In exchange no call makes a context and a timer of its
+// own: calls that begin within the same deadlineGrain share one deadline
+// context (one for the store's timeout, one for callers' deadlines), and the
+// store's timeout is exceeded by at most deadlineGrain; a caller's deadline
+// less the margin never is (its call may end up to deadlineGrain sooner).
+// That is 5 of the 11 allocations of a decision, and about 8% of the
+// client's CPU (BENCHMARKS.md).
+func (s *Store) begin(parent context.Context) (ctx context.Context, c callStart, err error) {
 	if err := parent.Err(); err != nil {
-		return nil, err
+		return nil, c, err
+	}
+	now := time.Now()
+	cd, hasDeadline := parent.Deadline()
+	if hasDeadline && s.margin > 0 {
+		cd = cd.Add(-s.margin - cd.Sub(now)/10)
+	}
+	if hasDeadline && !cd.After(now) {
+		s.stats.callerTimeouts.Add(1)
+		return nil, callStart{byCaller: true}, errCallerDeadline
 	}
 	if !s.brk.allow() {
 		s.stats.short.Add(1)
-		return nil, ErrUnavailable
+		return nil, c, ErrUnavailable
 	}
 	s.stats.calls.Add(1)
-	if s.timeout <= 0 {
-		return parent, nil
+	c.at = now.UnixNano()
+	want := now.Add(s.timeout)
+	if hasDeadline && (s.timeout <= 0 || !cd.After(want)) {
+		// The caller's deadline less the margin is the bound.
+		if s.margin == 0 {
+			c.byCaller = true
+			return parent, c, nil
+		}
+		d := s.callerDeadline.Load()
+		if d == nil || d.at.After(cd) || cd.Sub(d.at) > deadlineGrain {
+			d = newSharedDeadline(cd)
+			s.callerDeadline.Store(d)
+		}
+		c.byCaller = true
+		return withValues(d.ctx, parent), c, nil
 	}
-	want := time.Now().Add(s.timeout)
-	if d, ok := parent.Deadline(); ok && !d.After(want) {
-		return parent, nil // parent ends first: it is the bound
+	if s.timeout <= 0 {
+		return parent, c, nil
 	}
 	d := s.deadline.Load()
 	if d == nil || d.at.Before(want) || d.at.Sub(want) > deadlineGrain {
-		at := want.Add(deadlineGrain)
-		ctx, cancel := context.WithDeadline(context.Background(), at)
-		d = &sharedDeadline{ctx: ctx, at: at, cancel: cancel}
+		d = newSharedDeadline(want.Add(deadlineGrain))
 		s.deadline.Store(d)
 	}
+	return withValues(d.ctx, parent), c, nil
+}
+
+// callStart is what end needs to know of a call begun by begin.
+type callStart struct {
+	at       int64 // unix ns
+	byCaller bool  // bounded by the caller's deadline less the margin
+}
+
+// withValues is ctx with the values of parent.
+func withValues(ctx, parent context.Context) context.Context {
 	if parent == context.Background() || parent == context.TODO() {
-		return d.ctx, nil
+		return ctx
 	}
-	return valuesOf{Context: d.ctx, values: parent}, nil
+	return valuesOf{Context: ctx, values: parent}
 }
 
 // deadlineGrain is how long one shared deadline context serves new calls.
@@ -196,6 +287,11 @@ type sharedDeadline struct {
 	cancel context.CancelFunc
 }
 
+func newSharedDeadline(at time.Time) *sharedDeadline {
+	ctx, cancel := context.WithDeadline(context.Background(), at)
+	return &sharedDeadline{ctx: ctx, at: at, cancel: cancel}
+}
+
 // valuesOf is a context with the deadline and cancellation of Context and
 // the values of values.
 type valuesOf struct {
@@ -206,13 +302,18 @@ type valuesOf struct {
 func (c valuesOf) Value(key any) any { return c.values.Value(key) }
 
 // end records the outcome err of a call begun with begin, and returns it.
-func (s *Store) end(parent context.Context, err error) error {
+// c is begin's.
+func (s *Store) end(parent context.Context, c callStart, err error) error {
 	switch {
 	case err == nil:
 		s.brk.success()
 		return nil
-	case parent.Err() != nil:
-		// The caller gave up; say nothing about Redis, but free a probe.
+	case parent.Err() != nil || (c.byCaller && errors.Is(err, context.DeadlineExceeded)):
+		// The caller gave up, or its deadline (less the margin) came: say
+		// nothing about Redis, but free a probe.
+		if parent.Err() == nil {
+			s.stats.callerTimeouts.Add(1)
+		}
 		s.brk.probing.Store(false)
 		return err
 	}
@@ -220,7 +321,7 @@ func (s *Store) end(parent context.Context, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.stats.timeouts.Add(1)
 	}
-	if s.brk.failure() {
+	if s.brk.failure(c.at) {
 		s.stats.opens.Add(1)
 	}
 	return err

@@ -3,6 +3,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -202,4 +203,80 @@ func TestRedisRestart(t *testing.T) {
 		t.Fatalf("stats after an outage: %+v", st)
 	}
 	t.Logf("down %v, %d failed decisions, recovered %v after the restart; %+v", restarted.Sub(killed), f, ok.Sub(restarted), st)
+}
+
+// TestCallerDeadlineIsNoFailure: calls that run out of their caller's
+// deadline (less the margin) on a Redis that does not answer are not Redis
+// failures: they are counted apart, do not open the breaker, and the next
+// caller without a hurry is answered by Redis. (When a call ends is not
+// asserted here, since a loaded host's timers run late; TestBeginDeadline
+// checks the deadline the call is made with.)
+func TestCallerDeadlineIsNoFailure(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	c := newClient(t, addr)
+	admin := newClient(t, addr)
+	s := newStore(t, c, WithBreaker(2, time.Hour)) // default timeout and margin
+	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	take(t, s, p, "k", 1)
+	const pause = 800 * time.Millisecond
+	if err := admin.Do(t.Context(), admin.B().ClientPause().Timeout(pause.Milliseconds()).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		_, err := s.Take(ctx, p, "k", 1)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("call %d with a 100ms deadline to a paused Redis: %v, want context.DeadlineExceeded", i, err)
+		}
+	}
+	st := s.Stats()
+	if st.CallerTimeouts != 5 || st.Errors != 0 || st.BreakerOpens != 0 {
+		t.Fatalf("stats %+v: want 5 caller timeouts, no error, the breaker closed", st)
+	}
+	// No hurry: this call waits out the pause and Redis answers it.
+	if _, err := s.Take(t.Context(), p, "k", 1); err != nil {
+		t.Fatalf("a call without a deadline after the pause: %v", err)
+	}
+}
+
+// TestBreakerEpisodes: calls in flight together that time out together (a
+// stall) count as one failure toward the breaker; a failure of a call begun
+// after it counts again.
+func TestBreakerEpisodes(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	c := newClient(t, addr)
+	admin := newClient(t, addr)
+	// A timeout long next to how far apart 10 goroutines start, inside a
+	// pause long enough for two timeouts in a row.
+	s := newStore(t, c, WithTimeout(time.Second), WithBreaker(2, time.Hour))
+	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	take(t, s, p, "k", 1)
+	if err := admin.Do(t.Context(), admin.B().ClientPause().Timeout(2800).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if _, err := s.Take(t.Context(), p, "k", 1); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("a call to a paused Redis: %v, want a timeout", err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	st := s.Stats()
+	if st.Timeouts != 10 || st.BreakerOpens != 0 {
+		t.Fatalf("10 overlapping timeouts: %+v; want the breaker still closed (one episode)", st)
+	}
+	if _, err := s.Take(t.Context(), p, "k", 1); err == nil {
+		t.Fatal("a call to a paused Redis succeeded")
+	}
+	if st := s.Stats(); st.BreakerOpens != 1 {
+		t.Fatalf("after a second episode: %+v; want the breaker open", st)
+	}
 }

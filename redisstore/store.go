@@ -47,10 +47,14 @@ type Store struct {
 	// deadline is the shared deadline context of calls beginning now
 	// (begin).
 	deadline atomic.Pointer[sharedDeadline]
-	brk      breaker
-	stats    counters
-	closed   atomic.Bool
-	tlsConf  *tls.Config // Open: WithTLSConfig
+	// callerDeadline is the shared deadline context of calls bounded by
+	// their caller's deadline less margin.
+	callerDeadline atomic.Pointer[sharedDeadline]
+	margin         time.Duration
+	brk            breaker
+	stats          counters
+	closed         atomic.Bool
+	tlsConf        *tls.Config // Open: WithTLSConfig
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
@@ -136,6 +140,7 @@ func configure(opts []Option) (*Store, error) {
 		slack:    time.Hour,
 		script:   rueidis.NewLuaScript(takeSource),
 		timeout:  DefaultTimeout,
+		margin:   DefaultDeadlineMargin,
 		compiled: map[sluice.Policy]*compiled{},
 	}
 	s.brk.threshold, s.brk.cooldown = DefaultBreakerFailures, DefaultBreakerCooldown
@@ -499,12 +504,12 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
 		args[0] = strconv.FormatInt(now, 10)
 	}
-	callCtx, err := s.begin(ctx)
+	callCtx, c, err := s.begin(ctx)
 	if err != nil {
 		return err
 	}
 	reply, err := s.script.Exec(callCtx, cn.client, keys, args).ToArray()
-	if err := s.end(ctx, err); err != nil {
+	if err := s.end(ctx, c, err); err != nil {
 		return err
 	}
 	if len(reply) != 2+4*len(reqs) {

@@ -44,7 +44,8 @@ const streamWorkers = 64
 const grpcWindow = 1 << 20
 
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
-                    [--max-keys N] [--redis-single-slot NAME] [--store-timeout D]
+                    [--max-keys auto|N] [--replicas N] [--redis-single-slot NAME]
+                    [--store-timeout D]
                     [--shutdown-timeout D] [--procs auto|N]
                     [--response-headers] [--legacy-headers] [--merge-domains] [--shadow-mode]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
@@ -78,10 +79,23 @@ Flags:
                       refusing; a limit the request carries still applies
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
-  --max-keys N        for the memory store: hold at most N keys, evicting
-                      (and so forgiving) the soonest-idle ones when full;
-                      default 0, no bound (idle keys are dropped exactly
-                      when they expire either way)
+  --max-keys auto|N   the memory store (and the local fallback store) hold
+                      at most N keys, evicting when full: first keys whose
+                      state is already idle, then (counted in
+                      sluice_store_evictions_total{reason="forced"}) the
+                      soonest-idle keys, forgiving what they still owed,
+                      which loses exactness for those keys. The default,
+                      auto, is 1/4 of the memory (the cgroup's memory
+                      limit if set, else MemAvailable at start) divided
+                      by 128 bytes per key, at least 10000; 0 means no
+                      bound. Idle keys are dropped exactly when they
+                      expire either way
+  --replicas N        how many serve processes share the store, for the
+                      rules that fail local (the default failure mode):
+                      while the store is unreachable each decides alone
+                      with 1/N of each limit. Default: counted by
+                      heartbeats in Redis (1 on the memory store); the
+                      last count is kept during an outage
   --redis-single-slot NAME  on a Redis Cluster, keep every key in the
                       hash slot of {NAME}, so that requests with several
                       descriptors stay all-or-nothing (at the price of one
@@ -89,9 +103,16 @@ Flags:
                       different slots cannot be decided atomically: it is
                       answered by the rules' failure modes, and the store
                       error is logged and counted
-  --store-timeout D   the bound on one Redis call, after which the rules'
-                      failure modes decide (default: redisstore's, well
-                      under Envoy's 20ms)
+  --store-timeout D   the ceiling on one Redis call (default 3s). A call
+                      is bounded by the caller's deadline (Envoy's gRPC
+                      deadline, its rate limit timeout) less 2ms and a
+                      tenth of the time left, to answer in time (16ms of
+                      Envoy's default 20ms), or by D when that is sooner
+                      or the caller has none. A call that runs out of its
+                      caller's deadline is answered by the rule's failure
+                      mode but is not counted as a Redis failure; errors
+                      and calls that run out of D are, and 5 in a row
+                      open a circuit breaker (probed every 200ms)
   --response-headers  RLS answers ask Envoy to add RateLimit-Policy and
                       RateLimit (draft-ietf-httpapi-ratelimit-headers-10)
                       and, on OVER_LIMIT, Retry-After to the response
@@ -130,6 +151,11 @@ it: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) turns on
 spans for RLS and HTTP calls and for store calls, exported over OTLP
 (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc); the
 other OTEL_* variables apply as usual.
+Failure modes (failure_mode in a rule): local, the default, decides with
+this replica's share of the limit while the store fails (the fleet stays
+available and within a bound: at most about one extra limit, or burst, per
+outage shorter than the period; see the sluice package documentation); open
+admits; closed refuses.
 
 Logs go to standard error. On SIGTERM or SIGINT, serve stops accepting new
 requests, lets in-flight ones finish, and exits 0. A bad flag exits 2; a
@@ -144,7 +170,7 @@ type serveOptions struct {
 	httpAddr        string
 	grpcAddr        string
 	storeTimeout    time.Duration // 0: the store's default
-	maxKeys         int           // memory store bound; 0: none
+	maxKeys         int           // memory store bound; 0: auto (defaultMaxKeys); maxKeysNone: none
 	singleSlot      string        // redisstore.WithSingleSlot when not empty
 	upstream        string        // gateway mode when not empty
 	gatewayAddr     string
@@ -157,6 +183,7 @@ type serveOptions struct {
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
 	procs           int // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (tests in process)
+	replicas        int // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
 
 	// For tests: called once both listeners are up, and when shutdown
 	// begins.
@@ -177,7 +204,8 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "")
 	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
 	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
-	fset.IntVar(&o.maxKeys, "max-keys", 0, "")
+	maxKeysFlag := fset.String("max-keys", "auto", "")
+	fset.IntVar(&o.replicas, "replicas", 0, "")
 	fset.StringVar(&o.singleSlot, "redis-single-slot", "", "")
 	fset.StringVar(&o.upstream, "upstream", "", "")
 	fset.BoolVar(&o.headers, "response-headers", false, "")
@@ -202,8 +230,21 @@ func runServe(e env, args []string) int {
 	if strings.ContainsAny(o.singleSlot, "{}") {
 		return e.fail(exitUsage, prefix, "--redis-single-slot %q: must not contain { or }", o.singleSlot)
 	}
-	if o.maxKeys < 0 {
-		return e.fail(exitUsage, prefix, "--max-keys %d: must not be negative", o.maxKeys)
+	if *maxKeysFlag != "auto" {
+		n, err := strconv.Atoi(*maxKeysFlag)
+		switch {
+		case err != nil:
+			return e.fail(exitUsage, prefix, "--max-keys %q: want auto or a whole number (0: no bound)", *maxKeysFlag)
+		case n < 0:
+			return e.fail(exitUsage, prefix, "--max-keys %d: must not be negative", n)
+		case n == 0:
+			o.maxKeys = maxKeysNone
+		default:
+			o.maxKeys = n
+		}
+	}
+	if o.replicas < 0 {
+		return e.fail(exitUsage, prefix, "--replicas %d: must not be negative", o.replicas)
 	}
 	if o.storeTimeout < 0 {
 		return e.fail(exitUsage, prefix, "--store-timeout %v: must not be negative", o.storeTimeout)
@@ -229,6 +270,9 @@ func runServe(e env, args []string) int {
 	defer stop()
 	return serve(ctx, e, o)
 }
+
+// maxKeysNone is serveOptions.maxKeys for --max-keys 0: no bound.
+const maxKeysNone = -1
 
 // procsAuto is serveOptions.procs for --procs auto.
 const procsAuto = -1
@@ -261,7 +305,14 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	const prefix = "sluice serve"
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
 
-	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, o.maxKeys, o.singleSlot)
+	maxKeys := o.maxKeys
+	switch maxKeys {
+	case 0:
+		maxKeys = defaultMaxKeys()
+	case maxKeysNone:
+		maxKeys = 0
+	}
+	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, maxKeys, o.singleSlot)
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -271,6 +322,13 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		return e.fail(code, prefix, "%v", err)
 	}
 	defer closeStore()
+	fb, err := startFallback(ctx, store, o.replicas, maxKeys, log)
+	if err != nil {
+		return e.fail(exitFailure, prefix, "%v", err)
+	}
+	defer fb.stop()
+	ms, _ := store.(*memstore.Store)
+
 	tracing, err := startTracing(ctx, log)
 	if err != nil {
 		return e.fail(exitUsage, prefix, "%v", err)
@@ -282,7 +340,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	if o.mergeDomains {
 		loadOpts = append(loadOpts, config.WithMergeDomains())
 	}
-	opts := []server.Option{server.WithLogger(log), server.WithConfigOptions(loadOpts...)}
+	opts := []server.Option{server.WithLogger(log), server.WithConfigOptions(loadOpts...), server.WithFallback(fb.local, fb.replicas)}
+	if ms != nil {
+		opts = append(opts, server.WithCollector(newStoreCollector(ms, maxKeys)))
+	}
 	if o.shadowMode {
 		opts = append(opts, server.WithShadowMode())
 	}
@@ -393,7 +454,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	log.Info("sluice serving",
 		"grpc", grpcLis.Addr().String(), "grpc_services", "envoy.service.ratelimit.v3.RateLimitService, grpc.health.v1.Health, reflection",
 		"http", "http://"+httpLis.Addr().String(), "http_paths", "GET / (live page), POST /v1/check, POST /v1/reset, GET /v1/rules, POST /v1/simulate, GET /metrics, /healthz, /readyz",
-		"store", storeName(o.storeURL), "config", source, "procs", procsInForce)
+		"store", storeName(o.storeURL), "config", source, "procs", procsInForce, "replicas", fb.describe, "max_keys", maxKeys)
 	if o.onGateway != nil && gwLis != nil {
 		o.onGateway(gwLis.Addr().String())
 	}

@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,12 +60,7 @@ func BenchmarkServe(b *testing.B) {
 				b.Run("store="+store, func(b *testing.B) {
 					args := []string{"--store", "memory", "--config", dir}
 					if store == "redis" {
-						// A timeout that does not trip: on 2 vCPUs shared
-						// by three busy processes, a Redis call now and
-						// then waits out the default 10 ms for a CPU, and
-						// the breaker then answers thousands of requests
-						// by the failure mode, without Redis.
-						args = []string{"--store", "redis://" + sluicetest.StartRedis(b), "--store-timeout", "1s", "--config", dir}
+						args = []string{"--store", "redis://" + sluicetest.StartRedis(b), "--config", dir}
 					}
 					addr, httpAddr, cmd, _ := startServeProcessOn(b, serveCPU, args...)
 					pid := cmd.Process.Pid
@@ -172,27 +165,7 @@ func loadServe(b *testing.B, addr, httpAddr string, pid, inflight int) {
 // storeErrors returns the sum of serve's sluice_store_errors_total
 // counters.
 func storeErrors(b *testing.B, httpAddr string) int64 {
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var sum int64
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, "sluice_store_errors_total") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			b.Fatalf("/metrics: %q: %v", line, err)
-		}
-		sum += int64(v)
-	}
-	return sum
+	return int64(metricSum(b, httpAddr, "sluice_store_errors_total"))
 }
 
 // procCPU returns the user + system CPU time of process pid so far.

@@ -6,10 +6,12 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,7 +81,14 @@ func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr, httpA
 			log = append(append(log, sc.Bytes()...), '\n')
 			if m := servingGRPC.FindSubmatch(sc.Bytes()); m != nil {
 				found <- [2]string{string(m[1]), string(m[2])}
-				io.Copy(io.Discard, stderr) // keep the pipe drained
+				// Keep the pipe drained, and show warnings and errors
+				// (a failing store, say) in the test's log.
+				for sc.Scan() {
+					if line := sc.Text(); strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+						t.Logf("sluice serve: %s", line)
+					}
+				}
+				io.Copy(io.Discard, stderr)
 				break
 			}
 		}
@@ -105,28 +114,39 @@ func startServeProcessOn(t testing.TB, cpus string, args ...string) (addr, httpA
 	return addr, httpAddr, cmd, exited
 }
 
-// TestServeProcessesShareRedis: 3 sluice serve processes share one real
-// Redis; 64 concurrent gRPC clients spread over them make 20,000 requests
-// at one descriptor limited to 1,000 per day: exactly 1,000 are OK.
+// TestServeProcessesShareRedis: 3 sluice serve processes, with default
+// flags, share one real Redis; 64 concurrent gRPC clients spread over them
+// make 20,000 requests at one descriptor limited to 1,000 per day: exactly
+// 1,000 are OK.
 func TestServeProcessesShareRedis(t *testing.T) {
+	// A sliding log, so no window boundary can fall inside the test.
+	shareRedis(t, "domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 1000, algorithm: sliding-log, failure_mode: closed}\n")
+}
+
+// TestServeProcessesShareRedisDefaultFailureMode is
+// TestServeProcessesShareRedis with a rule that has no failure_mode (local,
+// the default), and it checks that no request was decided by the failure
+// mode: every serve's sluice_store_errors_total stays 0.
+func TestServeProcessesShareRedisDefaultFailureMode(t *testing.T) {
+	shareRedis(t, "domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 1000, algorithm: sliding-log}\n")
+}
+
+// shareRedis runs TestServeProcessesShareRedis with the configuration cfg.
+func shareRedis(t *testing.T, cfg string) {
 	redis := sluicetest.StartRedis(t)
 	dir := t.TempDir()
-	// A sliding log, so no window boundary can fall inside the test.
-	cfg := "domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 1000, algorithm: sliding-log, failure_mode: closed}\n"
 	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	type proc struct {
-		addr   string
-		cmd    *exec.Cmd
-		exited chan error
+		addr, httpAddr string
+		cmd            *exec.Cmd
+		exited         chan error
 	}
 	procs := make([]proc, 3)
 	for i := range procs {
-		// A generous store timeout: on a loaded machine a slow call must
-		// not turn into a failure-mode answer.
-		addr, cmd, exited := startServeProcess(t, "--store", "redis://"+redis, "--store-timeout", "30s", "--config", dir)
-		procs[i] = proc{addr, cmd, exited}
+		addr, httpAddr, cmd, exited := startServeProcessOn(t, "", "--store", "redis://"+redis, "--config", dir)
+		procs[i] = proc{addr, httpAddr, cmd, exited}
 	}
 	clients := make([]rls.RateLimitServiceClient, len(procs))
 	for i, p := range procs {
@@ -160,6 +180,11 @@ func TestServeProcessesShareRedis(t *testing.T) {
 		t.Errorf("OK %d, OVER_LIMIT %d; want exactly 1000 and %d", ok.Load(), over.Load(), total-1000)
 	}
 	for i, p := range procs {
+		if n := metricSum(t, p.httpAddr, "sluice_store_errors_total"); n != 0 {
+			t.Errorf("process %d: sluice_store_errors_total %v, want 0: requests were decided by the failure mode, not by Redis", i, n)
+		}
+	}
+	for i, p := range procs {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -174,6 +199,33 @@ func TestServeProcessesShareRedis(t *testing.T) {
 	}
 }
 
+// metricSum returns the sum of the samples of the metric name (any labels)
+// on serve's /metrics at httpAddr.
+func metricSum(t testing.TB, httpAddr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); !ok || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
 // TestServeRedisCluster: on a real 3-master Redis Cluster, with
 // --redis-single-slot, a request with several descriptors is
 // all-or-nothing: refused by one, it consumes nothing from the others.
@@ -184,7 +236,7 @@ func TestServeRedisCluster(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr, _, _ := startServeProcess(t, "--store", "redis+cluster://"+strings.Join(nodes, ","), "--redis-single-slot", "sluice", "--store-timeout", "30s", "--config", dir)
+	addr, _, _ := startServeProcess(t, "--store", "redis+cluster://"+strings.Join(nodes, ","), "--redis-single-slot", "sluice", "--config", dir)
 	client, _ := rlsClient(t, addr)
 	two := func() *rls.RateLimitResponse {
 		t.Helper()

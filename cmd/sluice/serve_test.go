@@ -104,7 +104,7 @@ func (r *running) stop(t *testing.T) {
 	r.done <- exitOK // for startServe's cleanup
 }
 
-func rlsClient(t *testing.T, addr string) (rls.RateLimitServiceClient, *grpc.ClientConn) {
+func rlsClient(t testing.TB, addr string) (rls.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -325,6 +325,8 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"extra"}, exitUsage, []string{`sluice serve: unexpected argument "extra"`}},
 		{[]string{"--upstream", "ftp://x"}, exitUsage, []string{`sluice serve: --upstream "ftp://x": want an http:// or https:// URL`}},
 		{[]string{"--max-keys", "-5"}, exitUsage, []string{"sluice serve: --max-keys -5: must not be negative"}},
+		{[]string{"--max-keys", "lots"}, exitUsage, []string{`sluice serve: --max-keys "lots": want auto or a whole number (0: no bound)`}},
+		{[]string{"--replicas", "-1"}, exitUsage, []string{"sluice serve: --replicas -1: must not be negative"}},
 		{[]string{"--store-timeout", "-1s"}, exitUsage, []string{"sluice serve: --store-timeout -1s: must not be negative"}},
 		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},
 		{[]string{"--procs", "0"}, exitUsage, []string{`sluice serve: --procs "0": want auto or a whole number of at least 1`}},

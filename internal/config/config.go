@@ -31,7 +31,8 @@
 // metadata. Sluice adds to rate_limit: algorithm (one of sluice's algorithm
 // names; fixed-window by default, which gives envoyproxy/ratelimit's
 // decisions), burst (for the bucket kinds), period (any Go duration, instead
-// of unit) and failure_mode (open, the default, or closed).
+// of unit) and failure_mode (local, the default; open; or closed: see
+// DefaultFailureMode).
 //
 // The descriptor fields envoyproxy/ratelimit added in 2026:
 //   - quota_mode: true makes the descriptor's limit a quota. A request is
@@ -138,7 +139,8 @@ type Rule struct {
 	// UnitMultiplier is Policy.Period in Units: 1 for a plain unit, 10 for
 	// a period of 10s.
 	UnitMultiplier int64
-	// FailureMode is what the service answers when the store fails.
+	// FailureMode is what the service answers when the store fails
+	// (DefaultFailureMode unless the rule says).
 	FailureMode sluice.FailureMode
 	// ShadowMode rules are checked and counted but never refuse.
 	ShadowMode bool
@@ -424,3 +426,12 @@ func unitOf(d time.Duration) (string, int64) {
 	}
 	return "", 0
 }
+
+// DefaultFailureMode is the failure mode of a rule without failure_mode:
+// local. While the store is unreachable each replica decides with its share
+// of the limit (sluice.FailLocal), which keeps the service available, as
+// open does, and keeps the fleet within a stated bound of the limit, which
+// open does not (it admits everything for as long as the outage lasts);
+// closed refuses everyone, turning a store outage into an outage of every
+// rate-limited route.
+const DefaultFailureMode = sluice.FailLocal

@@ -190,7 +190,7 @@ func TestErrors(t *testing.T) {
 		{"unlimited with unit", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, unlimited: true}\n"},
 			[]string{`descriptors[0].rate_limit.unit: must not be set on an unlimited rate_limit`}},
 		{"bad failure mode", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, failure_mode: maybe}\n"},
-			[]string{`descriptors[0].rate_limit.failure_mode: "maybe": want open or closed`}},
+			[]string{`descriptors[0].rate_limit.failure_mode: "maybe": want local, open or closed`}},
 		{"empty key", []string{"domain: d\ndescriptors:\n  - value: x\n"},
 			[]string{`f0.yaml:3: descriptors[0].key: missing or empty`}},
 		{"duplicate descriptor", []string{"domain: d\ndescriptors:\n  - key: a\n  - key: a\n"},

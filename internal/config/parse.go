@@ -439,11 +439,14 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		}
 	}
 	switch r.failureMode {
-	case "", "open":
+	case "", "local":
+		rule.FailureMode = DefaultFailureMode
+	case "open":
+		rule.FailureMode = sluice.FailOpen
 	case "closed":
 		rule.FailureMode = sluice.FailClosed
 	default:
-		p.errorf(at(r.failureNode), field+".failure_mode", "%q: want open or closed", r.failureMode)
+		p.errorf(at(r.failureNode), field+".failure_mode", "%q: want local, open or closed", r.failureMode)
 	}
 	if r.unlimited {
 		for _, x := range []struct {

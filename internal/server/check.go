@@ -53,7 +53,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	for i, d := range descs {
 		if d.override != nil {
 			r := overrideRule(domain, d.entries, *d.override)
-			l, lerr := sluice.NewLimiter(s.store, r.Policy)
+			l, lerr := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(config.DefaultFailureMode)...)
 			if lerr != nil {
 				return false, nil, fmt.Errorf("descriptor %d: limit override: %w", i, lerr)
 			}
@@ -205,6 +205,10 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 	switch {
 	case r.Unlimited:
 		result = "unlimited"
+	case o.failed && r.FailureMode == sluice.FailLocal && o.over:
+		result = "failed_local_over_limit"
+	case o.failed && r.FailureMode == sluice.FailLocal:
+		result = "failed_local"
 	case o.failed && o.decision.Allowed:
 		result = "failed_open"
 	case o.failed:
@@ -272,7 +276,7 @@ func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *confi
 			break
 		}
 	}
-	return &config.Rule{Domain: domain, FullKey: key, Policy: p, Unit: unit, UnitMultiplier: mult}
+	return &config.Rule{Domain: domain, FullKey: key, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
 }
 
 // clampU32 converts n to uint32, saturating.

@@ -43,9 +43,11 @@ func TestStoreFailure(t *testing.T) {
 	c, err := config.Load(mapFS("f.yaml", `domain: d
 descriptors:
   - key: open
-    rate_limit: {unit: second, requests_per_unit: 1}
+    rate_limit: {unit: second, requests_per_unit: 1, failure_mode: open}
   - key: closed
     rate_limit: {unit: second, requests_per_unit: 1, failure_mode: closed}
+  - key: local
+    rate_limit: {unit: hour, requests_per_unit: 2}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +75,21 @@ descriptors:
 	if got := ask(desc("open", "x"), desc("closed", "x")); got != "OVER: OK OVER" {
 		t.Errorf("both: %s", got)
 	}
+	// The default, local: this replica (the only one) holds the whole
+	// limit of 2 in its local store.
+	for i, want := range []string{"OK: OK", "OK: OK", "OVER: OVER"} {
+		if got := ask(desc("local", "x")); got != want {
+			t.Errorf("fail-local %d: %s, want %s", i, got, want)
+		}
+	}
 	rec := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
-		`sluice_store_errors_total{domain="d"} 5`,
+		`sluice_store_errors_total{domain="d"} 8`,
+		`sluice_decisions_total{domain="d",policy="d.local",result="failed_local"} 2`,
+		`sluice_decisions_total{domain="d",policy="d.local",result="failed_local_over_limit"} 1`,
+		`sluice_replicas 1`,
 		`sluice_decisions_total{domain="d",policy="d.open",result="failed_open"} 4`,
 		`sluice_decisions_total{domain="d",policy="d.closed",result="failed_closed"} 2`,
 	} {

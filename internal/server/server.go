@@ -60,6 +60,11 @@ type Server struct {
 	failures    atomic.Int64 // store failures not yet logged
 	lastFailLog atomic.Int64 // UnixNano of the last failure log line
 	now         func() time.Time
+
+	local    sluice.Store          // WithFallback
+	replicas sluice.ReplicaCounter // WithFallback
+
+	collectors []prometheus.Collector // WithCollector
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -110,6 +115,10 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 		o(s)
 	}
 	s.metrics.registry.MustRegister(newLiveCollector(s))
+	s.setupFallback()
+	if err := s.registerCollectors(); err != nil {
+		return nil, err
+	}
 	if s.metrics.extra != nil {
 		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
@@ -140,7 +149,7 @@ func (s *Server) Apply(c *config.Config) error {
 		if r.Unlimited || r.Deny {
 			continue
 		}
-		l, err := sluice.NewLimiter(s.store, r.Policy, sluice.WithFailureMode(r.FailureMode))
+		l, err := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(r.FailureMode)...)
 		if err != nil {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
 		}

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// The default key budget of serve's memory stores (--max-keys auto):
+//
+//	keys = memoryShare × memory / bytesPerKey, at least minKeys
+//
+// where memory is the cgroup's memory limit (cgroup v2 memory.max, or v1
+// memory.limit_in_bytes) when one is set, else MemAvailable from
+// /proc/meminfo at start, else fallbackMemory. With Go's garbage collector
+// letting the heap grow to twice the live data (GOGC=100), the keys then
+// take at most half of that memory.
+const (
+	memoryShare = 4 // the keys' share of memory is 1/memoryShare
+	// bytesPerKey is what memstore holds per key, measured at 1M keys of
+	// 26 bytes on a per-day rule (heap in use after a GC, BENCHMARKS.md):
+	// fixed-window 64.5, gcra 53.6, sliding-window 69.3, sliding-log 99.4
+	// (with one entry in the log); rounded up to leave room for longer keys.
+	bytesPerKey    = 128
+	minKeys        = 10_000
+	fallbackMemory = 1 << 30 // when no limit and no /proc/meminfo
+)
+
+// readFile is os.ReadFile; tests replace it.
+var readFile = os.ReadFile
+
+// availableMemory returns the memory serve may use and where that figure
+// came from.
+func availableMemory() (n int64, source string) {
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := readFile(f)
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(b))
+		// "max" (v2), or a huge number (v1's "unlimited"): no limit.
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 && n < 1<<60 {
+			return n, f
+		}
+	}
+	if b, err := readFile("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) >= 2 && f[0] == "MemAvailable:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
+					return kb << 10, "/proc/meminfo MemAvailable"
+				}
+			}
+		}
+	}
+	return fallbackMemory, "fallback"
+}
+
+// defaultMaxKeys is the key budget of --max-keys auto.
+func defaultMaxKeys() int {
+	mem, _ := availableMemory()
+	return int(max(mem/memoryShare/bytesPerKey, minKeys))
+}
+
+// storeCollector exports a memory store's key count, bound and evictions.
+type storeCollector struct {
+	store              *memstore.Store
+	maxKeys            int
+	keys, bound, evict *prometheus.Desc
+}
+
+func newStoreCollector(s *memstore.Store, maxKeys int) *storeCollector {
+	return &storeCollector{
+		store: s, maxKeys: maxKeys,
+		keys:  prometheus.NewDesc("sluice_store_keys", "Keys the memory store holds.", nil, nil),
+		bound: prometheus.NewDesc("sluice_store_max_keys", "The memory store's key budget (--max-keys; 0: no bound).", nil, nil),
+		evict: prometheus.NewDesc("sluice_store_evictions_total", "Keys the memory store dropped to stay within --max-keys, by reason: expired (their state was already idle: nothing lost) or forced (their state still limited someone, who was forgiven: an exactness loss).", []string{"reason"}, nil),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.keys
+	ch <- c.bound
+	ch <- c.evict
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.store.Stats()
+	ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, float64(st.Keys))
+	ch <- prometheus.MustNewConstMetric(c.bound, prometheus.GaugeValue, float64(c.maxKeys))
+	ch <- prometheus.MustNewConstMetric(c.evict, prometheus.CounterValue, float64(st.Evicted), "expired")
+	ch <- prometheus.MustNewConstMetric(c.evict, prometheus.CounterValue, float64(st.ForcedEvictions), "forced")
+}

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestServeRedisOutage: 3 sluice serve processes with default flags share
+// one real Redis, which is killed mid-run. The rule has no failure_mode, so
+// it fails local: each replica, which counted 3 replicas by heartbeats,
+// decides alone with ⌊N/3⌋. Every request is answered (no gRPC error); the
+// requests admitted during the outage reach, and do not pass, the bound of
+// the sluice package documentation for a sliding log,
+// R·⌊N/R⌋·(⌊D/P⌋+1) = 3·333·1 = 999 for N = 999 per day; once Redis is
+// back (empty) it decides again.
+func TestServeRedisOutage(t *testing.T) {
+	const (
+		replicas = 3
+		limit    = 999
+		before   = 600  // requests while Redis is up: all admitted
+		during   = 1000 // requests per replica while Redis is down
+	)
+	redis := sluicetest.StartRedisServer(t)
+	dir := t.TempDir()
+	cfg := "domain: fleet\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: day, requests_per_unit: 999, algorithm: sliding-log}\n"
+	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clients := make([]rls.RateLimitServiceClient, replicas)
+	httpAddrs := make([]string, replicas)
+	for i := range clients {
+		addr, httpAddr, _, _ := startServeProcessOn(t, "", "--store", "redis://"+redis.Addr, "--config", dir)
+		clients[i], _ = rlsClient(t, addr)
+		httpAddrs[i] = httpAddr
+	}
+	// The replicas count each other within a heartbeat interval or two.
+	deadline := time.Now().Add(30 * time.Second)
+	for i, h := range httpAddrs {
+		for metricSum(t, h, "sluice_replicas") != replicas {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %d counts %v replicas after 30s, want %d", i, metricSum(t, h, "sluice_replicas"), replicas)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the heartbeats
+		}
+	}
+
+	// run makes n requests on each replica from 64 concurrent clients (each
+	// bound to one replica) and returns how many were OK.
+	run := func(n int) int64 {
+		var ok atomic.Int64
+		var wg sync.WaitGroup
+		left := make([]atomic.Int64, replicas)
+		for c := 0; c < 64; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := c % replicas
+				for left[r].Add(1) <= int64(n) {
+					resp, err := clients[r].ShouldRateLimit(context.Background(), rlsRequest("fleet", "tenant", "acme"))
+					if err != nil {
+						t.Errorf("replica %d: %v", r, err)
+						return
+					}
+					if resp.OverallCode == rls.RateLimitResponse_OK {
+						ok.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return ok.Load()
+	}
+
+	if ok := run(before / replicas); ok != before {
+		t.Fatalf("with Redis up: %d OK of %d, want all (the limit is %d)", ok, before, limit)
+	}
+	for i, h := range httpAddrs {
+		if n := metricSum(t, h, "sluice_store_errors_total"); n != 0 {
+			t.Fatalf("process %d: %v store errors with Redis up", i, n)
+		}
+	}
+	redis.Kill()
+	killed := time.Now()
+	ok := run(during)
+	outage := time.Since(killed)
+	// For a sliding log: R·⌊N/R⌋·(⌊D/P⌋+1); D is far below a day.
+	bound := int64(replicas * (limit / replicas) * (int(outage/(24*time.Hour)) + 1))
+	t.Logf("outage of %v: %d OK of %d requests; bound %d; admitted overall %d (store %d + outage %d)", outage, ok, replicas*during, bound, before+ok, before, ok)
+	if ok > bound {
+		t.Fatalf("admitted %d during the outage, over the bound %d", ok, bound)
+	}
+	if ok != bound {
+		t.Fatalf("admitted %d during the outage, want the bound %d: each replica had %d requests for its share of %d", ok, bound, during, limit/replicas)
+	}
+	for i, h := range httpAddrs {
+		if n := metricSum(t, h, "sluice_store_errors_total"); n < during {
+			t.Errorf("process %d: %v store errors during the outage, want at least %d", i, n, during)
+		}
+	}
+
+	// Redis comes back, empty: the store is the truth again, and admits
+	// (every local share is spent, so an OK can only come from Redis).
+	redis.Restart()
+	for i, c := range clients {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			resp, err := c.ShouldRateLimit(context.Background(), rlsRequest("fleet", "tenant", "acme"))
+			if err != nil {
+				t.Fatalf("replica %d after the restart: %v", i, err)
+			}
+			if resp.OverallCode == rls.RateLimitResponse_OK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d: Redis not used again 30s after its restart", i)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the breaker's probe
+		}
+	}
+}

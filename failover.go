@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+)
+
+// ReplicaCounter reports how many replicas (processes) share a store, so
+// that FailLocal can give each its share of a limit. redisstore.Replicas
+// counts them by heartbeats in Redis; FixedReplicas is a count the caller
+// knows.
+type ReplicaCounter interface {
+	// Replicas returns the current count, at least 1. While the store is
+	// unreachable it keeps returning the last count it knew.
+	Replicas() int
+}
+
+// FixedReplicas is a ReplicaCounter that always reports n (at least 1).
+type FixedReplicas int
+
+// Replicas returns n, or 1 if n < 1.
+func (n FixedReplicas) Replicas() int { return max(int(n), 1) }
+
+// WithLocalStore sets the in-process store (typically a memstore.Store,
+// which runs the same models) on which a FailLocal limiter decides while
+// its own store fails. It is required with FailLocal. Limiters may share
+// one local store: they keep their policies apart as any store does.
+func WithLocalStore(s Store) Option { return func(l *Limiter) { l.local = s } }
+
+// WithReplicas sets how a FailLocal limiter learns how many replicas share
+// its store; the default is FixedReplicas(1), which suits one process and
+// gives it the whole limit.
+func WithReplicas(c ReplicaCounter) Option { return func(l *Limiter) { l.replicas = c } }
+
+// Share returns the policy that each of r replicas enforces locally so that
+// together they never exceed p: Limit ⌊N/r⌋ and, for the bucket kinds, Burst
+// ⌊B/r⌋, with the same algorithm, period and name. Rounding down keeps the
+// sum of the shares within the limit (r·⌊N/r⌋ ≤ N). ok is false when a share
+// rounds down to nothing (r > N, or r > B for a bucket kind) or is not a
+// valid policy: such a replica then admits nothing on its own, since any
+// admission could exceed the limit.
+func (p Policy) Share(r int) (share Policy, ok bool) {
+	if r <= 1 {
+		return p, true
+	}
+	share = p
+	share.Limit = p.Limit / int64(r)
+	if p.Algorithm.IsBucket() {
+		share.Burst = p.burst() / int64(r)
+		if share.Burst == 0 {
+			return Policy{}, false
+		}
+	}
+	if share.Limit == 0 || share.Validate() != nil {
+		return Policy{}, false
+	}
+	return share, true
+}
+
+// localShare is a policy's share for a replica count, cached.
+type localShare struct {
+	replicas int
+	policy   Policy
+	ok       bool
+}
+
+// share returns the limiter's local share for the current replica count.
+func (l *Limiter) share() *localShare {
+	r := 1
+	if l.replicas != nil {
+		r = max(l.replicas.Replicas(), 1)
+	}
+	if s := l.shares.Load(); s != nil && s.replicas == r {
+		return s
+	}
+	p, ok := l.policy.Share(r)
+	s := &localShare{replicas: r, policy: p, ok: ok}
+	l.shares.Store(s)
+	return s
+}
+
+// shareCache is the Limiter's cached local share.
+type shareCache = atomic.Pointer[localShare]
+
+// errNoLocalStore is NewLimiter's error for FailLocal without a local store.
+var errNoLocalStore = errors.New("sluice: NewLimiter: FailLocal needs a local store (WithLocalStore, e.g. memstore.New())")
+
+// failed is the decision of a request for n units of key that the store
+// could not decide: the one place where the failure mode is applied.
+func (l *Limiter) failed(ctx context.Context, key string, n int64) Decision {
+	switch l.failure {
+	case FailOpen:
+		return Decision{Allowed: true, Limit: l.policy.Limit}
+	case FailLocal:
+		s := l.share()
+		if !s.ok {
+			return Decision{Limit: l.policy.Limit}
+		}
+		// The caller is still waiting (its context has not ended): it gets
+		// an answer whatever happens to that context meanwhile.
+		d, err := l.local.Take(context.WithoutCancel(ctx), s.policy, key, n)
+		if err != nil {
+			return Decision{Limit: l.policy.Limit} // the local store failed too: refuse
+		}
+		return d
+	}
+	return Decision{Limit: l.policy.Limit}
+}
+
+// failedAll fills decisions for a batch the store could not decide: each
+// check by its limiter's failure mode. The FailLocal checks are decided
+// together, all-or-nothing, on their local store, and only when no other
+// check refuses (a refused request consumes nothing anywhere); otherwise
+// they peek. FailLocal limiters with different local stores are decided one
+// by one, which is all-or-nothing only per store.
+func failedAll(ctx context.Context, checks []Check, decisions []Decision) {
+	var local []int
+	refused := false
+	for i, c := range checks {
+		if c.Limiter.failure == FailLocal {
+			local = append(local, i)
+			continue
+		}
+		decisions[i] = c.Limiter.failed(ctx, c.Key, c.Cost)
+		refused = refused || !decisions[i].Allowed
+	}
+	if len(local) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	store := checks[local[0]].Limiter.local
+	reqs := make([]Request, 0, len(local))
+	for _, i := range local {
+		c := checks[i]
+		s := c.Limiter.share()
+		if !s.ok {
+			refused = true
+			decisions[i] = Decision{Limit: c.Limiter.policy.Limit}
+			continue
+		}
+		if !sameStore(c.Limiter.local, store) {
+			store = nil
+		}
+		reqs = append(reqs, Request{Policy: s.policy, Key: c.Key, Cost: c.Cost})
+	}
+	if refused {
+		for j := range reqs {
+			reqs[j].Cost = 0
+		}
+	}
+	if len(reqs) != len(local) {
+		store = nil // some share is empty: decide the others one by one (peeks)
+	}
+	if store != nil {
+		out := make([]Decision, len(reqs))
+		if err := store.TakeAll(ctx, reqs, out); err == nil {
+			for j, i := range local {
+				decisions[i] = out[j]
+			}
+			return
+		}
+	}
+	j := 0
+	for _, i := range local {
+		c := checks[i]
+		s := c.Limiter.share()
+		if !s.ok {
+			continue
+		}
+		cost := reqs[j].Cost
+		j++
+		d, err := c.Limiter.local.Take(ctx, s.policy, c.Key, cost)
+		if err != nil {
+			d = Decision{Limit: c.Limiter.policy.Limit}
+		}
+		decisions[i] = d
+	}
+}

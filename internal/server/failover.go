@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// defaultLocalKeys bounds the keys of the local store New makes when
+// WithFallback gives none (it has no sweeper, so the bound is what keeps it
+// small; expired keys make room first).
+const defaultLocalKeys = 1 << 20
+
+// WithFallback sets what rules that fail local (sluice.FailLocal, the
+// default failure mode) decide on while the store fails: the in-process
+// store local, and the replica count that sizes each replica's share. The
+// default is a memory store of at most 2^20 keys and a count of 1.
+func WithFallback(local sluice.Store, replicas sluice.ReplicaCounter) Option {
+	return func(s *Server) { s.local, s.replicas = local, replicas }
+}
+
+// setupFallback fills in WithFallback's defaults and exports the replica
+// count as the sluice_replicas gauge.
+func (s *Server) setupFallback() {
+	if s.local == nil {
+		s.local = memstore.New(memstore.WithSweepInterval(0), memstore.WithMaxKeys(defaultLocalKeys))
+	}
+	if s.replicas == nil {
+		s.replicas = sluice.FixedReplicas(1)
+	}
+	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_replicas",
+		Help: "The number of replicas sharing the store, as this one knows it: each replica's share of a limit that fails local is the limit divided by it.",
+	}, func() float64 { return float64(s.replicas.Replicas()) }))
+}
+
+// limiterOptions are the options of a rule's Limiter with failure mode m.
+func (s *Server) limiterOptions(m sluice.FailureMode) []sluice.Option {
+	return []sluice.Option{sluice.WithFailureMode(m), sluice.WithLocalStore(s.local), sluice.WithReplicas(s.replicas)}
+}

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Defaults of Replicas.
+const (
+	// DefaultHeartbeatInterval is how often Run beats.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultHeartbeatTTL is how long a beat keeps a replica counted: a
+	// replica that stops beating (it died) leaves the count within it.
+	DefaultHeartbeatTTL = 3 * time.Second
+)
+
+// heartbeatSource removes the expired members of the sorted set KEYS[1]
+// (scored by the millisecond, by Redis TIME, at which each expires), adds or
+// refreshes ARGV[1] to expire ARGV[2] ms from now, keeps the set itself
+// alive that long, and returns the number of members.
+const heartbeatSource = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+return redis.call('ZCARD', KEYS[1])
+`
+
+var heartbeatScript = rueidis.NewLuaScript(heartbeatSource)
+
+// Replicas counts the replicas (processes) that share a Redis, by
+// heartbeats in Redis itself: each replica's Beat puts its id in one sorted
+// set (prefix{replicas}, or prefix{slot}replicas under WithSingleSlot),
+// scored by the instant, by Redis TIME, at which it expires; a beat drops
+// the expired ids and counts the rest. Stores with the same prefix on the
+// same Redis count together. It is the sluice.ReplicaCounter that gives a
+// FailLocal limiter its share of a limit.
+//
+// While Redis is unreachable the count stays what the last beat saw, so each
+// replica keeps its share through an outage. Before the first beat the count
+// is 1.
+type Replicas struct {
+	store *Store
+	id    string
+	ttl   time.Duration
+	key   string
+	n     atomic.Int64
+}
+
+var _ sluice.ReplicaCounter = (*Replicas)(nil)
+
+// NewReplicas returns the replica counter of the replica id (unique in the
+// fleet: a host name and process id, say) over s, whose beats keep it
+// counted for ttl (DefaultHeartbeatTTL if ttl ≤ 0).
+func NewReplicas(s *Store, id string, ttl time.Duration) *Replicas {
+	if ttl <= 0 {
+		ttl = DefaultHeartbeatTTL
+	}
+	tag := "replicas"
+	key := s.prefix + "{" + tag + "}"
+	if s.slot != "" {
+		key = s.prefix + "{" + s.slot + "}" + tag
+	}
+	r := &Replicas{store: s, id: id, ttl: ttl, key: key}
+	r.n.Store(1)
+	return r
+}
+
+// Replicas returns the count the last successful beat saw (at least 1).
+func (r *Replicas) Replicas() int { return int(max(r.n.Load(), 1)) }
+
+// Beat counts this replica in for the TTL and returns the number of
+// replicas counted now. On an error the count stays as it was.
+func (r *Replicas) Beat(ctx context.Context) (int, error) {
+	s := r.store
+	if s.closed.Load() {
+		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", errClosed)
+	}
+	cn := s.conn.Load()
+	if cn == nil {
+		if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
+			return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", err)
+		}
+		cn = s.conn.Load()
+	}
+	var n int64
+	err := s.call(ctx, func(ctx context.Context) error {
+		var err error
+		n, err = heartbeatScript.Exec(ctx, cn.client, []string{r.key}, []string{r.id, fmt.Sprint(r.ttl.Milliseconds())}).AsInt64()
+		return err
+	})
+	if err != nil {
+		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", err)
+	}
+	r.n.Store(max(n, 1))
+	return int(n), nil
+}
+
+// Leave removes this replica from the count at once (on a graceful
+// shutdown), instead of when its last beat expires.
+func (r *Replicas) Leave(ctx context.Context) error {
+	s := r.store
+	cn := s.conn.Load()
+	if cn == nil {
+		return nil // never connected: never counted
+	}
+	err := s.call(ctx, func(ctx context.Context) error {
+		return cn.client.Do(ctx, cn.client.B().Zrem().Key(r.key).Member(r.id).Build()).Error()
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: heartbeat: leave: %w", err)
+	}
+	return nil
+}
+
+// Run beats at once and then every interval (DefaultHeartbeatInterval if
+// interval ≤ 0), each beat bounded by the interval, until ctx ends, then
+// leaves. Failed beats are skipped (the
+// count stays); onError, if not nil, is called with each error.
+func (r *Replicas) Run(ctx context.Context, interval time.Duration, onError func(error)) {
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		// A beat waits no longer than the interval (a slow beat is no
+		// reason to hold the next one back).
+		bctx, cancel := context.WithTimeout(ctx, interval)
+		_, err := r.Beat(bctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && onError != nil {
+			onError(err)
+		}
+		select {
+		case <-ctx.Done():
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			r.Leave(lctx)
+			return
+		case <-tick.C:
+		}
+	}
+}

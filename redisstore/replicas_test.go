@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestReplicas: replicas count each other by heartbeats; one that leaves is
+// uncounted at once, one that stops beating once its TTL passes; while Redis
+// is gone every counter keeps its last count; on a Cluster it works alike.
+func TestReplicas(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	s, err := Open("redis://" + srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	a, b, c := NewReplicas(s, "a", time.Hour), NewReplicas(s, "b", time.Hour), NewReplicas(s, "c", 50*time.Millisecond)
+	if a.Replicas() != 1 {
+		t.Fatalf("before any beat: %d, want 1", a.Replicas())
+	}
+	for i, r := range []*Replicas{a, b, c} {
+		if n, err := r.Beat(ctx); err != nil || n != i+1 {
+			t.Fatalf("beat %d: %d, %v; want %d", i, n, err, i+1)
+		}
+	}
+	if n, _ := a.Beat(ctx); n != 3 || a.Replicas() != 3 {
+		t.Fatalf("a sees %d (Replicas %d), want 3", n, a.Replicas())
+	}
+	// c's beat expires after 50ms by Redis TIME; poll until a sees it gone.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := a.Beat(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("c still counted 10s after its 50ms TTL: %d", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling Redis's clock
+	}
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.Beat(ctx); n != 1 {
+		t.Fatalf("after b left: %d, want 1", n)
+	}
+	b.Beat(ctx)
+	a.Beat(ctx)
+	srv.Kill()
+	if _, err := a.Beat(ctx); err == nil {
+		t.Fatal("a beat on a killed Redis: no error")
+	}
+	if a.Replicas() != 2 {
+		t.Fatalf("during the outage: %d, want the last count, 2", a.Replicas())
+	}
+}
+
+func TestReplicasCluster(t *testing.T) {
+	nodes := sluicetest.StartRedisCluster(t, 3)
+	s, err := Open("redis+cluster://" + nodes[0] + "," + nodes[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for i, id := range []string{"x", "y"} {
+		if n, err := NewReplicas(s, id, time.Hour).Beat(ctx); err != nil || n != i+1 {
+			t.Fatalf("beat %s: %d, %v; want %d", id, n, err, i+1)
+		}
+	}
+}
