@@ -139,6 +139,15 @@ type breaker struct {
 	lastFail  atomic.Int64 // unix ns of the last counted failure
 	openUntil atomic.Int64 // unix ns; 0: closed
 	probing   atomic.Bool
+	clock     func() int64 // unix ns; nil: the wall clock (tests set it)
+}
+
+// now reads the breaker's clock.
+func (b *breaker) now() int64 {
+	if b.clock != nil {
+		return b.clock()
+	}
+	return time.Now().UnixNano()
 }
 
 // allow reports whether a call may go to Redis now.
@@ -147,7 +156,7 @@ func (b *breaker) allow() bool {
 	if u == 0 || b.threshold <= 0 {
 		return true
 	}
-	if time.Now().UnixNano() < u {
+	if b.now() < u {
 		return false
 	}
 	return b.probing.CompareAndSwap(false, true) // one probe at a time
@@ -169,7 +178,7 @@ func (b *breaker) failure(start int64) bool {
 	if b.threshold <= 0 {
 		return false
 	}
-	now := time.Now().UnixNano()
+	now := b.now()
 	last := b.lastFail.Load()
 	if start < last && !b.probing.Load() {
 		return false // in flight with the last counted failure: the same episode
@@ -177,7 +186,7 @@ func (b *breaker) failure(start int64) bool {
 	b.lastFail.Store(now)
 	n := b.failures.Add(1)
 	if n >= b.threshold || b.probing.Load() {
-		b.openUntil.Store(time.Now().Add(b.cooldown).UnixNano())
+		b.openUntil.Store(now + int64(b.cooldown))
 		b.probing.Store(false)
 		return true
 	}
