@@ -1,0 +1,269 @@
+package sluice
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultHolderTTL is how long an in-flight slot is held without an
+// Extend before the store reclaims it. It bounds how long the slots of a
+// process that died (SIGKILL, a lost machine) stay taken: they are usable
+// again DefaultHolderTTL after their last Acquire or Extend. Ten seconds is
+// longer than most requests (a request that runs longer calls Extend, or
+// uses Holder.KeepAlive) and short enough that a crash costs a few seconds
+// of capacity, not minutes.
+const DefaultHolderTTL = 10 * time.Second
+
+// Controller moves an in-flight limit from what it observes: package
+// adaptive has AIMD and gradient controllers. Its methods are called
+// concurrently.
+type Controller interface {
+	// Limit returns the current limit, at least 1.
+	Limit() int64
+	// Observe reports one finished request.
+	Observe(s Sample)
+}
+
+// Sample is one finished request, as a Controller sees it.
+type Sample struct {
+	// At is when the request finished.
+	At time.Time
+	// RTT is how long it held its slot.
+	RTT time.Duration
+	// InFlight is the number of requests this process had in flight when
+	// it started, itself included.
+	InFlight int64
+	// Dropped reports that it failed in a way that says the backend is
+	// overloaded: a timeout, a 503, an error the caller chose to count.
+	Dropped bool
+}
+
+// InFlight limits how many requests per key are in flight at once across
+// every process sharing its store: each request holds a slot in a
+// Semaphore for as long as it runs, under a TTL so that a process that dies
+// gives its slots back. The limit is fixed, or moved by a Controller.
+//
+// With a reserve (WithReserve), the last slots are kept for critical
+// requests: with limit L and reserve fraction f, R = ⌊L·f⌋ slots are
+// reserved, a non-critical request is admitted iff fewer than L − R are
+// held, and a critical one iff fewer than L are held. So at most L are ever
+// held and at most L − R by non-critical work when critical work is
+// waiting; non-critical work is shed first.
+type InFlight struct {
+	store    Semaphore
+	name     string
+	limit    int64
+	ctrl     Controller
+	ttl      time.Duration
+	reserve  float64
+	failure  FailureMode
+	clock    func() time.Time
+	inflight atomic.Int64 // this process's holders
+}
+
+// InFlightOption configures an InFlight.
+type InFlightOption func(*InFlight) error
+
+// WithHolderTTL sets how long a slot is held without an Extend
+// (DefaultHolderTTL unless set).
+func WithHolderTTL(d time.Duration) InFlightOption {
+	return func(f *InFlight) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("sluice: WithHolderTTL: %v: must be at least 1ms", d)
+		}
+		f.ttl = d
+		return nil
+	}
+}
+
+// WithController makes a Controller set the limit; the limit given to
+// NewInFlight is then unused (pass 0).
+func WithController(c Controller) InFlightOption {
+	return func(f *InFlight) error {
+		if c == nil {
+			return errors.New("sluice: WithController: nil Controller")
+		}
+		f.ctrl = c
+		return nil
+	}
+}
+
+// WithReserve keeps the fraction frac (in [0, 1)) of the limit, rounded
+// down, for critical requests.
+func WithReserve(frac float64) InFlightOption {
+	return func(f *InFlight) error {
+		if !(frac >= 0 && frac < 1) {
+			return fmt.Errorf("sluice: WithReserve: %v: must be in [0, 1)", frac)
+		}
+		f.reserve = frac
+		return nil
+	}
+}
+
+// WithInFlightFailureMode sets what Acquire answers when the store fails
+// (FailOpen unless set).
+func WithInFlightFailureMode(m FailureMode) InFlightOption {
+	return func(f *InFlight) error { f.failure = m; return nil }
+}
+
+// WithInFlightClock sets the clock that times requests for the Controller
+// (time.Now unless set).
+func WithInFlightClock(now func() time.Time) InFlightOption {
+	return func(f *InFlight) error { f.clock = now; return nil }
+}
+
+// NewInFlight returns an in-flight limit named name (the store keeps its
+// holders under that name) of limit slots per key over store.
+func NewInFlight(store Semaphore, name string, limit int64, opts ...InFlightOption) (*InFlight, error) {
+	if store == nil {
+		return nil, errors.New("sluice: NewInFlight: store is nil")
+	}
+	if name == "" {
+		return nil, errors.New("sluice: NewInFlight: name is empty")
+	}
+	f := &InFlight{store: store, name: name, limit: limit, ttl: DefaultHolderTTL, clock: time.Now}
+	for _, o := range opts {
+		if err := o(f); err != nil {
+			return nil, err
+		}
+	}
+	if f.ctrl == nil && limit < 1 {
+		return nil, fmt.Errorf("sluice: NewInFlight %q: limit %d: must be at least 1", name, limit)
+	}
+	return f, nil
+}
+
+// Name returns the limit's name.
+func (f *InFlight) Name() string { return f.name }
+
+// Limit returns the current limit: the fixed one, or the Controller's.
+func (f *InFlight) Limit() int64 {
+	if f.ctrl != nil {
+		return max(f.ctrl.Limit(), 1)
+	}
+	return f.limit
+}
+
+// Adaptive reports whether a Controller sets the limit.
+func (f *InFlight) Adaptive() bool { return f.ctrl != nil }
+
+// TTL returns how long a slot is held without an Extend.
+func (f *InFlight) TTL() time.Duration { return f.ttl }
+
+// FailureMode returns what Acquire answers when the store fails.
+func (f *InFlight) FailureMode() FailureMode { return f.failure }
+
+// Reserved returns the number of slots kept for critical requests at the
+// limit l: ⌊l·f⌋.
+func (f *InFlight) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
+
+// Acquire takes a slot of key if one is free now, for a critical request
+// or not. It returns the holder, or nil when every slot open to the request
+// is taken. On a store failure it returns the error and, under FailOpen, a
+// holder that holds nothing (its Release does nothing), under FailClosed
+// nil. When ctx has ended it returns nil and the error.
+func (f *InFlight) Acquire(ctx context.Context, key string, critical bool) (*Holder, Slots, error) {
+	limit := f.Limit()
+	if !critical {
+		limit -= f.Reserved(limit)
+	}
+	id := newHolderID()
+	started := f.clock()
+	s, err := f.store.Acquire(ctx, f.name, key, id, limit, f.ttl)
+	if err != nil {
+		err = fmt.Errorf("sluice: in-flight %q: key %q: %w", f.name, key, err)
+		if ctx.Err() != nil || f.failure == FailClosed {
+			return nil, Slots{}, err
+		}
+		return &Holder{}, Slots{Acquired: true}, err
+	}
+	if !s.Acquired {
+		return nil, s, nil
+	}
+	n := f.inflight.Add(1)
+	return &Holder{f: f, key: key, id: id, started: started, inflight: n}, s, nil
+}
+
+// Holder is one held slot of an InFlight.
+type Holder struct {
+	f        *InFlight // nil: holds nothing (admitted on a store failure)
+	key, id  string
+	started  time.Time
+	inflight int64
+	done     atomic.Bool
+}
+
+// ID returns the holder's id in the store ("" when it holds nothing).
+func (h *Holder) ID() string { return h.id }
+
+// Release gives the slot back and, for an adaptive limit, reports the
+// request to the Controller (dropped: it failed because the backend is
+// overloaded). Only the first call does anything.
+func (h *Holder) Release(ctx context.Context, dropped bool) error {
+	if h.f == nil || h.done.Swap(true) {
+		return nil
+	}
+	f := h.f
+	f.inflight.Add(-1)
+	if f.ctrl != nil {
+		now := f.clock()
+		f.ctrl.Observe(Sample{At: now, RTT: now.Sub(h.started), InFlight: h.inflight, Dropped: dropped})
+	}
+	if _, err := f.store.Release(ctx, f.name, h.key, h.id); err != nil {
+		return fmt.Errorf("sluice: in-flight %q: key %q: release: %w", f.name, h.key, err)
+	}
+	return nil
+}
+
+// Extend renews the slot's TTL from now, for work that runs longer than
+// it. It reports false when the slot had already been reclaimed (its TTL
+// passed): the work then no longer counts against the limit.
+func (h *Holder) Extend(ctx context.Context) (bool, error) {
+	if h.f == nil || h.done.Load() {
+		return false, nil
+	}
+	s, err := h.f.store.Extend(ctx, h.f.name, h.key, h.id, h.f.ttl)
+	if err != nil {
+		return false, fmt.Errorf("sluice: in-flight %q: key %q: extend: %w", h.f.name, h.key, err)
+	}
+	return s.Acquired, nil
+}
+
+// KeepAlive extends the slot every third of its TTL until ctx ends or the
+// holder is released, so work of any length keeps its slot while this
+// process lives. It returns at once; the extending goroutine ends with ctx
+// or at the first Extend after the release.
+func (h *Holder) KeepAlive(ctx context.Context) {
+	if h.f == nil {
+		return
+	}
+	go func() {
+		t := time.NewTicker(h.f.ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if ok, err := h.Extend(ctx); err == nil && !ok {
+				return
+			}
+		}
+	}()
+}
+
+// newHolderID returns a random 128-bit holder id in hex.
+func newHolderID() string {
+	var b [16]byte
+	a, c := rand.Uint64(), rand.Uint64()
+	for i := range 8 {
+		b[i], b[8+i] = byte(a>>(8*i)), byte(c>>(8*i))
+	}
+	return hex.EncodeToString(b[:])
+}
