@@ -48,7 +48,7 @@ type simResult struct {
 // fixed is a Controller whose limit never moves.
 type fixed int64
 
-func (f fixed) Limit() int64           { return int64(f) }
+func (f fixed) Limit() int64          { return int64(f) }
 func (fixed) Observe(s sluice.Sample) {}
 
 func (b backend) run(c sluice.Controller) simResult {

@@ -144,7 +144,7 @@ func testSemExpiry(t *testing.T, h SemaphoreHarness) {
 	r.at(10 * time.Second) // a's expiry: its slot is free
 	r.acquire("p", "k", "c", 2, 10*time.Second, true, 2)
 	r.release("p", "k", "a", false, 2) // a late release of a reclaimed slot
-	r.at(20 * time.Second)              // c expires now too; b at 12s
+	r.at(20 * time.Second)             // c expires now too; b at 12s
 	r.wantLen(0)
 	r.acquire("p", "k", "d", 2, time.Second, true, 1)
 	r.at(21 * time.Second)
