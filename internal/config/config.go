@@ -27,7 +27,9 @@
 // detailed_metric. Sluice adds to rate_limit: algorithm (one of sluice's
 // algorithm names; fixed-window by default, which gives envoyproxy/ratelimit's
 // decisions), burst (for the bucket kinds), period (any Go duration, instead
-// of unit) and failure_mode (open, the default, or closed).
+// of unit) and failure_mode (open, the default, or closed). In-flight
+// rules (algorithm concurrency or adaptive-concurrency, with floor,
+// ceiling, holder_ttl and critical_reserve) are described in inflight.go.
 //
 // Decoding is strict: an unknown field, a value of the wrong type, a
 // duplicate key or an invalid policy is an error naming the file, the line,
@@ -121,6 +123,10 @@ type Rule struct {
 	// DetailedMetric rules are reported in metrics under the request's
 	// values, not only under the configured key.
 	DetailedMetric bool
+	// InFlight, when not nil, makes the rule an in-flight (concurrency)
+	// limit instead of a rate: algorithm concurrency or
+	// adaptive-concurrency. Policy is zero then. See inflight.go.
+	InFlight *InFlight
 	// File and Line locate the rate_limit in the configuration.
 	File string
 	Line int

@@ -268,6 +268,7 @@ type rawLimit struct {
 	burstNode            *yaml.Node
 	failureMode          string
 	failureNode          *yaml.Node
+	inflight             rawInFlight // in-flight fields (inflight.go)
 }
 
 // descriptors compiles a descriptors list into parent.
@@ -385,6 +386,12 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"algorithm":    func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
 		"burst":        func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
 		"failure_mode": func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
+		"floor":        func(v *yaml.Node, f string) { r.inflight.floor = p.num(v, f) },
+		"ceiling":      func(v *yaml.Node, f string) { r.inflight.ceiling = p.num(v, f) },
+		"holder_ttl":   func(v *yaml.Node, f string) { r.inflight.ttl = p.num(v, f) },
+		"critical_reserve": func(v *yaml.Node, f string) {
+			r.inflight.reserve = p.num(v, f)
+		},
 	})
 	if !ok {
 		return nil
@@ -413,6 +420,13 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		rule.FailureMode = sluice.FailClosed
 	default:
 		p.errorf(at(r.failureNode), field+".failure_mode", "%q: want open or closed", r.failureMode)
+	}
+	if isInFlight(r.algorithm) {
+		return p.inflightRule(r, field, rule, nerr)
+	}
+	if r.inflight.set() {
+		p.errorf(at(r.inflight.first()), field+"."+r.inflight.firstName(), "only for algorithm concurrency or adaptive-concurrency")
+		return nil
 	}
 	if r.unlimited {
 		for _, x := range []struct {
@@ -462,7 +476,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 	if r.algorithm != "" {
 		a, err := sluice.ParseAlgorithm(r.algorithm)
 		if err != nil {
-			p.errorf(at(r.algorithmNode), field+".algorithm", "%q: want one of token-bucket, gcra, leaky-bucket, fixed-window, sliding-log, sliding-window", r.algorithm)
+			p.errorf(at(r.algorithmNode), field+".algorithm", "%q: want one of token-bucket, gcra, leaky-bucket, fixed-window, sliding-log, sliding-window, concurrency, adaptive-concurrency", r.algorithm)
 		}
 		alg = a
 	}

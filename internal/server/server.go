@@ -104,7 +104,7 @@ func (s *Server) Apply(c *config.Config) error {
 	}
 	sn := &snapshot{cfg: c, limiters: map[*config.Rule]*sluice.Limiter{}, loaded: s.now()}
 	for _, r := range c.Rules() {
-		if r.Unlimited || r.Deny {
+		if r.Unlimited || r.Deny || r.InFlight != nil { // in-flight: gateway only (gateway_inflight.go)
 			continue
 		}
 		l, err := sluice.NewLimiter(s.store, r.Policy, sluice.WithFailureMode(r.FailureMode))
