@@ -176,6 +176,10 @@ func (f *InFlight) Acquire(ctx context.Context, key string, critical bool) (*Hol
 	started := f.clock()
 	s, err := f.store.Acquire(ctx, f.name, key, id, limit, f.ttl)
 	if err != nil {
+		// The store may have taken the slot before failing to answer:
+		// give it back (Release is idempotent), or it stays taken until
+		// its TTL.
+		go f.store.Release(context.WithoutCancel(ctx), f.name, key, id)
 		err = fmt.Errorf("sluice: in-flight %q: key %q: %w", f.name, key, err)
 		if ctx.Err() != nil || f.failure == FailClosed {
 			return nil, Slots{}, err
@@ -215,6 +219,9 @@ func (h *Holder) Release(ctx context.Context, dropped bool) error {
 		f.ctrl.Observe(Sample{At: now, RTT: now.Sub(h.started), InFlight: h.inflight, Dropped: dropped})
 	}
 	if _, err := f.store.Release(ctx, f.name, h.key, h.id); err != nil {
+		// Try once more in the background; failing that, the slot comes
+		// back when its TTL passes.
+		go f.store.Release(context.WithoutCancel(ctx), f.name, h.key, h.id)
 		return fmt.Errorf("sluice: in-flight %q: key %q: release: %w", f.name, h.key, err)
 	}
 	return nil

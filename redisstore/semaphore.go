@@ -20,6 +20,14 @@ var semaphoreScript = rueidis.NewLuaScript(semaphoreSource)
 
 var _ sluice.Semaphore = (*Store)(nil)
 
+// MinSemaphoreTimeout is the least bound on one Acquire, Release or Extend
+// call, whatever WithTimeout says. The store's timeout is tuned for rate
+// decisions (10 ms by default); an in-flight slot is held for a whole
+// request, and a call that times out after Redis ran it leaves a slot
+// taken until its TTL (Acquire) or not given back until then (Release),
+// which a busy machine must not turn into lost capacity.
+const MinSemaphoreTimeout = 250 * time.Millisecond
+
 // Acquire implements sluice.Semaphore: one script, on one sorted set of
 // holder ids scored by expiry (see semaphore.lua). The time is Redis TIME,
 // or the store's clock with WithClock (then the key stays in Redis for the
@@ -105,13 +113,22 @@ func (s *Store) semaphore(ctx context.Context, op, name, key, holder, limit, ttl
 	}
 	keys := []string{semaphoreKey(s.prefix, s.slot, name, key)}
 	args := []string{op, now, s.ttlArg, holder, limit, ttl}
-	var reply []rueidis.RedisMessage
-	err := s.call(ctx, func(ctx context.Context) error {
-		var err error
-		reply, err = semaphoreScript.Exec(ctx, cn.client, keys, args).ToArray()
-		return err
-	})
-	if err != nil {
+	if err := ctx.Err(); err != nil {
+		return sluice.Slots{}, err
+	}
+	if !s.brk.allow() {
+		s.stats.short.Add(1)
+		return sluice.Slots{}, ErrUnavailable
+	}
+	s.stats.calls.Add(1)
+	callCtx := ctx
+	if s.timeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, max(s.timeout, MinSemaphoreTimeout))
+		defer cancel()
+	}
+	reply, err := semaphoreScript.Exec(callCtx, cn.client, keys, args).ToArray()
+	if err := s.end(ctx, err); err != nil {
 		return sluice.Slots{}, err
 	}
 	if len(reply) != 3 {
