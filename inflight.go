@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -200,6 +201,8 @@ type Holder struct {
 	started  time.Time
 	inflight int64
 	done     atomic.Bool
+	mu       sync.Mutex  // guards timer
+	timer    *time.Timer // KeepAlive's
 }
 
 // ID returns the holder's id in the store ("" when it holds nothing).
@@ -212,6 +215,11 @@ func (h *Holder) Release(ctx context.Context, dropped bool) error {
 	if h.f == nil || h.done.Swap(true) {
 		return nil
 	}
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
 	f := h.f
 	f.inflight.Add(-1)
 	if f.ctrl != nil {
@@ -243,26 +251,31 @@ func (h *Holder) Extend(ctx context.Context) (bool, error) {
 
 // KeepAlive extends the slot every third of its TTL until ctx ends or the
 // holder is released, so work of any length keeps its slot while this
-// process lives. It returns at once; the extending goroutine ends with ctx
-// or at the first Extend after the release.
+// process lives. It returns at once; each extension runs on a timer, and
+// none is left once the holder is released. Call it once.
 func (h *Holder) KeepAlive(ctx context.Context) {
 	if h.f == nil {
 		return
 	}
-	go func() {
-		t := time.NewTicker(h.f.ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if ok, err := h.Extend(ctx); err == nil && !ok {
-				return
-			}
+	every := h.f.ttl / 3
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done.Load() {
+		return
+	}
+	h.timer = time.AfterFunc(every, func() {
+		if ctx.Err() != nil || h.done.Load() {
+			return
 		}
-	}()
+		if ok, err := h.Extend(ctx); err == nil && !ok {
+			return // reclaimed: extending cannot bring it back
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.done.Load() {
+			h.timer.Reset(every)
+		}
+	})
 }
 
 // newHolderID returns a random 128-bit holder id in hex.
