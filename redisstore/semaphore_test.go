@@ -98,3 +98,18 @@ func TestSemaphoreRedisTime(t *testing.T) {
 		t.Fatalf("key %s exists after every holder released", key)
 	}
 }
+
+// TestSemaphoreConformanceCluster runs the suite on a real 3-master Redis
+// Cluster: each semaphore is one hash-tagged key, so one script.
+func TestSemaphoreConformanceCluster(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, sluicetest.StartRedisCluster(t, 3)...)
+	storetest.RunSemaphore(t, func(t *testing.T) storetest.SemaphoreHarness {
+		clock := sluicetest.NewClock(time.Unix(0, 0))
+		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("s%d:", harnessSeq.Add(1))), WithTimeout(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.SemaphoreHarness{Semaphore: s, Clock: clock}
+	})
+}
