@@ -111,10 +111,6 @@ func TestInFlightOptionErrors(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool {
-	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
-}
-
 // TestHolderTTL: on memstore's default clock inside a synctest bubble, a
 // holder not released is reclaimed exactly at its TTL, Extend renews it,
 // KeepAlive keeps it for as long as the work runs, and Release is

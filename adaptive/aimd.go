@@ -41,8 +41,8 @@ type AIMDConfig struct {
 
 // NewAIMD returns an AIMD controller, or an error naming the bad field.
 func NewAIMD(c AIMDConfig) (*AIMD, error) {
-	if err := bounds(c.Floor, c.Ceiling, c.Initial); err != nil {
-		return nil, fmt.Errorf("adaptive: NewAIMD: %w", err)
+	if err := bounds("adaptive: NewAIMD", c.Floor, c.Ceiling, c.Initial); err != nil {
+		return nil, err
 	}
 	if c.Threshold <= 0 {
 		return nil, fmt.Errorf("adaptive: NewAIMD: Threshold %v: must be positive", c.Threshold)
@@ -92,16 +92,16 @@ func (a *AIMD) Observe(s sluice.Sample) {
 }
 
 // bounds checks a floor, ceiling and initial limit.
-func bounds(floor, ceiling, initial int64) error {
+func bounds(where string, floor, ceiling, initial int64) error {
 	switch {
 	case floor < 1:
-		return fmt.Errorf("Floor %d: must be at least 1", floor)
+		return fmt.Errorf("%s: Floor %d: must be at least 1", where, floor)
 	case ceiling < floor:
-		return fmt.Errorf("Ceiling %d: must be at least Floor %d", ceiling, floor)
+		return fmt.Errorf("%s: Ceiling %d: must be at least Floor %d", where, ceiling, floor)
 	case ceiling > math.MaxInt32:
-		return fmt.Errorf("Ceiling %d: must be at most %d", ceiling, math.MaxInt32)
+		return fmt.Errorf("%s: Ceiling %d: must be at most %d", where, ceiling, math.MaxInt32)
 	case initial != 0 && (initial < floor || initial > ceiling):
-		return fmt.Errorf("Initial %d: must be in [Floor %d, Ceiling %d]", initial, floor, ceiling)
+		return fmt.Errorf("%s: Initial %d: must be in [Floor %d, Ceiling %d]", where, initial, floor, ceiling)
 	}
 	return nil
 }

@@ -55,8 +55,8 @@ type GradientConfig struct {
 // NewGradient returns a gradient controller, or an error naming the bad
 // field.
 func NewGradient(c GradientConfig) (*Gradient, error) {
-	if err := bounds(c.Floor, c.Ceiling, c.Initial); err != nil {
-		return nil, fmt.Errorf("adaptive: NewGradient: %w", err)
+	if err := bounds("adaptive: NewGradient", c.Floor, c.Ceiling, c.Initial); err != nil {
+		return nil, err
 	}
 	if c.Initial == 0 {
 		c.Initial = c.Floor

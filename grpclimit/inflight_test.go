@@ -74,7 +74,7 @@ func TestInFlight(t *testing.T) {
 	// the cancellation reaches it.
 	deadline := time.Now().Add(10 * time.Second)
 	waited := uint64(0) // refusals while the cancellation travels
-	for { // 2 held after the cancellation: room for a critical stream
+	for {               // 2 held after the cancellation: room for a critical stream
 		cancel, err := open(critical)
 		if err == nil {
 			streams = append(streams, cancel)
