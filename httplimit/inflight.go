@@ -13,8 +13,11 @@ import (
 
 // InFlightLimit bounds how many requests are in flight at once, across
 // every process sharing its store (see sluice.InFlight). It is checked
-// after the rate limits have admitted a request, and its slot is held until
-// the handler returns.
+// after the rate limits have admitted a request (so a request it refuses
+// has spent its rate-limit units, as one the handler refuses would), and
+// its slot is held until the handler returns. Refusals count in
+// Stats.Refused (429) or Stats.Unavailable (503), store errors in
+// Stats.Errors.
 type InFlightLimit struct {
 	// InFlight is the limit, fixed or adaptive. Its name appears in the
 	// RateLimit headers and must be printable ASCII.
@@ -97,7 +100,7 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 }
 
 // wrap returns next behind the in-flight limits.
-func (s *inflightSet) wrap(next http.Handler) http.Handler {
+func (s *inflightSet) wrap(m *Middleware, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var route []InFlightLimit
 		if s.mux != nil {
@@ -111,13 +114,13 @@ func (s *inflightSet) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		serveInFlight(w, r, next, s.global, route)
+		m.serveInFlight(w, r, next, s.global, route)
 	})
 }
 
 // serveInFlight takes a slot of each limit in turn (giving back those taken
 // when one refuses), runs next, and releases them.
-func serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, lists ...[]InFlightLimit) {
+func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, lists ...[]InFlightLimit) {
 	ctx := r.Context()
 	critical := strings.EqualFold(r.Header.Get(CriticalHeader), "critical")
 	var heldBuf [maxStack]*sluice.Holder
@@ -142,6 +145,12 @@ func serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, li
 				key = "*"
 			}
 			h, sl, err := l.InFlight.Acquire(ctx, key, critical)
+			if h != nil && err != nil { // admitted failing open
+				m.errs.Add(1)
+				if m.onError != nil {
+					m.onError(r, err)
+				}
+			}
 			limit := l.InFlight.Limit()
 			policy = appendSep(policy)
 			policy = appendSFString(policy, l.InFlight.Name())
@@ -161,15 +170,22 @@ func serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, li
 				addHeader(hd, "Ratelimit", string(state))
 				hd["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(DefaultInFlightRetryAfter), 10)}
 				if err != nil {
+					m.errs.Add(1)
+					m.unavail.Add(1)
+					if m.onError != nil {
+						m.onError(r, err)
+					}
 					writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
 						Detail: "The in-flight limit " + strconv.Quote(l.InFlight.Name()) + " cannot decide (its store failed) and fails closed."})
 					return
 				}
 				if l.Key != nil {
+					m.refused.Add(1)
 					writeProblem(w, problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests,
 						Violated: []string{l.InFlight.Name()}, Detail: "Too many requests in flight for " + strconv.Quote(l.InFlight.Name()) + "; retry after 1 s."})
 					return
 				}
+				m.unavail.Add(1)
 				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
 					Violated: []string{l.InFlight.Name()}, Detail: "The server has too many requests in flight (" + strconv.Quote(l.InFlight.Name()) + "); retry after 1 s."})
 				return

@@ -94,6 +94,9 @@ func TestInFlight(t *testing.T) {
 			t.Fatalf("sequential request answered %d", w.Code)
 		}
 	}
+	if st := m.Stats(); st.Refused != 1 || st.Unavailable != 2 || st.Errors != 0 {
+		t.Fatalf("stats %+v, want 1 refused (429), 2 unavailable (503)", st)
+	}
 	if !strings.Contains(w.Body.String(), "reports") {
 		t.Fatalf("503 body %q does not name the limit", w.Body.String())
 	}

@@ -349,7 +349,7 @@ func (m *Middleware) Stats() Stats {
 // func(http.Handler) http.Handler, the usual shape of middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	if m.inflight != nil {
-		next = m.inflight.wrap(next) // in-flight limits, after the rates admit
+		next = m.inflight.wrap(m, next) // in-flight limits, after the rates admit
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := m.match(r)
