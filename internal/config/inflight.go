@@ -18,8 +18,10 @@ import (
 //
 // concurrency is a fixed limit of requests_per_unit (≥ 1) at once; no unit
 // or period. adaptive-concurrency moves the limit between floor and ceiling
-// (1 ≤ floor ≤ ceiling) with the gradient controller of package adaptive;
-// requests_per_unit must not be set. Both take optional holder_ttl (a Go
+// (1 ≤ floor ≤ ceiling) with a controller of package adaptive: controller
+// gradient (the default) or aimd, which needs latency_threshold (a Go
+// duration: the latency that counts as overload); requests_per_unit must
+// not be set. Both take optional holder_ttl (a Go
 // duration, default sluice.DefaultHolderTTL: how long a slot of a gateway
 // that died stays taken) and critical_reserve (a fraction in [0, 1) of the
 // limit kept for requests marked critical), and failure_mode. burst,
@@ -36,6 +38,10 @@ type InFlight struct {
 	TTL time.Duration
 	// Reserve is the fraction of the limit kept for critical requests.
 	Reserve float64
+	// Controller is "gradient" or "aimd" (adaptive rules).
+	Controller string
+	// Threshold is the aimd controller's overload latency.
+	Threshold time.Duration
 }
 
 // The algorithm names of in-flight rules.
@@ -49,12 +55,13 @@ func isInFlight(alg string) bool { return alg == Concurrency || alg == AdaptiveC
 // rawInFlight holds the in-flight fields as written.
 type rawInFlight struct {
 	floor, ceiling, ttl, reserve *yaml.Node
+	controller, threshold        *yaml.Node
 }
 
 func (r rawInFlight) set() bool { return r.first() != nil }
 
 func (r rawInFlight) first() *yaml.Node {
-	for _, n := range []*yaml.Node{r.floor, r.ceiling, r.ttl, r.reserve} {
+	for _, n := range []*yaml.Node{r.floor, r.ceiling, r.ttl, r.reserve, r.controller, r.threshold} {
 		if n != nil {
 			return n
 		}
@@ -70,6 +77,10 @@ func (r rawInFlight) firstName() string {
 		return "ceiling"
 	case r.ttl:
 		return "holder_ttl"
+	case r.controller:
+		return "controller"
+	case r.threshold:
+		return "latency_threshold"
 	}
 	return "critical_reserve"
 }
@@ -122,6 +133,12 @@ func (p *parser) inflightRule(r *rawLimit, field string, rule *Rule, nerr int) *
 		if r.inflight.ceiling != nil {
 			p.errorf(r.inflight.ceiling, field+".ceiling", "only for algorithm adaptive-concurrency")
 		}
+		if r.inflight.controller != nil {
+			p.errorf(r.inflight.controller, field+".controller", "only for algorithm adaptive-concurrency")
+		}
+		if r.inflight.threshold != nil {
+			p.errorf(r.inflight.threshold, field+".latency_threshold", "only for algorithm adaptive-concurrency with controller aimd")
+		}
 	} else {
 		f.Adaptive = true
 		if r.requestsNode != nil {
@@ -142,6 +159,31 @@ func (p *parser) inflightRule(r *rawLimit, field string, rule *Rule, nerr int) *
 		}
 		if f.Ceiling > 1<<31-1 {
 			p.errorf(r.inflight.ceiling, field+".ceiling", "%d: must be at most %d", f.Ceiling, 1<<31-1)
+		}
+		f.Controller = "gradient"
+		if n := r.inflight.controller; n != nil {
+			switch c := p.str(n, field+".controller"); c {
+			case "gradient", "aimd":
+				f.Controller = c
+			case "":
+			default:
+				p.errorf(n, field+".controller", "%q: want gradient or aimd", c)
+			}
+		}
+		if n := r.inflight.threshold; n != nil {
+			s := p.str(n, field+".latency_threshold")
+			d, err := time.ParseDuration(s)
+			switch {
+			case f.Controller != "aimd":
+				p.errorf(n, field+".latency_threshold", "only with controller aimd")
+			case s == "":
+			case err != nil || d <= 0:
+				p.errorf(n, field+".latency_threshold", "%q: want a positive duration such as 250ms", s)
+			default:
+				f.Threshold = d
+			}
+		} else if f.Controller == "aimd" {
+			p.errorf(r.inflight.controller, field+".latency_threshold", "missing: controller aimd needs the latency that counts as overload")
 		}
 	}
 	if n := r.inflight.ttl; n != nil {

@@ -15,15 +15,20 @@ descriptors:
     descriptors:
       - key: remote_address
         rate_limit: {algorithm: adaptive-concurrency, floor: 2, ceiling: 50, holder_ttl: 30s, critical_reserve: 0.2, failure_mode: closed}
+      - key: header:X-Api-Key
+        rate_limit: {algorithm: adaptive-concurrency, floor: 1, ceiling: 8, controller: aimd, latency_threshold: 300ms}
 `)
 	rs := c.Rules()
-	if len(rs) != 2 {
-		t.Fatalf("%d rules, want 2", len(rs))
+	if len(rs) != 3 {
+		t.Fatalf("%d rules, want 3", len(rs))
+	}
+	if f := rs[2].InFlight; f == nil || f.Controller != "aimd" || f.Threshold != 300*time.Millisecond {
+		t.Fatalf("aimd rule: %+v", f)
 	}
 	if f := rs[0].InFlight; f == nil || f.Limit != 20 || f.Adaptive || f.TTL != 10*time.Second {
 		t.Fatalf("fixed rule: %+v", f)
 	}
-	if f := rs[1].InFlight; f == nil || !f.Adaptive || f.Floor != 2 || f.Ceiling != 50 || f.TTL != 30*time.Second || f.Reserve != 0.2 {
+	if f := rs[1].InFlight; f == nil || !f.Adaptive || f.Controller != "gradient" || f.Floor != 2 || f.Ceiling != 50 || f.TTL != 30*time.Second || f.Reserve != 0.2 {
 		t.Fatalf("adaptive rule: %+v", f)
 	}
 	if rs[1].FailureMode.String() != "closed" {
@@ -50,6 +55,11 @@ func TestInFlightErrors(t *testing.T) {
 		{"algorithm: concurrency, requests_per_unit: 5, critical_reserve: 1.5", "rate_limit.critical_reserve: \"1.5\": want a fraction in [0, 1)"},
 		{"unit: second, requests_per_unit: 5, ceiling: 9", "rate_limit.ceiling: only for algorithm concurrency or adaptive-concurrency"},
 		{"algorithm: concurent, requests_per_unit: 5", `"concurent": want one of`},
+		{"algorithm: adaptive-concurrency, floor: 1, ceiling: 4, controller: pid", `rate_limit.controller: "pid": want gradient or aimd`},
+		{"algorithm: adaptive-concurrency, floor: 1, ceiling: 4, controller: aimd", "rate_limit.latency_threshold: missing"},
+		{"algorithm: adaptive-concurrency, floor: 1, ceiling: 4, latency_threshold: 1s", "rate_limit.latency_threshold: only with controller aimd"},
+		{"algorithm: adaptive-concurrency, floor: 1, ceiling: 4, controller: aimd, latency_threshold: -1s", `latency_threshold: "-1s": want a positive duration`},
+		{"algorithm: concurrency, requests_per_unit: 4, controller: aimd", "rate_limit.controller: only for algorithm adaptive-concurrency"},
 	} {
 		_, err := Load(fsOf(rule(tc.rl)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

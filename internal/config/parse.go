@@ -392,6 +392,8 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"critical_reserve": func(v *yaml.Node, f string) {
 			r.inflight.reserve = p.num(v, f)
 		},
+		"controller":        func(v *yaml.Node, f string) { r.inflight.controller = p.num(v, f) },
+		"latency_threshold": func(v *yaml.Node, f string) { r.inflight.threshold = p.num(v, f) },
 	})
 	if !ok {
 		return nil

@@ -39,7 +39,13 @@ func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
 	}
 	opts := []sluice.InFlightOption{sluice.WithHolderTTL(r.InFlight.TTL), sluice.WithReserve(r.InFlight.Reserve), sluice.WithInFlightFailureMode(r.FailureMode)}
 	if r.InFlight.Adaptive {
-		c, err := adaptive.NewGradient(adaptive.GradientConfig{Floor: r.InFlight.Floor, Ceiling: r.InFlight.Ceiling})
+		var c sluice.Controller
+		var err error
+		if r.InFlight.Controller == "aimd" {
+			c, err = adaptive.NewAIMD(adaptive.AIMDConfig{Floor: r.InFlight.Floor, Ceiling: r.InFlight.Ceiling, Threshold: r.InFlight.Threshold})
+		} else {
+			c, err = adaptive.NewGradient(adaptive.GradientConfig{Floor: r.InFlight.Floor, Ceiling: r.InFlight.Ceiling})
+		}
 		if err != nil {
 			g.s.log.Warn("gateway: in-flight rule ignored", "rule", r.FullKey, "error", err)
 			return nil

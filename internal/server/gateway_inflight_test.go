@@ -21,6 +21,9 @@ descriptors:
     descriptors:
       - key: header:X-Api-Key
         rate_limit: {algorithm: adaptive-concurrency, floor: 1, ceiling: 1}
+  - key: route
+    value: GET /aimd
+    rate_limit: {algorithm: adaptive-concurrency, floor: 1, ceiling: 1, controller: aimd, latency_threshold: 1s}
 `
 
 // TestGatewayInFlight: in gateway mode a route-wide concurrency rule
@@ -29,10 +32,14 @@ descriptors:
 // answers. Over RLS the same descriptors limit nothing.
 func TestGatewayInFlight(t *testing.T) {
 	h := start(t, map[string]string{"gateway.yaml": gatewayInFlightYAML})
-	release := make(chan struct{})
+	release, releaseAIMD := make(chan struct{}), make(chan struct{})
 	entered := make(chan struct{}, 8)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
+		if r.URL.Path == "/aimd" {
+			<-releaseAIMD
+			return
+		}
 		<-release
 	}))
 	defer upstream.Close()
@@ -81,6 +88,25 @@ func TestGatewayInFlight(t *testing.T) {
 			t.Fatalf("after the slots came back: %d", resp.StatusCode)
 		}
 	}
+	// The aimd rule, at its ceiling 1: one request at a time.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if resp, err := http.Get(gw.URL + "/aimd"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	resp, err = http.Get(gw.URL + "/aimd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second request under the aimd rule of ceiling 1: %d, want 503", resp.StatusCode)
+	}
+	close(releaseAIMD)
+	wg.Wait()
 	// RLS has no release: the rule is no limit there.
 	for range 5 {
 		if r := h.should(t, GatewayDomain, desc("route", "GET /slow")); r.OverallCode != rls.RateLimitResponse_OK {
