@@ -33,13 +33,14 @@ descriptors:
 func TestGatewayInFlight(t *testing.T) {
 	h := start(t, map[string]string{"gateway.yaml": gatewayInFlightYAML})
 	release, releaseAIMD := make(chan struct{}), make(chan struct{})
-	entered := make(chan struct{}, 8)
+	entered, enteredAIMD := make(chan struct{}, 8), make(chan struct{}, 8)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered <- struct{}{}
 		if r.URL.Path == "/aimd" {
+			enteredAIMD <- struct{}{}
 			<-releaseAIMD
 			return
 		}
+		entered <- struct{}{}
 		<-release
 	}))
 	defer upstream.Close()
@@ -96,7 +97,7 @@ func TestGatewayInFlight(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	<-entered
+	<-enteredAIMD
 	resp, err = http.Get(gw.URL + "/aimd")
 	if err != nil {
 		t.Fatal(err)
