@@ -27,11 +27,15 @@ import (
 // within holder_ttl. Every gateway sharing the store enforces the same
 // limit. Envoy's RLS has no call that ends a request, so over RLS and the
 // JSON API these rules limit nothing: a descriptor that matches one is
-// answered as if no rule matched.
+// answered as if no rule matched. shadow_mode is not supported on them
+// (logged; the rule is enforced).
 
 // inflightOption compiles an in-flight rule into an httplimit option, or
 // nil (logged) when it cannot apply.
 func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
+	if r.ShadowMode {
+		g.s.log.Warn("gateway: shadow_mode is not supported on in-flight rules; the rule is enforced", "rule", r.FullKey, "file", r.File, "line", r.Line)
+	}
 	sem, ok := g.s.store.(sluice.Semaphore)
 	if !ok {
 		g.s.log.Warn("gateway: in-flight rule ignored: the store cannot hold in-flight limits", "rule", r.FullKey, "file", r.File, "line", r.Line)
