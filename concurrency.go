@@ -23,7 +23,9 @@ import (
 //	}
 //	defer release()
 //
-// Do does exactly that around a function.
+// Do does exactly that around a function. For a limit shared by many
+// processes, with slots that outlive no process by more than a TTL, see
+// InFlight.
 type Concurrency struct {
 	limit int
 	mu    sync.Mutex

@@ -113,4 +113,16 @@
 // counts itself alone) takes the larger share Share(R_i): the bound is then
 // the sum of each replica's own term, which a fixed count (WithReplicas,
 // sluice serve --replicas) avoids.
+//
+// # In-flight limits
+//
+// A rate bounds how often; InFlight bounds how much work is open at once,
+// across every process sharing a store that is a Semaphore (memstore,
+// redisstore). Each request holds a slot with a TTL (DefaultHolderTTL): a
+// holder with expiry e holds a slot at t iff t < e, and Acquire admits iff
+// fewer than the limit hold slots at the store's clock, so the holders of
+// one limit never exceed it, in any number of processes; the slots of a
+// process that dies are back once their TTL has passed. The limit is fixed
+// or moved by a Controller (package adaptive); a reserve keeps
+// ⌊limit·fraction⌋ slots for critical requests.
 package sluice

@@ -260,6 +260,7 @@ type Interceptor struct {
 	unavailable time.Duration
 	onShadow    func(context.Context, ShadowRefusal)
 	onError     func(context.Context, string, error)
+	inflight    map[string][]InFlightLimit // by method; "" for every call (inflight.go)
 
 	admitted, refused, delayed, shadowRefused, errs, unavail atomic.Uint64
 }
@@ -350,10 +351,15 @@ func (i *Interceptor) Stats() Stats {
 
 // Unary returns the unary server interceptor.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		if err := i.check(ctx, info.FullMethod); err != nil {
 			return nil, err
 		}
+		release, err := i.acquire(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { release(err) }() // also when the handler panics
 		return handler(ctx, req)
 	}
 }
@@ -361,10 +367,15 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // Stream returns the stream server interceptor: a stream is checked once,
 // when it opens.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		if err := i.check(ss.Context(), info.FullMethod); err != nil {
 			return err
 		}
+		release, err := i.acquire(ss.Context(), info.FullMethod)
+		if err != nil {
+			return err
+		}
+		defer func() { release(err) }() // also when the handler panics
 		return handler(srv, ss)
 	}
 }

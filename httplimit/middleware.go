@@ -83,6 +83,7 @@ type config struct {
 	legacy      bool
 	onShadow    func(*http.Request, ShadowRefusal)
 	onError     func(*http.Request, error)
+	inflight    []inflightSpec // InFlight (inflight.go)
 }
 
 // Defaults of a Middleware.
@@ -209,6 +210,7 @@ type Middleware struct {
 	legacy      bool
 	onShadow    func(*http.Request, ShadowRefusal)
 	onError     func(*http.Request, error)
+	inflight    *inflightSet // nil: no in-flight limits
 
 	admitted, refused, delayed, shadowRefused, errs, unavail atomic.Uint64
 }
@@ -252,6 +254,11 @@ func New(opts ...Option) (*Middleware, error) {
 	if len(c.routes) > 0 {
 		m.mux = http.NewServeMux()
 	}
+	inflight, err := compileInFlight(c.inflight)
+	if err != nil {
+		return nil, err
+	}
+	m.inflight = inflight
 	for _, s := range c.routes {
 		rt, err := compile(s, c.global)
 		if err != nil {
@@ -343,6 +350,9 @@ func (m *Middleware) Stats() Stats {
 // Handler returns next wrapped by the limits: m.Handler is a
 // func(http.Handler) http.Handler, the usual shape of middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
+	if m.inflight != nil {
+		next = m.inflight.wrap(m, next) // in-flight limits, after the rates admit
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt := m.match(r)
 		if rt == nil || len(rt.limits) == 0 {

@@ -47,6 +47,8 @@ type Store struct {
 	gen  atomic.Uint64 // incremented when a policy is recompiled
 	mu   sync.Mutex    // serializes table creation
 
+	sem semaphores // in-flight limits (semaphore.go)
+
 	closed atomic.Bool
 	stop   chan struct{}
 	done   chan struct{}
@@ -309,6 +311,7 @@ func (s *Store) Sweep() {
 		sh.sweepAll(now, &sh.expired)
 		sh.mu.Unlock()
 	}
+	s.sem.sweep(now)
 }
 
 // Stats are counts of a store's keys. Every dropped key is counted once, in
@@ -375,5 +378,6 @@ func (s *Store) sweeper(interval time.Duration) {
 			sh.sweepSome(now, sweepBudget)
 			sh.mu.Unlock()
 		}
+		s.sem.sweep(now)
 	}
 }

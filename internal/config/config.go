@@ -54,6 +54,9 @@
 // a top-level descriptor with the same key and value in two files is
 // refused, as there. Without it a domain is defined once.
 //
+// In-flight rules (algorithm concurrency or adaptive-concurrency, with floor,
+// ceiling, holder_ttl and critical_reserve) are described in inflight.go.
+//
 // Decoding is strict: an unknown field, a value of the wrong type, a
 // duplicate key or an invalid policy is an error naming the file, the line,
 // the field and the reason.
@@ -156,6 +159,10 @@ type Rule struct {
 	Metadata map[string]any
 	// Levels holds the options of each level of Path.
 	Levels []Level
+	// InFlight, when not nil, makes the rule an in-flight (concurrency)
+	// limit instead of a rate: algorithm concurrency or
+	// adaptive-concurrency. Policy is zero then. See inflight.go.
+	InFlight *InFlight
 	// File and Line locate the rate_limit in the configuration.
 	File string
 	Line int

@@ -272,6 +272,7 @@ type rawLimit struct {
 	failureNode          *yaml.Node
 	multiplier           int64
 	multiplierNode       *yaml.Node
+	inflight             rawInFlight // in-flight fields (inflight.go)
 }
 
 // descriptors compiles a descriptors list into parent.
@@ -416,6 +417,14 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"quota_mode": func(v *yaml.Node, f string) {
 			p.errorf(v, f, "quota_mode belongs on the descriptor, beside rate_limit (as in envoyproxy/ratelimit)")
 		},
+		"floor":      func(v *yaml.Node, f string) { r.inflight.floor = p.num(v, f) },
+		"ceiling":    func(v *yaml.Node, f string) { r.inflight.ceiling = p.num(v, f) },
+		"holder_ttl": func(v *yaml.Node, f string) { r.inflight.ttl = p.num(v, f) },
+		"critical_reserve": func(v *yaml.Node, f string) {
+			r.inflight.reserve = p.num(v, f)
+		},
+		"controller":        func(v *yaml.Node, f string) { r.inflight.controller = p.num(v, f) },
+		"latency_threshold": func(v *yaml.Node, f string) { r.inflight.threshold = p.num(v, f) },
 	})
 	if !ok {
 		return nil
@@ -447,6 +456,13 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		rule.FailureMode = sluice.FailClosed
 	default:
 		p.errorf(at(r.failureNode), field+".failure_mode", "%q: want local, open or closed", r.failureMode)
+	}
+	if isInFlight(r.algorithm) {
+		return p.inflightRule(r, field, rule, nerr)
+	}
+	if r.inflight.set() {
+		p.errorf(at(r.inflight.first()), field+"."+r.inflight.firstName(), "only for algorithm concurrency or adaptive-concurrency")
+		return nil
 	}
 	if r.unlimited {
 		for _, x := range []struct {
@@ -510,7 +526,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 	if r.algorithm != "" {
 		a, err := sluice.ParseAlgorithm(r.algorithm)
 		if err != nil {
-			p.errorf(at(r.algorithmNode), field+".algorithm", "%q: want one of token-bucket, gcra, leaky-bucket, fixed-window, sliding-log, sliding-window", r.algorithm)
+			p.errorf(at(r.algorithmNode), field+".algorithm", "%q: want one of token-bucket, gcra, leaky-bucket, fixed-window, sliding-log, sliding-window, concurrency, adaptive-concurrency", r.algorithm)
 		}
 		alg = a
 	}

@@ -61,7 +61,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			continue
 		}
 		r := sn.cfg.Match(domain, d.entries)
-		if r == nil {
+		if r == nil || r.InFlight != nil { // RLS cannot release a slot: no limit here
 			continue
 		}
 		outs[i].rule, limiters[i] = r, sn.limiters[r]

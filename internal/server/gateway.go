@@ -113,9 +113,16 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		global []httplimit.Limit
 		routes = map[string][]httplimit.Limit{}
 		order  []string
+		extra  []httplimit.Option // in-flight rules (gateway_inflight.go)
 	)
 	for _, r := range sn.cfg.Rules() {
 		if r.Domain != g.domain {
+			continue
+		}
+		if r.InFlight != nil {
+			if o := g.inflightOption(r); o != nil {
+				extra = append(extra, o)
+			}
 			continue
 		}
 		l := sn.limiters[r]
@@ -144,6 +151,7 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 	for _, p := range order {
 		opts = append(opts, httplimit.Route(p, 1, routes[p]...))
 	}
+	opts = append(opts, extra...)
 	m, err := httplimit.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

@@ -230,7 +230,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rule := sn.cfg.Match(req.Domain, req.Entries)
-	if rule == nil || rule.Unlimited || rule.Deny {
+	if rule == nil || rule.Unlimited || rule.Deny || rule.InFlight != nil {
 		writeError(w, http.StatusNotFound, "domain %q, entries %v: no rule with state matches", req.Domain, req.Entries)
 		return
 	}

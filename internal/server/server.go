@@ -146,6 +146,10 @@ func (s *Server) Apply(c *config.Config) error {
 	}
 	sn := &snapshot{cfg: c, limiters: map[*config.Rule]*sluice.Limiter{}, loaded: s.now()}
 	for _, r := range c.Rules() {
+		if r.InFlight != nil { // gateway only (gateway_inflight.go)
+			s.log.Info("in-flight rule: enforced in gateway mode only; RLS and the JSON API cannot release a slot and answer as if no rule matched", "rule", r.FullKey, "file", r.File, "line", r.Line)
+			continue
+		}
 		if r.Unlimited || r.Deny {
 			continue
 		}

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice"
+)
+
+// InFlightLimit bounds how many calls are in flight at once, across every
+// process sharing its store (see sluice.InFlight). It is checked after the
+// rate limits have admitted a call, and its slot is held until the handler
+// returns (for a stream, until the stream ends).
+type InFlightLimit struct {
+	// InFlight is the limit, fixed or adaptive.
+	InFlight *sluice.InFlight
+	// Key picks a per-client key: a call over such a limit fails with
+	// ResourceExhausted. When nil, every call of the method shares one
+	// limit, and a call over it fails with Unavailable (the server is busy).
+	Key KeyFunc
+}
+
+// CriticalMetadata is the incoming metadata key that marks a call critical
+// for the reserve of in-flight limits (sluice.WithReserve):
+// "sluice-priority: critical".
+const CriticalMetadata = "sluice-priority"
+
+// inflightRetry is the RetryInfo delay of a call refused by an in-flight
+// limit: slots free up as calls finish.
+const inflightRetry = time.Second
+
+// InFlight adds in-flight limits to the calls of method (as in Method: one
+// method, or a service with a trailing slash), or of every call when method
+// is "". A call faces the limits of "" and of its method (or, failing that,
+// its service).
+func InFlight(method string, limits ...InFlightLimit) Option {
+	return func(i *Interceptor) error {
+		if method != "" && (!strings.HasPrefix(method, "/") || strings.Count(method, "/") != 2 || method == "//") {
+			return fmt.Errorf("grpclimit: InFlight %q: want \"\", \"/package.Service/Method\" or \"/package.Service/\"", method)
+		}
+		for n, l := range limits {
+			if l.InFlight == nil {
+				return fmt.Errorf("grpclimit: InFlight %q: limit %d: InFlight must be set", method, n)
+			}
+		}
+		if i.inflight == nil {
+			i.inflight = map[string][]InFlightLimit{}
+		}
+		i.inflight[method] = append(i.inflight[method], limits...)
+		return nil
+	}
+}
+
+// acquire takes a slot of each in-flight limit of the call, returning the
+// function that gives them back (reporting the handler's error to adaptive
+// limits), or the status error of a refusal.
+func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), error) {
+	if len(i.inflight) == 0 {
+		return func(error) {}, nil
+	}
+	own, ok := i.inflight[method]
+	if !ok {
+		if j := strings.LastIndexByte(method, '/'); j > 0 {
+			own = i.inflight[method[:j+1]]
+		}
+	}
+	global := i.inflight[""]
+	if len(own) == 0 && len(global) == 0 {
+		return func(error) {}, nil
+	}
+	critical := false
+	if v := metadata.ValueFromIncomingContext(ctx, CriticalMetadata); len(v) > 0 {
+		critical = strings.EqualFold(v[0], "critical")
+	}
+	var held []*sluice.Holder
+	bg := context.WithoutCancel(ctx)
+	release := func(err error) {
+		dropped := false
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+			dropped = true
+		}
+		for _, h := range held {
+			h.Release(bg, dropped)
+		}
+	}
+	for _, list := range [][]InFlightLimit{global, own} {
+		for _, l := range list {
+			key := "*"
+			if l.Key != nil {
+				k, ok := l.Key(ctx, method)
+				if !ok {
+					continue
+				}
+				key = k
+			}
+			h, _, err := l.InFlight.Acquire(ctx, key, critical)
+			if h != nil {
+				held = append(held, h)
+				h.KeepAlive(ctx)
+				continue
+			}
+			release(nil)
+			name := l.InFlight.Name()
+			if err != nil {
+				i.errs.Add(1)
+				i.unavail.Add(1)
+				return nil, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)
+			}
+			i.refused.Add(1)
+			if l.Key != nil {
+				return nil, inflightStatus(codes.ResourceExhausted, fmt.Sprintf("grpclimit: too many calls in flight for %q; retry after %v", name, inflightRetry), name)
+			}
+			return nil, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: the server has too many calls in flight (%q); retry after %v", name, inflightRetry), name)
+		}
+	}
+	return release, nil
+}
+
+// inflightStatus is the error of a call refused by in-flight limit name.
+func inflightStatus(code codes.Code, msg, name string) error {
+	q := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{Subject: "policy:" + name, Description: "too many in flight"}}}
+	st, err := status.New(code, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(inflightRetry)}, q)
+	if err != nil { // cannot happen: the details are valid messages
+		return status.Error(code, msg)
+	}
+	return st.Err()
+}

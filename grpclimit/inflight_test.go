@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package grpclimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice"
+)
+
+// TestInFlight: a method-wide in-flight limit on the health Watch stream
+// (held while the stream is open) refuses with Unavailable and a RetryInfo
+// once full, keeps its reserve for critical calls, and frees a slot when a
+// stream ends; a per-client limit on Check gives its slot back after each
+// call.
+func TestInFlight(t *testing.T) {
+	store, _ := newStore(t)
+	watch, err := sluice.NewInFlight(store, "watch", 3, sluice.WithReserve(0.34))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey, err := sluice.NewInFlight(store, "check", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := New(InFlight("/grpc.health.v1.Health/Watch", InFlightLimit{InFlight: watch}),
+		InFlight(check, InFlightLimit{InFlight: perKey, Key: Metadata("x-api-key")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, i, false)
+	open := func(ctx context.Context) (context.CancelFunc, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if err != nil {
+			cancel()
+		}
+		return cancel, err
+	}
+	var streams []context.CancelFunc
+	for n := range 2 { // 3 − ⌊3·0.34⌋ non-critical slots
+		cancel, err := open(context.Background())
+		if err != nil {
+			t.Fatalf("stream %d: %v", n, err)
+		}
+		streams = append(streams, cancel)
+	}
+	_, err = open(context.Background())
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("third non-critical stream: %v, want Unavailable", err)
+	}
+	if ri, qf := details(t, err); ri == nil || ri.RetryDelay.AsDuration() != time.Second || qf == nil || qf.Violations[0].Subject != "policy:watch" {
+		t.Fatalf("details: RetryInfo %v QuotaFailure %v", ri, qf)
+	}
+	critical := metadata.AppendToOutgoingContext(context.Background(), CriticalMetadata, "critical")
+	cancel, err := open(critical)
+	if err != nil {
+		t.Fatalf("critical stream in the reserve: %v", err)
+	}
+	streams = append(streams, cancel)
+	if _, err := open(critical); status.Code(err) != codes.Unavailable {
+		t.Fatalf("critical stream beyond the limit: %v, want Unavailable", err)
+	}
+	streams[0]()
+	// The slot comes back when the server's handler returns, shortly after
+	// the cancellation reaches it.
+	deadline := time.Now().Add(10 * time.Second)
+	waited := uint64(0) // refusals while the cancellation travels
+	for {               // 2 held after the cancellation: room for a critical stream
+		cancel, err := open(critical)
+		if err == nil {
+			streams = append(streams, cancel)
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatalf("after a stream ended: %v", err)
+		}
+		waited++
+		time.Sleep(time.Millisecond)
+	}
+	for _, cancel := range streams {
+		cancel()
+	}
+	for n := range 5 {
+		if _, err := c.Check(withKey("k1"), &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("check %d: %v (a per-client slot not given back?)", n, err)
+		}
+	}
+	if st := i.Stats(); st.Refused != 2+waited {
+		t.Errorf("stats %+v, want %d refused", st, 2+waited)
+	}
+}

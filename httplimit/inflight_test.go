@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package httplimit_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestInFlight: a route-wide in-flight limit answers 503 when full, a
+// per-client one 429, both with Retry-After and a RateLimit-Policy item in
+// concurrent-requests; slots come back when handlers return; a critical
+// request may use the reserve.
+func TestInFlight(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	route, err := sluice.NewInFlight(store, "reports", 4, sluice.WithReserve(0.25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perClient, err := sluice.NewInFlight(store, "per-client", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("GET /reports", httplimit.InFlightLimit{InFlight: route}),
+		httplimit.InFlight("GET /mine", httplimit.InFlightLimit{InFlight: perClient, Key: httplimit.Header("X-Client")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	entered := make(chan struct{}, 16)
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-block
+	}))
+	serve := func(path string, hdr ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	done := make(chan *httptest.ResponseRecorder, 16)
+	for range 3 { // 3 = 4 − ⌊4·0.25⌋ non-critical slots
+		go func() { done <- serve("/reports") }()
+		<-entered
+	}
+	w := serve("/reports")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("4th non-critical request: %d Retry-After %q, want 503 and 1", w.Code, w.Header().Get("Retry-After"))
+	}
+	if got, want := w.Header().Get("RateLimit-Policy"), `"reports";q=4;qu="concurrent-requests"`; got != want {
+		t.Fatalf("RateLimit-Policy %q, want %q", got, want)
+	}
+	if got, want := w.Header().Get("RateLimit"), `"reports";r=0;t=1`; got != want {
+		t.Fatalf("RateLimit %q, want %q", got, want)
+	}
+	go func() { done <- serve("/reports", httplimit.CriticalHeader, "critical") }()
+	<-entered // the critical one takes the reserve
+	if w := serve("/reports", httplimit.CriticalHeader, "critical"); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("5th request (critical, beyond the limit): %d, want 503", w.Code)
+	}
+	for range 2 {
+		go func() { done <- serve("/mine", "X-Client", "a") }()
+		<-entered
+	}
+	if w := serve("/mine", "X-Client", "a"); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("3rd request of client a: %d, want 429 with Retry-After", w.Code)
+	}
+	go func() { done <- serve("/mine", "X-Client", "b") }()
+	<-entered
+	close(block)
+	entered = make(chan struct{}, 16)
+	for range 7 {
+		if w := <-done; w.Code != http.StatusOK {
+			t.Fatalf("admitted request answered %d", w.Code)
+		}
+	}
+	store.Sweep()
+	if n := store.Semaphores(); n != 0 {
+		t.Fatalf("%d semaphores held after every request finished", n)
+	}
+	for range 10 { // released slots are free again
+		if w := serve("/reports"); w.Code != http.StatusOK {
+			t.Fatalf("sequential request answered %d", w.Code)
+		}
+	}
+	if st := m.Stats(); st.Refused != 1 || st.Unavailable != 2 || st.Errors != 0 {
+		t.Fatalf("stats %+v, want 1 refused (429), 2 unavailable (503)", st)
+	}
+	if !strings.Contains(w.Body.String(), "reports") {
+		t.Fatalf("503 body %q does not name the limit", w.Body.String())
+	}
+}

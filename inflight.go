@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultHolderTTL is how long an in-flight slot is held without an
+// Extend before the store reclaims it. It bounds how long the slots of a
+// process that died (SIGKILL, a lost machine) stay taken: they are usable
+// again DefaultHolderTTL after their last Acquire or Extend. Ten seconds is
+// longer than most requests (a request that runs longer calls Extend, or
+// uses Holder.KeepAlive) and short enough that a crash costs a few seconds
+// of capacity, not minutes.
+const DefaultHolderTTL = 10 * time.Second
+
+// Controller moves an in-flight limit from what it observes: package
+// adaptive has AIMD and gradient controllers. Its methods are called
+// concurrently.
+type Controller interface {
+	// Limit returns the current limit, at least 1.
+	Limit() int64
+	// Observe reports one finished request.
+	Observe(s Sample)
+}
+
+// Sample is one finished request, as a Controller sees it.
+type Sample struct {
+	// At is when the request finished.
+	At time.Time
+	// RTT is how long it held its slot.
+	RTT time.Duration
+	// InFlight is the number of requests this process had in flight when
+	// it started, itself included.
+	InFlight int64
+	// Dropped reports that it failed in a way that says the backend is
+	// overloaded: a timeout, a 503, an error the caller chose to count.
+	Dropped bool
+}
+
+// InFlight limits how many requests per key are in flight at once across
+// every process sharing its store: each request holds a slot in a
+// Semaphore for as long as it runs, under a TTL so that a process that dies
+// gives its slots back. The limit is fixed, or moved by a Controller.
+//
+// With a reserve (WithReserve), the last slots are kept for critical
+// requests: with limit L and reserve fraction f, R = ⌊L·f⌋ slots are
+// reserved, a non-critical request is admitted iff fewer than L − R are
+// held, and a critical one iff fewer than L are held. So at most L are ever
+// held and at most L − R by non-critical work when critical work is
+// waiting; non-critical work is shed first.
+type InFlight struct {
+	store    Semaphore
+	name     string
+	limit    int64
+	ctrl     Controller
+	ttl      time.Duration
+	reserve  float64
+	failure  FailureMode
+	local    Semaphore      // FailLocal's in-process store
+	replicas ReplicaCounter // FailLocal's replica count
+	clock    func() time.Time
+	inflight atomic.Int64 // this process's holders
+}
+
+// InFlightOption configures an InFlight.
+type InFlightOption func(*InFlight) error
+
+// WithHolderTTL sets how long a slot is held without an Extend
+// (DefaultHolderTTL unless set).
+func WithHolderTTL(d time.Duration) InFlightOption {
+	return func(f *InFlight) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("sluice: WithHolderTTL: %v: must be at least 1ms", d)
+		}
+		f.ttl = d
+		return nil
+	}
+}
+
+// WithController makes a Controller set the limit; the limit given to
+// NewInFlight is then unused (pass 0).
+func WithController(c Controller) InFlightOption {
+	return func(f *InFlight) error {
+		if c == nil {
+			return errors.New("sluice: WithController: nil Controller")
+		}
+		f.ctrl = c
+		return nil
+	}
+}
+
+// WithReserve keeps the fraction frac (in [0, 1)) of the limit, rounded
+// down, for critical requests.
+func WithReserve(frac float64) InFlightOption {
+	return func(f *InFlight) error {
+		if !(frac >= 0 && frac < 1) {
+			return fmt.Errorf("sluice: WithReserve: %v: must be in [0, 1)", frac)
+		}
+		f.reserve = frac
+		return nil
+	}
+}
+
+// WithInFlightFailureMode sets what Acquire answers when the store fails
+// (FailOpen unless set).
+func WithInFlightFailureMode(m FailureMode) InFlightOption {
+	return func(f *InFlight) error { f.failure = m; return nil }
+}
+
+// WithInFlightLocal sets what an InFlight that fails local (FailLocal)
+// acquires on while its store fails: the in-process Semaphore local (a
+// memstore), holding this replica's share of the limit, ⌊L/R⌋ slots, with R
+// from replicas (FixedReplicas(1) when nil). A share of 0 (R > L) admits
+// nothing. The bound: during an outage the fleet's new work in flight is at
+// most R·⌊L/R⌋ ≤ L, beside the holders from before the outage that are
+// still running (at most L, gone within their TTL), so at most 2L are in
+// flight at once, and at most L once the pre-outage holders are done.
+func WithInFlightLocal(local Semaphore, replicas ReplicaCounter) InFlightOption {
+	return func(f *InFlight) error {
+		if local == nil {
+			return errors.New("sluice: WithInFlightLocal: local store is nil")
+		}
+		if replicas == nil {
+			replicas = FixedReplicas(1)
+		}
+		f.local, f.replicas = local, replicas
+		return nil
+	}
+}
+
+// WithInFlightClock sets the clock that times requests for the Controller
+// (time.Now unless set).
+func WithInFlightClock(now func() time.Time) InFlightOption {
+	return func(f *InFlight) error { f.clock = now; return nil }
+}
+
+// NewInFlight returns an in-flight limit named name (the store keeps its
+// holders under that name) of limit slots per key over store.
+func NewInFlight(store Semaphore, name string, limit int64, opts ...InFlightOption) (*InFlight, error) {
+	if store == nil {
+		return nil, errors.New("sluice: NewInFlight: store is nil")
+	}
+	if name == "" {
+		return nil, errors.New("sluice: NewInFlight: name is empty")
+	}
+	f := &InFlight{store: store, name: name, limit: limit, ttl: DefaultHolderTTL, clock: time.Now}
+	for _, o := range opts {
+		if err := o(f); err != nil {
+			return nil, err
+		}
+	}
+	if f.failure == FailLocal && f.local == nil {
+		return nil, fmt.Errorf("sluice: NewInFlight %q: failure mode local needs WithInFlightLocal", name)
+	}
+	if f.ctrl == nil && limit < 1 {
+		return nil, fmt.Errorf("sluice: NewInFlight %q: limit %d: must be at least 1", name, limit)
+	}
+	return f, nil
+}
+
+// Name returns the limit's name.
+func (f *InFlight) Name() string { return f.name }
+
+// Limit returns the current limit: the fixed one, or the Controller's.
+func (f *InFlight) Limit() int64 {
+	if f.ctrl != nil {
+		return max(f.ctrl.Limit(), 1)
+	}
+	return f.limit
+}
+
+// Adaptive reports whether a Controller sets the limit.
+func (f *InFlight) Adaptive() bool { return f.ctrl != nil }
+
+// TTL returns how long a slot is held without an Extend.
+func (f *InFlight) TTL() time.Duration { return f.ttl }
+
+// FailureMode returns what Acquire answers when the store fails.
+func (f *InFlight) FailureMode() FailureMode { return f.failure }
+
+// Reserved returns the number of slots kept for critical requests at the
+// limit l: ⌊l·f⌋.
+func (f *InFlight) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
+
+// Acquire takes a slot of key if one is free now, for a critical request
+// or not. It returns the holder, or nil when every slot open to the request
+// is taken. On a store failure it returns the error and, under FailOpen, a
+// holder that holds nothing (its Release does nothing), under FailClosed
+// nil. When ctx has ended it returns nil and the error.
+func (f *InFlight) Acquire(ctx context.Context, key string, critical bool) (*Holder, Slots, error) {
+	limit := f.Limit()
+	if !critical {
+		limit -= f.Reserved(limit)
+	}
+	id := newHolderID()
+	started := f.clock()
+	s, err := f.store.Acquire(ctx, f.name, key, id, limit, f.ttl)
+	if err != nil {
+		// The store may have taken the slot before failing to answer:
+		// give it back (Release is idempotent), or it stays taken until
+		// its TTL.
+		go f.store.Release(context.WithoutCancel(ctx), f.name, key, id)
+		err = fmt.Errorf("sluice: in-flight %q: key %q: %w", f.name, key, err)
+		switch {
+		case ctx.Err() != nil || f.failure == FailClosed:
+			return nil, Slots{}, err
+		case f.failure == FailLocal:
+			return f.acquireLocal(ctx, key, id, limit, started, err)
+		}
+		return &Holder{}, Slots{Acquired: true}, err
+	}
+	if !s.Acquired {
+		return nil, s, nil
+	}
+	n := f.inflight.Add(1)
+	return &Holder{f: f, sem: f.store, key: key, id: id, started: started, inflight: n}, s, nil
+}
+
+// acquireLocal takes a slot of this replica's share, ⌊limit/R⌋, on the
+// local store, after the store failed with storeErr.
+func (f *InFlight) acquireLocal(ctx context.Context, key, id string, limit int64, started time.Time, storeErr error) (*Holder, Slots, error) {
+	share := limit / int64(max(f.replicas.Replicas(), 1))
+	if share < 1 {
+		return nil, Slots{}, storeErr
+	}
+	s, err := f.local.Acquire(context.WithoutCancel(ctx), f.name, key, id, share, f.ttl)
+	if err != nil || !s.Acquired {
+		return nil, s, storeErr
+	}
+	n := f.inflight.Add(1)
+	return &Holder{f: f, sem: f.local, key: key, id: id, started: started, inflight: n}, s, storeErr
+}
+
+// Holder is one held slot of an InFlight.
+type Holder struct {
+	f        *InFlight // nil: holds nothing (admitted on a store failure)
+	sem      Semaphore // where the slot is held: the store, or FailLocal's local one
+	key, id  string
+	started  time.Time
+	inflight int64
+	done     atomic.Bool
+	mu       sync.Mutex  // guards timer
+	timer    *time.Timer // KeepAlive's
+}
+
+// ID returns the holder's id in the store ("" when it holds nothing).
+func (h *Holder) ID() string { return h.id }
+
+// Release gives the slot back and, for an adaptive limit, reports the
+// request to the Controller (dropped: it failed because the backend is
+// overloaded). Only the first call does anything.
+func (h *Holder) Release(ctx context.Context, dropped bool) error {
+	if h.f == nil || h.done.Swap(true) {
+		return nil
+	}
+	h.mu.Lock()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
+	f := h.f
+	f.inflight.Add(-1)
+	if f.ctrl != nil {
+		now := f.clock()
+		f.ctrl.Observe(Sample{At: now, RTT: now.Sub(h.started), InFlight: h.inflight, Dropped: dropped})
+	}
+	if _, err := h.sem.Release(ctx, f.name, h.key, h.id); err != nil {
+		// Try once more in the background; failing that, the slot comes
+		// back when its TTL passes.
+		go h.sem.Release(context.WithoutCancel(ctx), f.name, h.key, h.id)
+		return fmt.Errorf("sluice: in-flight %q: key %q: release: %w", f.name, h.key, err)
+	}
+	return nil
+}
+
+// Extend renews the slot's TTL from now, for work that runs longer than
+// it. It reports false when the slot had already been reclaimed (its TTL
+// passed): the work then no longer counts against the limit.
+func (h *Holder) Extend(ctx context.Context) (bool, error) {
+	if h.f == nil || h.done.Load() {
+		return false, nil
+	}
+	s, err := h.sem.Extend(ctx, h.f.name, h.key, h.id, h.f.ttl)
+	if err != nil {
+		return false, fmt.Errorf("sluice: in-flight %q: key %q: extend: %w", h.f.name, h.key, err)
+	}
+	return s.Acquired, nil
+}
+
+// KeepAlive extends the slot every third of its TTL until ctx ends or the
+// holder is released, so work of any length keeps its slot while this
+// process lives. It returns at once; each extension runs on a timer, and
+// none is left once the holder is released. Call it once.
+func (h *Holder) KeepAlive(ctx context.Context) {
+	if h.f == nil {
+		return
+	}
+	every := h.f.ttl / 3
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done.Load() {
+		return
+	}
+	h.timer = time.AfterFunc(every, func() {
+		if ctx.Err() != nil || h.done.Load() {
+			return
+		}
+		if ok, err := h.Extend(ctx); err == nil && !ok {
+			return // reclaimed: extending cannot bring it back
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.done.Load() {
+			h.timer.Reset(every)
+		}
+	})
+}
+
+// newHolderID returns a random 128-bit holder id in hex.
+func newHolderID() string {
+	var b [16]byte
+	a, c := rand.Uint64(), rand.Uint64()
+	for i := range 8 {
+		b[i], b[8+i] = byte(a>>(8*i)), byte(c>>(8*i))
+	}
+	return hex.EncodeToString(b[:])
+}

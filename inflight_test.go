@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+func newInFlight(t *testing.T, store sluice.Semaphore, limit int64, opts ...sluice.InFlightOption) *sluice.InFlight {
+	t.Helper()
+	f, err := sluice.NewInFlight(store, "api", limit, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestInFlightReserve drives the reserve to its edges: with limit L and
+// fraction f, non-critical requests get exactly L − ⌊L·f⌋ slots and
+// critical ones exactly L.
+func TestInFlightReserve(t *testing.T) {
+	ctx := t.Context()
+	for _, tc := range []struct {
+		limit       int64
+		frac        float64
+		nonCritical int64
+	}{{10, 0.2, 8}, {10, 0.25, 8}, {4, 0.25, 3}, {3, 0.34, 2}, {1, 0.5, 1}, {5, 0, 5}, {2, 0.99, 1}} {
+		t.Run(fmt.Sprintf("%d/%v", tc.limit, tc.frac), func(t *testing.T) {
+			store := memstore.New(memstore.WithSweepInterval(0))
+			defer store.Close()
+			f := newInFlight(t, store, tc.limit, sluice.WithReserve(tc.frac))
+			for n := range tc.nonCritical {
+				if h, _, err := f.Acquire(ctx, "k", false); h == nil || err != nil {
+					t.Fatalf("non-critical %d refused (%v)", n, err)
+				}
+			}
+			if h, _, _ := f.Acquire(ctx, "k", false); h != nil {
+				t.Fatalf("non-critical %d admitted beyond %d", tc.nonCritical, tc.nonCritical)
+			}
+			for n := tc.nonCritical; n < tc.limit; n++ {
+				if h, _, err := f.Acquire(ctx, "k", true); h == nil || err != nil {
+					t.Fatalf("critical request at %d held refused (%v)", n, err)
+				}
+			}
+			if h, _, _ := f.Acquire(ctx, "k", true); h != nil {
+				t.Fatalf("critical request admitted beyond the limit %d", tc.limit)
+			}
+		})
+	}
+}
+
+// failing is a Semaphore whose every call fails.
+type failing struct{}
+
+var errDown = errors.New("down")
+
+func (failing) Acquire(context.Context, string, string, string, int64, time.Duration) (sluice.Slots, error) {
+	return sluice.Slots{}, errDown
+}
+func (failing) Release(context.Context, string, string, string) (sluice.Slots, error) {
+	return sluice.Slots{}, errDown
+}
+func (failing) Extend(context.Context, string, string, string, time.Duration) (sluice.Slots, error) {
+	return sluice.Slots{}, errDown
+}
+
+func TestInFlightFailureModes(t *testing.T) {
+	ctx := t.Context()
+	open := newInFlight(t, failing{}, 1)
+	h, _, err := open.Acquire(ctx, "k", false)
+	if h == nil || !errors.Is(err, errDown) {
+		t.Fatalf("fail open: holder %v, error %v; want a holder and the error", h, err)
+	}
+	if err := h.Release(ctx, false); err != nil {
+		t.Fatalf("releasing a fail-open holder: %v", err)
+	}
+	closed := newInFlight(t, failing{}, 1, sluice.WithInFlightFailureMode(sluice.FailClosed))
+	if h, _, err := closed.Acquire(ctx, "k", false); h != nil || !errors.Is(err, errDown) {
+		t.Fatalf("fail closed: holder %v, error %v; want none and the error", h, err)
+	}
+	if _, err := sluice.NewInFlight(failing{}, "api", 5, sluice.WithInFlightFailureMode(sluice.FailLocal)); err == nil {
+		t.Fatal("fail local without WithInFlightLocal: no error")
+	}
+	// Fail local, 2 replicas, limit 5: this replica's share is ⌊5/2⌋ = 2
+	// slots on the local store, released there.
+	local := memstore.New()
+	defer local.Close()
+	loc := newInFlight(t, failing{}, 5, sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(2)))
+	var held []*sluice.Holder
+	for i := range 2 {
+		h, _, err := loc.Acquire(ctx, "k", false)
+		if h == nil || !errors.Is(err, errDown) {
+			t.Fatalf("fail local, slot %d of the share of 2: holder %v, error %v; want a holder and the error", i, h, err)
+		}
+		held = append(held, h)
+	}
+	if h, _, err := loc.Acquire(ctx, "k", false); h != nil || !errors.Is(err, errDown) {
+		t.Fatalf("fail local, beyond the share: holder %v, error %v; want none and the error", h, err)
+	}
+	if err := held[0].Release(ctx, false); err != nil {
+		t.Fatalf("releasing a local holder: %v", err)
+	}
+	if h, _, _ := loc.Acquire(ctx, "k", false); h == nil {
+		t.Fatal("fail local: no slot after a local holder was released")
+	}
+	tiny := newInFlight(t, failing{}, 1, sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(3)))
+	if h, _, _ := tiny.Acquire(ctx, "k2", false); h != nil {
+		t.Fatal("fail local with a share of ⌊1/3⌋ = 0: a slot was given")
+	}
+}
+
+func TestInFlightOptionErrors(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	for _, tc := range []struct {
+		limit int64
+		opt   sluice.InFlightOption
+		want  string
+	}{
+		{0, nil, "limit 0: must be at least 1"},
+		{1, sluice.WithHolderTTL(time.Microsecond), "WithHolderTTL: 1µs"},
+		{1, sluice.WithReserve(1), "WithReserve: 1"},
+		{1, sluice.WithController(nil), "nil Controller"},
+	} {
+		var opts []sluice.InFlightOption
+		if tc.opt != nil {
+			opts = append(opts, tc.opt)
+		}
+		_, err := sluice.NewInFlight(store, "api", tc.limit, opts...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want one containing %q", err, tc.want)
+		}
+	}
+}
+
+// TestHolderTTL: on memstore's default clock inside a synctest bubble, a
+// holder not released is reclaimed exactly at its TTL, Extend renews it,
+// KeepAlive keeps it for as long as the work runs, and Release is
+// idempotent.
+func TestHolderTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := t.Context()
+		store := memstore.New(memstore.WithSweepInterval(0))
+		defer store.Close()
+		f := newInFlight(t, store, 1, sluice.WithHolderTTL(3*time.Second))
+		h, _, _ := f.Acquire(ctx, "k", false)
+		if h == nil {
+			t.Fatal("first acquire refused")
+		}
+		time.Sleep(3*time.Second - time.Nanosecond)
+		if g, _, _ := f.Acquire(ctx, "k", false); g != nil {
+			t.Fatal("admitted while the first holder's TTL runs")
+		}
+		if ok, err := h.Extend(ctx); !ok || err != nil {
+			t.Fatalf("Extend before the TTL: %v %v", ok, err)
+		}
+		time.Sleep(3 * time.Second)
+		if ok, _ := h.Extend(ctx); ok {
+			t.Fatal("Extend after the TTL passed reported the slot held")
+		}
+		g, _, _ := f.Acquire(ctx, "k", false)
+		if g == nil {
+			t.Fatal("the expired holder's slot was not reclaimed")
+		}
+		if err := h.Release(ctx, false); err != nil { // late: changes nothing
+			t.Fatal(err)
+		}
+		if x, _, _ := f.Acquire(ctx, "k", false); x != nil {
+			t.Fatal("a late release of a reclaimed slot freed another holder's slot")
+		}
+		g.KeepAlive(ctx)
+		time.Sleep(time.Minute)
+		if x, _, _ := f.Acquire(ctx, "k", false); x != nil {
+			t.Fatal("a kept-alive holder lost its slot")
+		}
+		g.Release(ctx, false)
+		g.Release(ctx, false)
+		if x, _, _ := f.Acquire(ctx, "k", false); x == nil {
+			t.Fatal("released slot not free")
+		} else {
+			x.Release(ctx, false)
+		}
+		synctest.Wait() // no KeepAlive timer left running
+	})
+}
+
+// recorder is a Controller that records its samples.
+type recorder struct {
+	limit   int64
+	samples []sluice.Sample
+}
+
+func (r *recorder) Limit() int64            { return r.limit }
+func (r *recorder) Observe(s sluice.Sample) { r.samples = append(r.samples, s) }
+
+func TestInFlightController(t *testing.T) {
+	now := time.Unix(100, 0)
+	rec := &recorder{limit: 2}
+	store := memstore.New(memstore.WithSweepInterval(0))
+	defer store.Close()
+	f := newInFlight(t, store, 0, sluice.WithController(rec), sluice.WithInFlightClock(func() time.Time { return now }))
+	ctx := t.Context()
+	a, _, _ := f.Acquire(ctx, "k", false)
+	b, _, _ := f.Acquire(ctx, "k", false)
+	if a == nil || b == nil {
+		t.Fatal("refused under the controller's limit 2")
+	}
+	if c, _, _ := f.Acquire(ctx, "k", false); c != nil {
+		t.Fatal("admitted beyond the controller's limit 2")
+	}
+	now = now.Add(250 * time.Millisecond)
+	b.Release(ctx, true)
+	b.Release(ctx, true) // idempotent: one sample
+	want := []sluice.Sample{{At: now, RTT: 250 * time.Millisecond, InFlight: 2, Dropped: true}}
+	if fmt.Sprint(rec.samples) != fmt.Sprint(want) {
+		t.Fatalf("samples %v, want %v", rec.samples, want)
+	}
+	rec.limit = 1
+	if c, _, _ := f.Acquire(ctx, "k", false); c != nil {
+		t.Fatal("admitted beyond the lowered limit 1")
+	}
+	a.Release(ctx, false)
+}
+
+// An in-flight limit of 2 per key over memstore.
+func ExampleInFlight() {
+	store := memstore.New()
+	defer store.Close()
+	reports, err := sluice.NewInFlight(store, "reports", 2)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	var held []*sluice.Holder
+	for i := range 3 {
+		h, slots, err := reports.Acquire(ctx, "acme", false)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("request %d: admitted %v, %d held\n", i, h != nil, slots.Held)
+		if h != nil {
+			held = append(held, h)
+		}
+	}
+	for _, h := range held {
+		h.Release(ctx, false)
+	}
+	h, _, _ := reports.Acquire(ctx, "acme", false)
+	fmt.Println("after release: admitted", h != nil)
+	// Output:
+	// request 0: admitted true, 1 held
+	// request 1: admitted true, 2 held
+	// request 2: admitted false, 2 held
+	// after release: admitted true
+}

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+const gatewayInFlightYAML = `domain: gateway
+descriptors:
+  - key: route
+    value: GET /slow
+    rate_limit: {algorithm: concurrency, requests_per_unit: 2}
+    descriptors:
+      - key: header:X-Api-Key
+        rate_limit: {algorithm: adaptive-concurrency, floor: 1, ceiling: 1}
+  - key: route
+    value: GET /aimd
+    rate_limit: {algorithm: adaptive-concurrency, floor: 1, ceiling: 1, controller: aimd, latency_threshold: 1s}
+`
+
+// TestGatewayInFlight: in gateway mode a route-wide concurrency rule
+// answers 503 once full and a per-key one 429, with Retry-After and a
+// concurrent-requests RateLimit-Policy; slots come back when the upstream
+// answers. Over RLS the same descriptors limit nothing.
+func TestGatewayInFlight(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": gatewayInFlightYAML})
+	release, releaseAIMD := make(chan struct{}), make(chan struct{})
+	entered, enteredAIMD := make(chan struct{}, 8), make(chan struct{}, 8)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/aimd" {
+			enteredAIMD <- struct{}{}
+			<-releaseAIMD
+			return
+		}
+		entered <- struct{}{}
+		<-release
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	ip, err := httplimit.NewClientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	defer gw.Close()
+	do := func(key string) *http.Response {
+		req, _ := http.NewRequest("GET", gw.URL+"/slow", nil)
+		if key != "" {
+			req.Header.Set("X-Api-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); do("a") }()
+	<-entered
+	if resp := do("a"); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("second request of key a: %d Retry-After %q, want 429 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); do("b") }()
+	<-entered
+	resp := do("c")
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("third request on the route: %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"gateway.route_GET /slow";q=2;qu="concurrent-requests"`; got != want {
+		t.Fatalf("RateLimit-Policy %q, want %q", got, want)
+	}
+	close(release)
+	wg.Wait()
+	for range 3 {
+		if resp := do("a"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("after the slots came back: %d", resp.StatusCode)
+		}
+	}
+	// The aimd rule, at its ceiling 1: one request at a time.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if resp, err := http.Get(gw.URL + "/aimd"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-enteredAIMD
+	resp, err = http.Get(gw.URL + "/aimd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second request under the aimd rule of ceiling 1: %d, want 503", resp.StatusCode)
+	}
+	close(releaseAIMD)
+	wg.Wait()
+	// RLS has no release: the rule is no limit there.
+	for range 5 {
+		if r := h.should(t, GatewayDomain, desc("route", "GET /slow")); r.OverallCode != rls.RateLimitResponse_OK {
+			t.Fatalf("RLS on a concurrency rule: %v, want OK", r.OverallCode)
+		}
+	}
+}
