@@ -54,7 +54,7 @@ func TestRulesViewCountsAndNearLimit(t *testing.T) {
 		t.Errorf("config %+v", r.Config)
 	}
 	u := ruleNamed(t, r, "api.user")
-	if u.Algorithm != "token-bucket" || u.Limit != 5 || u.Burst != 10 || u.Period != 1 || u.FailureMode != "open" || u.Shadow {
+	if u.Algorithm != "token-bucket" || u.Limit != 5 || u.Burst != 10 || u.Period != 1 || u.FailureMode != "local" || u.Shadow {
 		t.Errorf("rule %+v", u)
 	}
 	if u.Decisions != 13 || u.Refused != 2 {
