@@ -47,6 +47,7 @@ type Model struct {
 	// The emission interval Period/Limit is num/den nanoseconds, reduced.
 	num, den int64
 	burstDur rtime // burst × num/den
+	unit     rtime // num/den: the time one unit takes to drain
 }
 
 // NewModel validates p and returns its model.
@@ -58,6 +59,7 @@ func NewModel(p Policy) (*Model, error) {
 	g := gcd(m.period, m.limit)
 	m.num, m.den = m.period/g, m.limit/g
 	m.burstDur = m.dur(m.burst)
+	m.unit = m.dur(1)
 	return m, nil
 }
 

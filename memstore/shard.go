@@ -92,6 +92,9 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 		t.setDen(c.den)
 		slot, e = t.find(h, key)
 	}
+	if e >= 0 && t.lay != logLayout {
+		return sh.takeInPlace(c, t, slot, e, cost, now), true
+	}
 	var st sluice.State
 	if e >= 0 {
 		st = t.get(e)
@@ -135,6 +138,42 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 	sh.wrote(exp)
 	sh.added()
 	return d, true
+}
+
+// takeInPlace applies one request to entry e (at slot) of a table with a
+// fixed-size row, running the model on the row's fields in place.
+func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64) sluice.Decision {
+	var d sluice.Decision
+	var exp int64
+	switch t.lay {
+	case narrowLayout:
+		r := &t.nrows[e]
+		tat, frac := r.time, int64(r.frac)
+		d = c.model.TakeBucket(&tat, &frac, now, cost)
+		r.time, r.frac = tat, uint32(frac)
+		exp = c.model.ExpiresAt(sluice.State{Time: tat, Frac: frac})
+	case wideLayout:
+		r := &t.wrows[e]
+		d = c.model.TakeBucket(&r.time, &r.frac, now, cost)
+		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Frac: r.frac})
+	case fixedLayout:
+		r := &t.frows[e]
+		d = c.model.TakeFixedWindow(&r.time, &r.count, now, cost)
+		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count})
+	default: // slidingLayout
+		r := &t.srows[e]
+		d = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost)
+		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count, Prev: r.prev})
+	}
+	switch {
+	case exp <= now:
+		t.remove(slot, e)
+		sh.removed()
+		sh.expired.Add(1)
+	case d.Allowed && cost > 0:
+		sh.wrote(exp)
+	}
+	return d
 }
 
 // logRoom makes room for need more entries in a sliding-log log without

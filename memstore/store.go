@@ -37,6 +37,11 @@ var ErrClosed = errors.New("memstore: store is closed")
 type Store struct {
 	clock  sluice.Clock
 	nano   sluice.NanoClock // clock, when it reads nanoseconds directly
+	// The default clock, read inline (no interface call): base +
+	// time.Since(start), as sluice.MonotonicClock reads it.
+	mono  bool
+	start time.Time
+	base  int64 // start.UnixNano()
 	seed   maphash.Seed
 	shards []shard
 	shift  uint // shard of hash h: h >> shift
@@ -126,7 +131,8 @@ func New(opts ...Option) *Store {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.clock == nil {
+	mono := o.clock == nil
+	if mono {
 		o.clock = sluice.MonotonicClock()
 	}
 	n := o.shards
@@ -147,6 +153,10 @@ func New(opts ...Option) *Store {
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 	}
 	s.nano, _ = o.clock.(sluice.NanoClock)
+	if mono {
+		s.mono, s.start = true, time.Now()
+		s.base = s.start.UnixNano()
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1
@@ -172,9 +182,12 @@ func New(opts ...Option) *Store {
 // now returns the clock's time in nanoseconds, clamped to the models' range.
 func (s *Store) now() int64 {
 	var ns int64
-	if s.nano != nil {
+	switch {
+	case s.mono:
+		ns = s.base + int64(time.Since(s.start))
+	case s.nano != nil:
 		ns = s.nano.UnixNano()
-	} else {
+	default:
 		ns = s.clock.Now().UnixNano()
 	}
 	return min(max(ns, 0), sluice.MaxTime)

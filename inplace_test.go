@@ -1,0 +1,68 @@
+package sluice
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestInPlace: each in-place entry point gives Take's decisions and leaves
+// the fields Take's new state has, over random requests (cost 0 peeks,
+// impossible and negative costs, a clock that sometimes steps back) and
+// policies whose emission interval is and is not a whole nanosecond.
+func TestInPlace(t *testing.T) {
+	policies := []Policy{
+		{Algorithm: TokenBucket, Limit: 3, Period: time.Second},
+		{Algorithm: GCRA, Limit: 7, Period: time.Second, Burst: 4},
+		{Algorithm: LeakyBucket, Limit: 1000, Period: time.Second},
+		{Algorithm: FixedWindow, Limit: 5, Period: time.Second},
+		{Algorithm: SlidingWindow, Limit: 5, Period: time.Second},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, p := range policies {
+		m, err := NewModel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s State
+		var a, b, c int64 // the in-place copy
+		now := int64(time.Hour)
+		admitted := 0
+		for i := range 20000 {
+			now += rng.Int64N(int64(p.Period) / 4)
+			if rng.IntN(20) == 0 {
+				now -= rng.Int64N(int64(p.Period))
+			}
+			cost := rng.Int64N(p.burst()+2) - 1
+			next, want := m.Take(s, now, cost)
+			var got Decision
+			switch p.Algorithm {
+			case FixedWindow:
+				got = m.TakeFixedWindow(&a, &b, now, cost)
+				if a != next.Time || b != next.Count {
+					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Count)
+				}
+			case SlidingWindow:
+				got = m.TakeSlidingWindow(&a, &b, &c, now, cost)
+				if a != next.Time || b != next.Count || c != next.Prev {
+					t.Fatalf("%v step %d: state (%d, %d, %d), want %+v", p, i, a, b, c, next)
+				}
+			default:
+				got = m.TakeBucket(&a, &b, now, cost)
+				if a != next.Time || b != next.Frac {
+					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Frac)
+				}
+			}
+			if got != want {
+				t.Fatalf("%v step %d (now %d, cost %d): %+v, want %+v", p, i, now, cost, got, want)
+			}
+			if got.Allowed && cost > 0 {
+				admitted++
+			}
+			s = next
+		}
+		if admitted == 0 {
+			t.Fatalf("%v: nothing admitted: the test exercised only rejections", p)
+		}
+	}
+}
