@@ -35,13 +35,13 @@ var ErrClosed = errors.New("memstore: store is closed")
 // Store is an in-memory sluice.Store. It is safe for concurrent use. The zero
 // Store is not usable; call New.
 type Store struct {
-	clock  sluice.Clock
-	nano   sluice.NanoClock // clock, when it reads nanoseconds directly
+	clock sluice.Clock
+	nano  sluice.NanoClock // clock, when it reads nanoseconds directly
 	// The default clock, read inline (no interface call): base +
 	// time.Since(start), as sluice.MonotonicClock reads it.
-	mono  bool
-	start time.Time
-	base  int64 // start.UnixNano()
+	mono   bool
+	start  time.Time
+	base   int64 // start.UnixNano()
 	seed   maphash.Seed
 	shards []shard
 	shift  uint // shard of hash h: h >> shift
