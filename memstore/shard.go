@@ -84,8 +84,9 @@ func (sh *shard) removed() {
 	sh.keys.Store(int64(sh.n))
 }
 
-// take applies one request; ok is false when the key could not be stored.
-func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost, now int64) (d sluice.Decision, ok bool) {
+// take applies one request and sets *d to its decision; it reports false
+// when the key could not be stored.
+func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost, now int64, d *sluice.Decision) bool {
 	t := sh.table(c.pt.id)
 	slot, e := -1, -1
 	if t != nil {
@@ -93,7 +94,8 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 		slot, e = t.find(h, key)
 	}
 	if e >= 0 && t.lay != logLayout {
-		return sh.takeInPlace(c, t, slot, e, cost, now), true
+		sh.takeInPlace(c, t, slot, e, cost, now, d)
+		return true
 	}
 	var st sluice.State
 	if e >= 0 {
@@ -103,8 +105,9 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 			t.set(e, st)
 		}
 	}
-	next, d := c.model.Take(st, now, cost)
-	consumed := d.Allowed && cost > 0
+	next, dec := c.model.Take(st, now, cost)
+	*d = dec
+	consumed := dec.Allowed && cost > 0
 	exp := c.model.ExpiresAt(next)
 	if e >= 0 {
 		switch {
@@ -122,47 +125,46 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost
 			t.set(e, next)
 			sh.wrote(exp)
 		}
-		return d, true
+		return true
 	}
 	if !consumed || exp <= now {
-		return d, true
+		return true
 	}
 	if sh.quota > 0 && sh.n >= sh.quota {
 		sh.makeRoom(now, nil)
 	}
 	t = sh.tableFor(c, seed)
 	if e = t.insert(h, key); e < 0 {
-		return d, false
+		return false
 	}
 	t.set(e, next)
 	sh.wrote(exp)
 	sh.added()
-	return d, true
+	return true
 }
 
 // takeInPlace applies one request to entry e (at slot) of a table with a
 // fixed-size row, running the model on the row's fields in place.
-func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64) sluice.Decision {
-	var d sluice.Decision
+func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) {
 	var exp int64
 	switch t.lay {
 	case narrowLayout:
 		r := &t.nrows[e]
 		tat, frac := r.time, int64(r.frac)
-		d = c.model.TakeBucket(&tat, &frac, now, cost)
+		*d = c.model.TakeBucket(&tat, &frac, now, cost)
 		r.time, r.frac = tat, uint32(frac)
 		exp = c.model.ExpiresAt(sluice.State{Time: tat, Frac: frac})
 	case wideLayout:
 		r := &t.wrows[e]
-		d = c.model.TakeBucket(&r.time, &r.frac, now, cost)
+		*d = c.model.TakeBucket(&r.time, &r.frac, now, cost)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Frac: r.frac})
 	case fixedLayout:
 		r := &t.frows[e]
-		d = c.model.TakeFixedWindow(&r.time, &r.count, now, cost)
+		*d = c.model.TakeFixedWindow(&r.time, &r.count, now, cost)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count})
 	default: // slidingLayout
 		r := &t.srows[e]
-		d = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost)
+		*d = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count, Prev: r.prev})
 	}
 	switch {
@@ -173,7 +175,6 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 	case d.Allowed && cost > 0:
 		sh.wrote(exp)
 	}
-	return d
 }
 
 // logRoom makes room for need more entries in a sliding-log log without

@@ -290,8 +290,9 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 	h := maphash.String(s.seed, key)
 	sh := s.shardOf(h)
 	now := s.now()
+	var d sluice.Decision
 	sh.mu.Lock()
-	d, ok := sh.take(c, s.seed, h, key, cost, now)
+	ok := sh.take(c, s.seed, h, key, cost, now, &d)
 	sh.mu.Unlock()
 	if !ok {
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
