@@ -86,12 +86,12 @@ func (sh *shard) removed() {
 
 // take applies one request and sets *d to its decision; it reports false
 // when the key could not be stored.
-func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost, now int64, d *sluice.Decision) bool {
+func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key string, cost, now int64, d *sluice.Decision) bool {
 	t := sh.table(c.pt.id)
 	slot, e := -1, -1
 	if t != nil {
 		t.setDen(c.den)
-		slot, e = t.find(h, key)
+		slot, e = t.findHead(h, k, key)
 	}
 	if e >= 0 && t.lay != logLayout {
 		sh.takeInPlace(c, t, slot, e, cost, now, d)
@@ -152,7 +152,9 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 		r := &t.nrows[e]
 		tat, frac := r.time, int64(r.frac)
 		*d = c.model.TakeBucket(&tat, &frac, now, cost)
-		r.time, r.frac = tat, uint32(frac)
+		if d.Allowed && cost > 0 {
+			r.time, r.frac = tat, uint32(frac)
+		}
 		exp = c.model.ExpiresAt(sluice.State{Time: tat, Frac: frac})
 	case wideLayout:
 		r := &t.wrows[e]

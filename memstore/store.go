@@ -288,11 +288,12 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
 	h := maphash.String(s.seed, key)
+	k := headOf(key)
 	sh := s.shardOf(h)
 	now := s.now()
 	var d sluice.Decision
 	sh.mu.Lock()
-	ok := sh.take(c, s.seed, h, key, cost, now, &d)
+	ok := sh.take(c, s.seed, h, &k, key, cost, now, &d)
 	sh.mu.Unlock()
 	if !ok {
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)

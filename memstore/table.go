@@ -246,11 +246,16 @@ func (t *table) hashOf(e int) uint64 {
 
 // find returns the slot and entry of key (hash h), or entry -1.
 func (t *table) find(h uint64, key string) (slot, e int) {
+	k := headOf(key)
+	return t.findHead(h, &k, key)
+}
+
+// findHead is find for a key whose head k is at hand.
+func (t *table) findHead(h uint64, k *keyHead, key string) (slot, e int) {
 	n := len(t.slots)
 	if n == 0 {
 		return -1, -1
 	}
-	k := headOf(key)
 	tag := tagOf(h)
 	i := home(h, n)
 	for {
@@ -259,7 +264,7 @@ func (t *table) find(h uint64, key string) (slot, e int) {
 			return i, -1
 		}
 		if s&^idxMask == tag {
-			if e := int(s&idxMask) - 1; t.is(e, &k, key) {
+			if e := int(s&idxMask) - 1; t.is(e, k, key) {
 				return i, e
 			}
 		}
