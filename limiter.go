@@ -40,6 +40,7 @@ type Limiter struct {
 	store   Store
 	policy  Policy
 	failure FailureMode
+	bound   BoundPolicy // the store's binding of policy, if it has one (bind.go)
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
@@ -51,7 +52,7 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: store, policy: p}
+	l := &Limiter{store: store, policy: p, bound: bind(store, p)}
 	for _, o := range opts {
 		o(l)
 	}
@@ -82,7 +83,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
 	}
-	d, err := l.store.Take(ctx, l.policy, key, n)
+	d, err := l.take(ctx, key, n)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller gave up: that is no store failure, and no

@@ -287,6 +287,11 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 	if err != nil {
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
+	return s.take(c, key, cost)
+}
+
+// take is Take once the policy is compiled.
+func (s *Store) take(c *compiled, key string, cost int64) (sluice.Decision, error) {
 	h := maphash.String(s.seed, key)
 	k := headOf(key)
 	sh := s.shardOf(h)
