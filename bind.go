@@ -20,24 +20,28 @@ type BoundPolicy interface {
 	Take(ctx context.Context, key string, cost int64) (Decision, error)
 }
 
-// bind returns store's binding of p, or nil when store is no Binder or
-// cannot bind p.
+// bind returns store's binding of p: its own when store is a Binder that
+// can bind p, else one that calls store.Take.
 func bind(store Store, p Policy) BoundPolicy {
-	b, ok := store.(Binder)
-	if !ok {
-		return nil
+	if b, ok := store.(Binder); ok {
+		if bp, err := b.Bind(p); err == nil {
+			return bp
+		}
 	}
-	bp, err := b.Bind(p)
-	if err != nil {
-		return nil
-	}
-	return bp
+	return storeTake{store, p}
+}
+
+// storeTake binds p to a store that is no Binder.
+type storeTake struct {
+	store Store
+	p     Policy
+}
+
+func (b storeTake) Take(ctx context.Context, key string, cost int64) (Decision, error) {
+	return b.store.Take(ctx, b.p, key, cost)
 }
 
 // take asks the store for one decision on the limiter's policy.
 func (l *Limiter) take(ctx context.Context, key string, n int64) (Decision, error) {
-	if l.bound != nil {
-		return l.bound.Take(ctx, key, n)
-	}
-	return l.store.Take(ctx, l.policy, key, n)
+	return l.bound.Take(ctx, key, n)
 }

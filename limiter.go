@@ -40,7 +40,7 @@ type Limiter struct {
 	store   Store
 	policy  Policy
 	failure FailureMode
-	bound   BoundPolicy // the store's binding of policy, if it has one (bind.go)
+	bound   BoundPolicy // the store's binding of policy (bind.go)
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is

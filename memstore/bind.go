@@ -49,5 +49,9 @@ func (b *bound) Take(ctx context.Context, key string, cost int64) (sluice.Decisi
 		}
 		b.c.Store(c)
 	}
-	return s.take(c, key, cost)
+	var d sluice.Decision
+	if !s.take(c, key, cost, &d) {
+		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
+	}
+	return d, nil
 }

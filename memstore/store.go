@@ -287,23 +287,24 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 	if err != nil {
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
-	return s.take(c, key, cost)
+	var d sluice.Decision
+	if !s.take(c, key, cost, &d) {
+		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
+	}
+	return d, nil
 }
 
-// take is Take once the policy is compiled.
-func (s *Store) take(c *compiled, key string, cost int64) (sluice.Decision, error) {
+// take is Take once the policy is compiled: it sets *d and reports whether
+// the key could be stored.
+func (s *Store) take(c *compiled, key string, cost int64, d *sluice.Decision) bool {
 	h := maphash.String(s.seed, key)
 	k := headOf(key)
 	sh := s.shardOf(h)
 	now := s.now()
-	var d sluice.Decision
 	sh.mu.Lock()
-	ok := sh.take(c, s.seed, h, &k, key, cost, now, &d)
+	ok := sh.take(c, s.seed, h, &k, key, cost, now, d)
 	sh.mu.Unlock()
-	if !ok {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
-	}
-	return d, nil
+	return ok
 }
 
 var errFull = errors.New("too many keys in one shard of the store")
