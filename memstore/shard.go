@@ -93,41 +93,15 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 		t.setDen(c.den)
 		slot, e = t.findHead(h, k, key)
 	}
-	if e >= 0 && t.lay != logLayout {
+	if e >= 0 {
 		sh.takeInPlace(c, t, slot, e, cost, now, d)
 		return true
 	}
-	var st sluice.State
-	if e >= 0 {
-		st = t.get(e)
-		if c.kind == logKind && cost > 0 {
-			st.Log, st.Count = logRoom(st.Log, st.Count, now-c.period, 1)
-			t.set(e, st)
-		}
-	}
-	next, dec := c.model.Take(st, now, cost)
+	// A key the store does not hold: its state is the zero State.
+	next, dec := c.model.Take(sluice.State{}, now, cost)
 	*d = dec
-	consumed := dec.Allowed && cost > 0
 	exp := c.model.ExpiresAt(next)
-	if e >= 0 {
-		switch {
-		case exp <= now:
-			t.remove(slot, e)
-			sh.removed()
-			sh.expired.Add(1)
-		case consumed:
-			if c.kind == logKind {
-				// The model appended in place (logRoom made room); keep the
-				// stored log starting at its backing array, pruned entries
-				// included, so the array is reused rather than reallocated.
-				next.Log, next.Count = st.Log[:len(st.Log)+1], st.Count
-			}
-			t.set(e, next)
-			sh.wrote(exp)
-		}
-		return true
-	}
-	if !consumed || exp <= now {
+	if !dec.Allowed || cost == 0 || exp <= now {
 		return true
 	}
 	if sh.quota > 0 && sh.n >= sh.quota {
@@ -143,8 +117,8 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	return true
 }
 
-// takeInPlace applies one request to entry e (at slot) of a table with a
-// fixed-size row, running the model on the row's fields in place.
+// takeInPlace applies one request to entry e (at slot), running the model
+// on the row's fields in place.
 func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) {
 	var exp int64
 	switch t.lay {
@@ -164,10 +138,23 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 		r := &t.frows[e]
 		*d = c.model.TakeFixedWindow(&r.time, &r.count, now, cost)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count})
-	default: // slidingLayout
+	case slidingLayout:
 		r := &t.srows[e]
 		*d = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count, Prev: r.prev})
+	default: // logLayout
+		r := &t.lrows[e]
+		if cost > 0 {
+			r.log, r.count = logRoom(r.log, r.count, now-c.period, 1)
+		}
+		_, *d = c.model.Take(sluice.State{Count: r.count, Log: r.log}, now, cost)
+		if d.Allowed && cost > 0 {
+			// The model appended in place (logRoom made room); keep the
+			// stored log starting at its backing array, pruned entries
+			// included, so the array is reused rather than reallocated.
+			r.log = r.log[:len(r.log)+1]
+		}
+		exp = c.model.ExpiresAt(sluice.State{Count: r.count, Log: r.log})
 	}
 	switch {
 	case exp <= now:
