@@ -415,18 +415,33 @@ func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
 func (t *table) pushRow(k keyHead) {
 	switch t.lay {
 	case narrowLayout:
-		t.nrows = append(t.nrows, narrowRow{kb: k.kb, ref: k.ref})
+		t.nrows = push(t.nrows, narrowRow{kb: k.kb, ref: k.ref})
 	case wideLayout:
-		t.wrows = append(t.wrows, wideRow{kb: k.kb, ref: k.ref})
+		t.wrows = push(t.wrows, wideRow{kb: k.kb, ref: k.ref})
 	case fixedLayout:
-		t.frows = append(t.frows, fixedRow{kb: k.kb, ref: k.ref})
+		t.frows = push(t.frows, fixedRow{kb: k.kb, ref: k.ref})
 	case slidingLayout:
-		t.srows = append(t.srows, slidingRow{kb: k.kb, ref: k.ref})
+		t.srows = push(t.srows, slidingRow{kb: k.kb, ref: k.ref})
 	default:
-		t.lrows = append(t.lrows, logRow{kb: k.kb, ref: k.ref})
+		t.lrows = push(t.lrows, logRow{kb: k.kb, ref: k.ref})
 	}
 	t.n++
 }
+
+// push appends r to rows. Past growSmall rows it grows the capacity by an
+// eighth rather than append's quarter: rows are most of a key's memory, and
+// a table of rows only grows by one at a time.
+func push[T any](rows []T, r T) []T {
+	if n := len(rows); n == cap(rows) && n >= growSmall {
+		grown := make([]T, n, n+n/8)
+		copy(grown, rows)
+		rows = grown
+	}
+	return append(rows, r)
+}
+
+// growSmall is the row count below which push leaves growth to append.
+const growSmall = 1024
 
 func (t *table) moveRow(dst, src int) {
 	switch t.lay {
