@@ -66,3 +66,32 @@ func TestInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestDivisor: divisor.div is exact for every divisor shape (1, powers of
+// two and their neighbours, the largest period and limit) and dividends up
+// to 2^63−1.
+func TestDivisor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ds := []int64{1, 2, 3, 5, 7, 10, 600_000_000, int64(time.Minute), int64(MaxPeriod), MaxLimit, 1<<63 - 1}
+	for k := 1; k < 63; k++ {
+		ds = append(ds, 1<<k-1, 1<<k, 1<<k+1)
+	}
+	for range 200 {
+		ds = append(ds, rng.Int64N(1<<62)+1, rng.Int64N(1<<20)+1)
+	}
+	for _, d := range ds {
+		v := newDivisor(d)
+		ns := []int64{0, 1, d - 1, d, d + 1, 1<<62 - 1, 1 << 62, 1<<63 - 1, 1<<63 - 1 - (1<<63-1)%d, 1<<63 - 2 - (1<<63-1)%d}
+		for range 2000 {
+			ns = append(ns, rng.Int64N(1<<63-1), rng.Int64N(4*min(d, 1<<60)+1), d*rng.Int64N((1<<63-1)/d))
+		}
+		for _, n := range ns {
+			if n < 0 {
+				continue
+			}
+			if got, want := v.div(n), n/d; got != want {
+				t.Fatalf("%d / %d = %d, want %d", n, d, got, want)
+			}
+		}
+	}
+}

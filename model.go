@@ -48,6 +48,8 @@ type Model struct {
 	num, den int64
 	burstDur rtime // burst × num/den
 	unit     rtime // num/den: the time one unit takes to drain
+	// Division by num and by period without a division instruction.
+	numDiv, periodDiv divisor
 }
 
 // NewModel validates p and returns its model.
@@ -60,6 +62,7 @@ func NewModel(p Policy) (*Model, error) {
 	m.num, m.den = m.period/g, m.limit/g
 	m.burstDur = m.dur(m.burst)
 	m.unit = m.dur(1)
+	m.numDiv, m.periodDiv = newDivisor(m.num), newDivisor(m.period)
 	return m, nil
 }
 

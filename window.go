@@ -18,7 +18,7 @@ func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
 func (m *Model) takeFixed(start, count *int64, now, cost int64) Decision {
 	d := Decision{Limit: m.limit}
 	now = max(now, *start)   // a clock that stepped back stays in the newest window
-	ws := now - now%m.period // now ≥ 0: the aligned window start
+	ws := m.periodDiv.div(now) * m.period // now ≥ 0: the aligned window start
 	end := ws + m.period
 	var n int64
 	if *start == ws {
@@ -65,7 +65,7 @@ func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64) Decisio
 	d := Decision{Limit: m.limit}
 	now = max(now, *start)
 	p := m.period
-	ws := now - now%p // now ≥ 0: the aligned window start
+	ws := m.periodDiv.div(now) * p // now ≥ 0: the aligned window start
 	var cur, prev int64
 	switch *start {
 	case ws:

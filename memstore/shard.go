@@ -90,7 +90,9 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	t := sh.table(c.pt.id)
 	slot, e := -1, -1
 	if t != nil {
-		t.setDen(c.den)
+		if t.den != c.den {
+			t.setDen(c.den)
+		}
 		slot, e = t.findHead(h, k, key)
 	}
 	if e >= 0 {
