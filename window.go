@@ -17,7 +17,7 @@ func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
 // is clamped already.
 func (m *Model) takeFixed(start, count *int64, now, cost int64) Decision {
 	d := Decision{Limit: m.limit}
-	now = max(now, *start)   // a clock that stepped back stays in the newest window
+	now = max(now, *start)                // a clock that stepped back stays in the newest window
 	ws := m.periodDiv.div(now) * m.period // now ≥ 0: the aligned window start
 	end := ws + m.period
 	var n int64
