@@ -4,9 +4,13 @@
 //
 // Keys are spread over shards, each with its own lock, so decisions on
 // different keys rarely contend. Within a shard each policy has a table: an
-// open-addressing index into dense columns of state, with the key bytes in a
-// byte arena, so the bucket kinds cost no pointer per key and a decision on
-// a key the store already holds allocates nothing.
+// open-addressing index into dense rows, each a key's state and its first 16
+// bytes (the rest of a longer key is in a byte arena), so the bucket kinds
+// cost no pointer per key, a decision on a key of up to 16 bytes touches the
+// index and one row, and a decision on a key the store already holds
+// allocates nothing. The models run in place on the row (see
+// sluice.Model.TakeBucket), and a sluice.Limiter binds its policy once
+// (Store.Bind), so Limiter.Allow skips finding the policy's table.
 //
 // State expires exactly: a key is dropped once its state is equivalent to no
 // state (a full bucket, passed windows), never before. Expired keys are
