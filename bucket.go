@@ -9,14 +9,16 @@ import "time"
 // The leaky-bucket queue admits exactly the same requests; an admitted
 // request waits max(0, TAT−t), the TAT before it, to be released.
 func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
-	d := m.takeBucket(&s.Time, &s.Frac, now, cost)
+	var d Decision
+	m.takeBucket(&s.Time, &s.Frac, now, cost, &d)
 	return s, d
 }
 
 // takeBucket is bucket on the TAT alone, (*ns, *frac), which it updates in
-// place when the request is admitted with cost > 0. now is clamped already.
-func (m *Model) takeBucket(ns, frac *int64, now, cost int64) Decision {
-	d := Decision{Limit: m.limit}
+// place when the request is admitted with cost > 0; it sets *d to the
+// decision. now is clamped already.
+func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *Decision) {
+	*d = Decision{Limit: m.limit}
 	tat := rtime{*ns, *frac}
 	t := rtime{now, 0}
 	if tat.less(t) {
@@ -28,14 +30,14 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64) Decision {
 		d.ResetAfter = time.Duration(debt.ceil())
 		if cost > m.burst {
 			d.Impossible = true
-			return d
+			return
 		}
 		// A peek: always admitted, changes nothing.
 		d.Allowed = true
 		if m.leaky {
 			d.Delay = time.Duration(debt.ceil())
 		}
-		return d
+		return
 	}
 	step := m.unit
 	if cost != 1 {
@@ -49,7 +51,7 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64) Decision {
 		d.Remaining = m.room(debt)
 		d.ResetAfter = time.Duration(debt.ceil())
 		d.RetryAfter = time.Duration(m.sub(m.add(tat, step), m.burstDur).ceil() - now)
-		return d
+		return
 	}
 	d.Allowed = true
 	if m.leaky {
@@ -59,7 +61,6 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64) Decision {
 	d.ResetAfter = time.Duration(newDebt.ceil())
 	next := m.add(tat, step)
 	*ns, *frac = next.ns, next.frac
-	return d
 }
 
 // room returns the whole units a bucket with the given debt can still

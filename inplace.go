@@ -4,34 +4,39 @@ package sluice
 // in its own layout (memstore keeps it in rows of a table) rather than as a
 // State value. Each is the very function Take runs for its algorithm, on the
 // State fields that algorithm uses, passed by address and updated in place
-// when a request with cost > 0 is admitted; nothing else is written. Like
-// Take they clamp now to [0, MaxTime], and a negative cost is rejected as
-// Impossible without touching the state. Calling one for a model of another
-// algorithm is a programming error; the result is then unspecified.
+// when a request with cost > 0 is admitted; nothing else is written. The
+// decision is written to *d, so that it is built once where the caller
+// wants it. Like Take they clamp now to [0, MaxTime], and a negative cost is
+// rejected as Impossible without touching the state. Calling one for a model
+// of another algorithm is a programming error; the result is then
+// unspecified.
 
 // TakeBucket is Take for token-bucket, gcra and leaky-bucket, on a state
 // whose Time and Frac are *tat and *frac.
-func (m *Model) TakeBucket(tat, frac *int64, now, cost int64) Decision {
+func (m *Model) TakeBucket(tat, frac *int64, now, cost int64, d *Decision) {
 	if cost < 0 {
-		return Decision{Limit: m.limit, Impossible: true}
+		*d = Decision{Limit: m.limit, Impossible: true}
+		return
 	}
-	return m.takeBucket(tat, frac, min(max(now, 0), MaxTime), cost)
+	m.takeBucket(tat, frac, min(max(now, 0), MaxTime), cost, d)
 }
 
 // TakeFixedWindow is Take for fixed-window, on a state whose Time and Count
 // are *start and *count.
-func (m *Model) TakeFixedWindow(start, count *int64, now, cost int64) Decision {
+func (m *Model) TakeFixedWindow(start, count *int64, now, cost int64, d *Decision) {
 	if cost < 0 {
-		return Decision{Limit: m.limit, Impossible: true}
+		*d = Decision{Limit: m.limit, Impossible: true}
+		return
 	}
-	return m.takeFixed(start, count, min(max(now, 0), MaxTime), cost)
+	m.takeFixed(start, count, min(max(now, 0), MaxTime), cost, d)
 }
 
 // TakeSlidingWindow is Take for sliding-window, on a state whose Time, Count
 // and Prev are *start, *count and *prev.
-func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64) Decision {
+func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d *Decision) {
 	if cost < 0 {
-		return Decision{Limit: m.limit, Impossible: true}
+		*d = Decision{Limit: m.limit, Impossible: true}
+		return
 	}
-	return m.takeSliding(start, count, prev, min(max(now, 0), MaxTime), cost)
+	m.takeSliding(start, count, prev, min(max(now, 0), MaxTime), cost, d)
 }

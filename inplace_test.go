@@ -38,17 +38,17 @@ func TestInPlace(t *testing.T) {
 			var got Decision
 			switch p.Algorithm {
 			case FixedWindow:
-				got = m.TakeFixedWindow(&a, &b, now, cost)
+				m.TakeFixedWindow(&a, &b, now, cost, &got)
 				if a != next.Time || b != next.Count {
 					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Count)
 				}
 			case SlidingWindow:
-				got = m.TakeSlidingWindow(&a, &b, &c, now, cost)
+				m.TakeSlidingWindow(&a, &b, &c, now, cost, &got)
 				if a != next.Time || b != next.Count || c != next.Prev {
 					t.Fatalf("%v step %d: state (%d, %d, %d), want %+v", p, i, a, b, c, next)
 				}
 			default:
-				got = m.TakeBucket(&a, &b, now, cost)
+				m.TakeBucket(&a, &b, now, cost, &got)
 				if a != next.Time || b != next.Frac {
 					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Frac)
 				}

@@ -5,7 +5,8 @@ import "time"
 // fixedWindow admits iff count(window) + c ≤ Limit, with windows aligned to
 // multiples of Period since the Unix epoch.
 func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
-	d := m.takeFixed(&s.Time, &s.Count, now, cost)
+	var d Decision
+	m.takeFixed(&s.Time, &s.Count, now, cost, &d)
 	if d.Allowed && cost > 0 {
 		s.Frac, s.Prev, s.Log = 0, 0, nil
 	}
@@ -13,10 +14,10 @@ func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
 }
 
 // takeFixed is fixedWindow on the state's (Time, Count) at (*start, *count),
-// which it updates in place when the request is admitted with cost > 0. now
-// is clamped already.
-func (m *Model) takeFixed(start, count *int64, now, cost int64) Decision {
-	d := Decision{Limit: m.limit}
+// which it updates in place when the request is admitted with cost > 0; it
+// sets *d to the decision. now is clamped already.
+func (m *Model) takeFixed(start, count *int64, now, cost int64, d *Decision) {
+	*d = Decision{Limit: m.limit}
 	now = max(now, *start)                // a clock that stepped back stays in the newest window
 	ws := m.periodDiv.div(now) * m.period // now ≥ 0: the aligned window start
 	end := ws + m.period
@@ -38,20 +39,20 @@ func (m *Model) takeFixed(start, count *int64, now, cost int64) Decision {
 		if cost > 0 {
 			*start, *count = ws, n+cost
 		}
-		return d
+		return
 	}
 	d.Remaining = max(0, m.limit-n) // n > limit: written under a larger limit
 	if n > 0 {
 		d.ResetAfter = time.Duration(end - now)
 	}
-	return d
 }
 
 // slidingWindow admits iff prev·(P−e)/P + cur + c ≤ Limit, where e is the
 // time since the current aligned window began; compared exactly as
 // prev·(P−e) + (cur+c)·P ≤ Limit·P in 128 bits.
 func (m *Model) slidingWindow(s State, now, cost int64) (State, Decision) {
-	d := m.takeSliding(&s.Time, &s.Count, &s.Prev, now, cost)
+	var d Decision
+	m.takeSliding(&s.Time, &s.Count, &s.Prev, now, cost, &d)
 	if d.Allowed && cost > 0 {
 		s.Frac, s.Log = 0, nil
 	}
@@ -60,9 +61,9 @@ func (m *Model) slidingWindow(s State, now, cost int64) (State, Decision) {
 
 // takeSliding is slidingWindow on the state's (Time, Count, Prev) at
 // (*start, *count, *prev), which it updates in place when the request is
-// admitted with cost > 0. now is clamped already.
-func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64) Decision {
-	d := Decision{Limit: m.limit}
+// admitted with cost > 0; it sets *d to the decision. now is clamped already.
+func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64, d *Decision) {
+	*d = Decision{Limit: m.limit}
 	now = max(now, *start)
 	p := m.period
 	ws := m.periodDiv.div(now) * p // now ≥ 0: the aligned window start
@@ -79,19 +80,18 @@ func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64) Decisio
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-		return d
+		return
 	case cost > d.Remaining:
 		d.RetryAfter = time.Duration(m.slidingRetry(prev, cur, e, cost))
-		return d
+		return
 	}
 	d.Allowed = true
 	if cost == 0 {
-		return d
+		return
 	}
 	d.Remaining = m.slidingRoom(prev, cur+cost, e)
 	d.ResetAfter = slidingReset(prev, cur+cost, ws+p-now, p)
 	*start, *count, *prevp = ws, cur+cost, prev
-	return d
 }
 
 // slidingRoom returns the whole units admissible at e into the window:

@@ -127,22 +127,22 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 	case narrowLayout:
 		r := &t.nrows[e]
 		tat, frac := r.time, int64(r.frac)
-		*d = c.model.TakeBucket(&tat, &frac, now, cost)
+		c.model.TakeBucket(&tat, &frac, now, cost, d)
 		if d.Allowed && cost > 0 {
 			r.time, r.frac = tat, uint32(frac)
 		}
 		exp = c.model.ExpiresAt(sluice.State{Time: tat, Frac: frac})
 	case wideLayout:
 		r := &t.wrows[e]
-		*d = c.model.TakeBucket(&r.time, &r.frac, now, cost)
+		c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Frac: r.frac})
 	case fixedLayout:
 		r := &t.frows[e]
-		*d = c.model.TakeFixedWindow(&r.time, &r.count, now, cost)
+		c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count})
 	case slidingLayout:
 		r := &t.srows[e]
-		*d = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost)
+		c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
 		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count, Prev: r.prev})
 	default: // logLayout
 		r := &t.lrows[e]
