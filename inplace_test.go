@@ -36,25 +36,29 @@ func TestInPlace(t *testing.T) {
 			cost := rng.Int64N(p.burst()+2) - 1
 			next, want := m.Take(s, now, cost)
 			var got Decision
+			var exp int64
 			switch p.Algorithm {
 			case FixedWindow:
-				m.TakeFixedWindow(&a, &b, now, cost, &got)
+				exp = m.TakeFixedWindow(&a, &b, now, cost, &got)
 				if a != next.Time || b != next.Count {
 					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Count)
 				}
 			case SlidingWindow:
-				m.TakeSlidingWindow(&a, &b, &c, now, cost, &got)
+				exp = m.TakeSlidingWindow(&a, &b, &c, now, cost, &got)
 				if a != next.Time || b != next.Count || c != next.Prev {
 					t.Fatalf("%v step %d: state (%d, %d, %d), want %+v", p, i, a, b, c, next)
 				}
 			default:
-				m.TakeBucket(&a, &b, now, cost, &got)
+				exp = m.TakeBucket(&a, &b, now, cost, &got)
 				if a != next.Time || b != next.Frac {
 					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Frac)
 				}
 			}
 			if got != want {
 				t.Fatalf("%v step %d (now %d, cost %d): %+v, want %+v", p, i, now, cost, got, want)
+			}
+			if e := m.ExpiresAt(next); exp != e {
+				t.Fatalf("%v step %d: expires %d, want %d", p, i, exp, e)
 			}
 			if got.Allowed && cost > 0 {
 				admitted++

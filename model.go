@@ -108,18 +108,9 @@ func (m *Model) Take(s State, now, cost int64) (State, Decision) {
 func (m *Model) ExpiresAt(s State) int64 {
 	switch m.kind {
 	case fixedKind:
-		if s.Count > 0 {
-			return s.Time + m.period
-		}
-		return 0
+		return m.fixedExpiry(s.Time, s.Count)
 	case slidingKind:
-		switch {
-		case s.Count > 0:
-			return s.Time + 2*m.period
-		case s.Prev > 0:
-			return s.Time + m.period
-		}
-		return 0
+		return m.slidingExpiry(s.Time, s.Count, s.Prev)
 	case logKind:
 		if n := len(s.Log); n > 0 {
 			return s.Log[n-1].At + m.period
@@ -128,6 +119,25 @@ func (m *Model) ExpiresAt(s State) int64 {
 	default:
 		return rtime{s.Time, s.Frac}.ceil()
 	}
+}
+
+// fixedExpiry is ExpiresAt of a fixed-window state.
+func (m *Model) fixedExpiry(start, count int64) int64 {
+	if count > 0 {
+		return start + m.period
+	}
+	return 0
+}
+
+// slidingExpiry is ExpiresAt of a sliding-window state.
+func (m *Model) slidingExpiry(start, count, prev int64) int64 {
+	switch {
+	case count > 0:
+		return start + 2*m.period
+	case prev > 0:
+		return start + m.period
+	}
+	return 0
 }
 
 // kind groups the algorithms by the model that evaluates them.

@@ -127,23 +127,19 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 	case narrowLayout:
 		r := &t.nrows[e]
 		tat, frac := r.time, int64(r.frac)
-		c.model.TakeBucket(&tat, &frac, now, cost, d)
+		exp = c.model.TakeBucket(&tat, &frac, now, cost, d)
 		if d.Allowed && cost > 0 {
 			r.time, r.frac = tat, uint32(frac)
 		}
-		exp = c.model.ExpiresAt(sluice.State{Time: tat, Frac: frac})
 	case wideLayout:
 		r := &t.wrows[e]
-		c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
-		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Frac: r.frac})
+		exp = c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
 	case fixedLayout:
 		r := &t.frows[e]
-		c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
-		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count})
+		exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
 	case slidingLayout:
 		r := &t.srows[e]
-		c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
-		exp = c.model.ExpiresAt(sluice.State{Time: r.time, Count: r.count, Prev: r.prev})
+		exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
 	default: // logLayout
 		r := &t.lrows[e]
 		if cost > 0 {
