@@ -119,9 +119,43 @@ func (m *Model) dur(k int64) rtime {
 // units returns the whole units that drain in span a: ⌊a×Limit/Period⌋.
 func (m *Model) units(a rtime) int64 {
 	if m.den == 1 {
-		return a.ns / m.num
+		return m.numDiv.div(a.ns)
 	}
 	hi, lo := mul64(uint64(a.ns), uint64(m.den))
 	hi, lo = add128(hi, lo, uint64(a.frac))
 	return int64(quo128(hi, lo, uint64(m.num)))
+}
+
+// divisor divides non-negative int64s by a fixed positive d with a multiply
+// and a shift instead of a division instruction, exactly (Granlund and
+// Montgomery, "Division by invariant integers using multiplication", 1994,
+// theorem 4.2, for 63-bit dividends). With l = ⌈log₂ d⌉ and
+// m = ⌈2^(63+l)/d⌉, which fits in 64 bits, m·d − 2^(63+l) < d ≤ 2^l, so
+// ⌊n/d⌋ = ⌊m·n / 2^(63+l)⌋ for every 0 ≤ n < 2^63.
+type divisor struct {
+	m     uint64
+	shift uint8 // l − 1; unused when d = 1
+	one   bool  // d = 1
+}
+
+func newDivisor(d int64) divisor {
+	if d == 1 {
+		return divisor{one: true}
+	}
+	l := uint(bits.Len64(uint64(d) - 1)) // ⌈log₂ d⌉ ≥ 1
+	// m = ⌈2^(63+l)/d⌉; 2^(63+l) is (hi, lo) = (2^(l−1), 0), and hi < d.
+	q, r := bits.Div64(1<<(l-1), 0, uint64(d))
+	if r != 0 {
+		q++
+	}
+	return divisor{m: q, shift: uint8(l - 1)}
+}
+
+// div returns ⌊n/d⌋ for 0 ≤ n.
+func (v divisor) div(n int64) int64 {
+	if v.one {
+		return n
+	}
+	hi, _ := bits.Mul64(v.m, uint64(n))
+	return int64(hi >> v.shift)
 }

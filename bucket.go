@@ -11,43 +11,58 @@ import "time"
 // The leaky-bucket queue admits exactly the same requests; an admitted
 // request waits max(0, TAT−t), the TAT before it, to be released.
 func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
-	d := Decision{Limit: m.limit}
-	tat := rtime{s.Time, s.Frac}
+	var d Decision
+	m.takeBucket(&s.Time, &s.Frac, now, cost, &d)
+	return s, d
+}
+
+// takeBucket is bucket on the TAT alone, (*ns, *frac), which it updates in
+// place when the request is admitted with cost > 0; it sets *d to the
+// decision. now is clamped already.
+func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *Decision) {
+	*d = Decision{Limit: m.limit}
+	tat := rtime{*ns, *frac}
 	t := rtime{now, 0}
 	if tat.less(t) {
 		tat = t
 	}
 	debt := m.sub(tat, t) // time until the bucket is full again
-	d.Remaining = m.room(debt)
-	d.ResetAfter = time.Duration(debt.ceil())
-	switch {
-	case cost > m.burst:
-		d.Impossible = true
-		return s, d
-	case cost == 0: // a peek: always admitted, changes nothing
+	if cost <= 0 || cost > m.burst {
+		d.Remaining = m.room(debt)
+		d.ResetAfter = time.Duration(debt.ceil())
+		if cost > m.burst {
+			d.Impossible = true
+			return
+		}
+		// A peek: always admitted, changes nothing.
 		d.Allowed = true
 		if m.leaky {
 			d.Delay = time.Duration(debt.ceil())
 		}
-		return s, d
+		return
 	}
-	next := m.add(tat, m.dur(cost))
-	limit := m.add(t, m.burstDur)
-	if limit.less(next) {
+	step := m.unit
+	if cost != 1 {
+		step = m.dur(cost)
+	}
+	// next − t = debt + c·T: admitted iff that is at most Burst·T.
+	newDebt := m.add(debt, step)
+	if m.burstDur.less(newDebt) {
 		// Rejected: admitted from the first instant at which
 		// next − Burst·T ≤ t', which is after now and no later than the TAT.
-		d.RetryAfter = time.Duration(m.sub(next, m.burstDur).ceil() - now)
-		return s, d
+		d.Remaining = m.room(debt)
+		d.ResetAfter = time.Duration(debt.ceil())
+		d.RetryAfter = time.Duration(m.sub(m.add(tat, step), m.burstDur).ceil() - now)
+		return
 	}
 	d.Allowed = true
 	if m.leaky {
 		d.Delay = time.Duration(debt.ceil())
 	}
-	newDebt := m.sub(next, t)
-	d.Remaining = m.room(newDebt)
+	d.Remaining = m.units(m.sub(m.burstDur, newDebt))
 	d.ResetAfter = time.Duration(newDebt.ceil())
-	s.Time, s.Frac = next.ns, next.frac
-	return s, d
+	next := m.add(tat, step)
+	*ns, *frac = next.ns, next.frac
 }
 
 // room returns the whole units a bucket with the given debt can still

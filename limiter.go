@@ -58,6 +58,7 @@ type Limiter struct {
 	local    Store
 	replicas ReplicaCounter
 	shares   shareCache
+	bound    BoundPolicy // the store's binding of policy (bind.go)
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
@@ -69,7 +70,7 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: store, policy: p}
+	l := &Limiter{store: store, policy: p, bound: bind(store, p)}
 	for _, o := range opts {
 		o(l)
 	}
@@ -96,14 +97,14 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // A non-nil error means the request could not be decided: n is negative,
 // ctx ended, or the store failed. On a store failure the Decision is the one
 // the failure mode dictates (Allowed under FailOpen, rejected under
-// FailClosed, the local share's decision under FailLocal), so a caller can log the error and still act on
-// Decision.Allowed. When ctx ended, the Decision is a rejection whatever the
+// FailClosed, the local share's decision under FailLocal), so a caller can
+// log the error and still act on Decision.Allowed. When ctx ended, the Decision is a rejection whatever the
 // failure mode: the caller has gone.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
 	}
-	d, err := l.store.Take(ctx, l.policy, key, n)
+	d, err := l.take(ctx, key, n)
 	if l.observe != nil {
 		l.observe(ctx, l.policy, key, n, d, err)
 	}

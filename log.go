@@ -2,17 +2,14 @@
 
 package sluice
 
-import (
-	"sort"
-	"time"
-)
+import "time"
 
 // slidingLog admits iff the units admitted in (t−P, t] plus c are at most
 // Limit: an entry exactly P old has left.
 func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 	d := Decision{Limit: m.limit}
 	// Entries still inside the window: At > now − P.
-	k := sort.Search(len(s.Log), func(i int) bool { return s.Log[i].At > now-m.period })
+	k := firstAfter(s.Log, now-m.period)
 	base := uint64(s.Count)
 	if k > 0 {
 		base = s.Log[k-1].Total
@@ -35,7 +32,7 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
 		// At(j) + P.
 		last := live[len(live)-1].Total
-		j := sort.Search(len(live), func(i int) bool { return int64(last-live[i].Total) <= m.limit-cost })
+		j := firstWithin(live, last, m.limit-cost)
 		d.RetryAfter = time.Duration(live[j].At + m.period - now)
 		return s, d
 	}
@@ -51,4 +48,35 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 	used += cost
 	d.ResetAfter = time.Duration(at + m.period - now)
 	return State{Count: int64(base), Log: append(live, LogEntry{At: at, Total: base + uint64(used)})}, d
+}
+
+// firstAfter returns the index of the first entry of log (ordered by At)
+// with At > t, or len(log). It is sort.Search without the closure call per
+// step, which the hot path cannot afford.
+func firstAfter(log []LogEntry, t int64) int {
+	lo, hi := 0, len(log)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if log[m].At > t {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}
+
+// firstWithin returns the index of the first entry of log with
+// last − Total ≤ room (Totals increase along the log), or len(log).
+func firstWithin(log []LogEntry, last uint64, room int64) int {
+	lo, hi := 0, len(log)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int64(last-log[m].Total) <= room {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
 }

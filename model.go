@@ -49,6 +49,9 @@ type Model struct {
 	// The emission interval Period/Limit is num/den nanoseconds, reduced.
 	num, den int64
 	burstDur rtime // burst × num/den
+	unit     rtime // num/den: the time one unit takes to drain
+	// Division by num and by period without a division instruction.
+	numDiv, periodDiv divisor
 }
 
 // NewModel validates p and returns its model.
@@ -60,6 +63,8 @@ func NewModel(p Policy) (*Model, error) {
 	g := gcd(m.period, m.limit)
 	m.num, m.den = m.period/g, m.limit/g
 	m.burstDur = m.dur(m.burst)
+	m.unit = m.dur(1)
+	m.numDiv, m.periodDiv = newDivisor(m.num), newDivisor(m.period)
 	return m, nil
 }
 
@@ -105,18 +110,9 @@ func (m *Model) Take(s State, now, cost int64) (State, Decision) {
 func (m *Model) ExpiresAt(s State) int64 {
 	switch m.kind {
 	case fixedKind:
-		if s.Count > 0 {
-			return s.Time + m.period
-		}
-		return 0
+		return m.fixedExpiry(s.Time, s.Count)
 	case slidingKind:
-		switch {
-		case s.Count > 0:
-			return s.Time + 2*m.period
-		case s.Prev > 0:
-			return s.Time + m.period
-		}
-		return 0
+		return m.slidingExpiry(s.Time, s.Count, s.Prev)
 	case logKind:
 		if n := len(s.Log); n > 0 {
 			return s.Log[n-1].At + m.period
@@ -125,6 +121,25 @@ func (m *Model) ExpiresAt(s State) int64 {
 	default:
 		return rtime{s.Time, s.Frac}.ceil()
 	}
+}
+
+// fixedExpiry is ExpiresAt of a fixed-window state.
+func (m *Model) fixedExpiry(start, count int64) int64 {
+	if count > 0 {
+		return start + m.period
+	}
+	return 0
+}
+
+// slidingExpiry is ExpiresAt of a sliding-window state.
+func (m *Model) slidingExpiry(start, count, prev int64) int64 {
+	switch {
+	case count > 0:
+		return start + 2*m.period
+	case prev > 0:
+		return start + m.period
+	}
+	return 0
 }
 
 // kind groups the algorithms by the model that evaluates them.

@@ -36,3 +36,27 @@ func BenchmarkClock(b *testing.B) {
 	}
 	_ = sink
 }
+
+// BenchmarkDivide compares a division instruction with divisor.div on a
+// chain of dependent divisions (latency, as on the models' paths), by the
+// benchmark policy's emission interval (600 ms in ns).
+func BenchmarkDivide(b *testing.B) {
+	const d = int64(600 * time.Millisecond)
+	b.Run("op=instruction", func(b *testing.B) {
+		n := int64(1e18)
+		for b.Loop() {
+			n = n/d + 1e18
+		}
+		sinkDiv = n
+	})
+	b.Run("op=divisor", func(b *testing.B) {
+		v := newDivisor(d)
+		n := int64(1e18)
+		for b.Loop() {
+			n = v.div(n) + 1e18
+		}
+		sinkDiv = n
+	})
+}
+
+var sinkDiv int64

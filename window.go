@@ -7,72 +7,93 @@ import "time"
 // fixedWindow admits iff count(window) + c ≤ Limit, with windows aligned to
 // multiples of Period since the Unix epoch.
 func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
-	d := Decision{Limit: m.limit}
-	now = max(now, s.Time) // a clock that stepped back stays in the newest window
-	start := floorDiv(now, m.period) * m.period
-	end := start + m.period
-	var count int64
-	if s.Time == start {
-		count = s.Count
+	var d Decision
+	m.takeFixed(&s.Time, &s.Count, now, cost, &d)
+	if d.Allowed && cost > 0 {
+		s.Frac, s.Prev, s.Log = 0, 0, nil
 	}
-	reset := func(count int64) time.Duration {
-		if count == 0 {
-			return 0
-		}
-		return time.Duration(end - now)
+	return s, d
+}
+
+// takeFixed is fixedWindow on the state's (Time, Count) at (*start, *count),
+// which it updates in place when the request is admitted with cost > 0; it
+// sets *d to the decision. now is clamped already.
+func (m *Model) takeFixed(start, count *int64, now, cost int64, d *Decision) {
+	*d = Decision{Limit: m.limit}
+	now = max(now, *start)                // a clock that stepped back stays in the newest window
+	ws := m.periodDiv.div(now) * m.period // now ≥ 0: the aligned window start
+	end := ws + m.period
+	var n int64
+	if *start == ws {
+		n = *count
 	}
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-	case cost > 0 && count+cost > m.limit:
+	case cost > 0 && n+cost > m.limit:
 		d.RetryAfter = time.Duration(end - now)
 	default:
 		d.Allowed = true
-		d.Remaining = max(0, m.limit-count-cost)
-		d.ResetAfter = reset(count + cost)
-		if cost > 0 {
-			s = State{Time: start, Count: count + cost}
+		d.Remaining = max(0, m.limit-n-cost)
+		if n+cost > 0 {
+			d.ResetAfter = time.Duration(end - now)
 		}
-		return s, d
+		if cost > 0 {
+			*start, *count = ws, n+cost
+		}
+		return
 	}
-	d.Remaining = max(0, m.limit-count) // count > limit: written under a larger limit
-	d.ResetAfter = reset(count)
-	return s, d
+	d.Remaining = max(0, m.limit-n) // n > limit: written under a larger limit
+	if n > 0 {
+		d.ResetAfter = time.Duration(end - now)
+	}
 }
 
 // slidingWindow admits iff prev·(P−e)/P + cur + c ≤ Limit, where e is the
 // time since the current aligned window began; compared exactly as
 // prev·(P−e) + (cur+c)·P ≤ Limit·P in 128 bits.
 func (m *Model) slidingWindow(s State, now, cost int64) (State, Decision) {
-	d := Decision{Limit: m.limit}
-	now = max(now, s.Time)
-	p := m.period
-	start := floorDiv(now, p) * p
-	var cur, prev int64
-	switch s.Time {
-	case start:
-		cur, prev = s.Count, s.Prev
-	case start - p:
-		prev = s.Count
+	var d Decision
+	m.takeSliding(&s.Time, &s.Count, &s.Prev, now, cost, &d)
+	if d.Allowed && cost > 0 {
+		s.Frac, s.Log = 0, nil
 	}
-	e := now - start
+	return s, d
+}
+
+// takeSliding is slidingWindow on the state's (Time, Count, Prev) at
+// (*start, *count, *prev), which it updates in place when the request is
+// admitted with cost > 0; it sets *d to the decision. now is clamped already.
+func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64, d *Decision) {
+	*d = Decision{Limit: m.limit}
+	now = max(now, *start)
+	p := m.period
+	ws := m.periodDiv.div(now) * p // now ≥ 0: the aligned window start
+	var cur, prev int64
+	switch *start {
+	case ws:
+		cur, prev = *count, *prevp
+	case ws - p:
+		prev = *count
+	}
+	e := now - ws
 	d.Remaining = m.slidingRoom(prev, cur, e)
-	d.ResetAfter = slidingReset(prev, cur, start+p-now, p)
+	d.ResetAfter = slidingReset(prev, cur, ws+p-now, p)
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-		return s, d
+		return
 	case cost > d.Remaining:
 		d.RetryAfter = time.Duration(m.slidingRetry(prev, cur, e, cost))
-		return s, d
+		return
 	}
 	d.Allowed = true
 	if cost == 0 {
-		return s, d
+		return
 	}
 	d.Remaining = m.slidingRoom(prev, cur+cost, e)
-	d.ResetAfter = slidingReset(prev, cur+cost, start+p-now, p)
-	return State{Time: start, Count: cur + cost, Prev: prev}, d
+	d.ResetAfter = slidingReset(prev, cur+cost, ws+p-now, p)
+	*start, *count, *prevp = ws, cur+cost, prev
 }
 
 // slidingRoom returns the whole units admissible at e into the window:

@@ -28,6 +28,9 @@ package memstore_test
 // request is admitted only when refill allows it (one unit per key every
 // 600 ms for the bucket kinds) or a new window begins; the admitted share is
 // reported as admits/op.
+//
+// store=floor (compare_floor_test.go) is a sketch of the least work an exact
+// per-key limiter can do: one hash, one lock, one clock read, one map probe.
 
 import (
 	"bytes"
@@ -106,14 +109,12 @@ type taker interface {
 	take(key string) (bool, error)
 }
 
-// memTaker is memstore with one policy.
-type memTaker struct {
-	s *memstore.Store
-	p sluice.Policy
-}
+// memTaker is memstore with one policy, asked through sluice.Limiter.Allow:
+// the path a user calls.
+type memTaker struct{ l *sluice.Limiter }
 
 func (t memTaker) take(key string) (bool, error) {
-	d, err := t.s.Take(context.Background(), t.p, key, 1)
+	d, err := t.l.Allow(context.Background(), key)
 	return d.Allowed, err
 }
 
@@ -193,7 +194,11 @@ func BenchmarkCompareTake(b *testing.B) {
 				if s.Len() != len(keys) {
 					b.Fatalf("memstore holds %d keys after the prefill, want %d", s.Len(), len(keys))
 				}
-				return memTaker{s, p}, func() { s.Close() }
+				l, err := sluice.NewLimiter(s, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return memTaker{l}, func() { s.Close() }
 			})
 		})
 	}
@@ -222,6 +227,15 @@ func BenchmarkCompareTake(b *testing.B) {
 				}
 			}
 			return t, t.close
+		})
+	})
+	b.Run("store=floor", func(b *testing.B) {
+		forKeySets(b, func(b *testing.B, keys []string) (taker, func()) {
+			t := newFloor()
+			for _, k := range keys {
+				t.fill(k)
+			}
+			return t, func() {}
 		})
 	})
 }

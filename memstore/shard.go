@@ -86,57 +86,84 @@ func (sh *shard) removed() {
 	sh.keys.Store(int64(sh.n))
 }
 
-// take applies one request; ok is false when the key could not be stored.
-func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, key string, cost, now int64) (d sluice.Decision, ok bool) {
+// take applies one request and sets *d to its decision; it reports false
+// when the key could not be stored.
+func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key string, cost, now int64, d *sluice.Decision) bool {
 	t := sh.table(c.pt.id)
 	slot, e := -1, -1
 	if t != nil {
-		t.setDen(c.den)
-		slot, e = t.find(h, key)
-	}
-	var st sluice.State
-	if e >= 0 {
-		st = t.get(e)
-		if c.kind == logKind && cost > 0 {
-			st.Log, st.Count = logRoom(st.Log, st.Count, now-c.period, 1)
-			t.set(e, st)
+		if t.den != c.den {
+			t.setDen(c.den)
 		}
+		slot, e = t.findHead(h, k, key)
 	}
-	next, d := c.model.Take(st, now, cost)
-	consumed := d.Allowed && cost > 0
+	if e >= 0 {
+		sh.takeInPlace(c, t, slot, e, cost, now, d)
+		return true
+	}
+	// A key the store does not hold: its state is the zero State.
+	next, dec := c.model.Take(sluice.State{}, now, cost)
+	*d = dec
 	exp := c.model.ExpiresAt(next)
-	if e >= 0 {
-		switch {
-		case exp <= now:
-			t.remove(slot, e)
-			sh.removed()
-			sh.expired.Add(1)
-		case consumed:
-			if c.kind == logKind {
-				// The model appended in place (logRoom made room); keep the
-				// stored log starting at its backing array, pruned entries
-				// included, so the array is reused rather than reallocated.
-				next.Log, next.Count = st.Log[:len(st.Log)+1], st.Count
-			}
-			t.set(e, next)
-			sh.wrote(exp)
-		}
-		return d, true
-	}
-	if !consumed || exp <= now {
-		return d, true
+	if !dec.Allowed || cost == 0 || exp <= now {
+		return true
 	}
 	if sh.quota > 0 && sh.n >= sh.quota {
 		sh.makeRoom(now, nil)
 	}
 	t = sh.tableFor(c, seed)
 	if e = t.insert(h, key); e < 0 {
-		return d, false
+		return false
 	}
 	t.set(e, next)
 	sh.wrote(exp)
 	sh.added()
-	return d, true
+	return true
+}
+
+// takeInPlace applies one request to entry e (at slot), running the model
+// on the row's fields in place.
+func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) {
+	var exp int64
+	switch t.lay {
+	case narrowLayout:
+		r := &t.nrows[e]
+		tat, frac := r.time, int64(r.frac)
+		exp = c.model.TakeBucket(&tat, &frac, now, cost, d)
+		if d.Allowed && cost > 0 {
+			r.time, r.frac = tat, uint32(frac)
+		}
+	case wideLayout:
+		r := &t.wrows[e]
+		exp = c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
+	case fixedLayout:
+		r := &t.frows[e]
+		exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
+	case slidingLayout:
+		r := &t.srows[e]
+		exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
+	default: // logLayout
+		r := &t.lrows[e]
+		if cost > 0 {
+			r.log, r.count = logRoom(r.log, r.count, now-c.period, 1)
+		}
+		_, *d = c.model.Take(sluice.State{Count: r.count, Log: r.log}, now, cost)
+		if d.Allowed && cost > 0 {
+			// The model appended in place (logRoom made room); keep the
+			// stored log starting at its backing array, pruned entries
+			// included, so the array is reused rather than reallocated.
+			r.log = r.log[:len(r.log)+1]
+		}
+		exp = c.model.ExpiresAt(sluice.State{Count: r.count, Log: r.log})
+	}
+	switch {
+	case exp <= now:
+		t.remove(slot, e)
+		sh.removed()
+		sh.expired.Add(1)
+	case d.Allowed && cost > 0:
+		sh.wrote(exp)
+	}
 }
 
 // logRoom makes room for need more entries in a sliding-log log without

@@ -6,9 +6,13 @@
 //
 // Keys are spread over shards, each with its own lock, so decisions on
 // different keys rarely contend. Within a shard each policy has a table: an
-// open-addressing index into dense columns of state, with the key bytes in a
-// byte arena, so the bucket kinds cost no pointer per key and a decision on
-// a key the store already holds allocates nothing.
+// open-addressing index into dense rows, each a key's state and its first 16
+// bytes (the rest of a longer key is in a byte arena), so the bucket kinds
+// cost no pointer per key, a decision on a key of up to 16 bytes touches the
+// index and one row, and a decision on a key the store already holds
+// allocates nothing. The models run in place on the row (see
+// sluice.Model.TakeBucket), and a sluice.Limiter binds its policy once
+// (Store.Bind), so Limiter.Allow skips finding the policy's table.
 //
 // State expires exactly: a key is dropped once its state is equivalent to no
 // state (a full bucket, passed windows), never before. Expired keys are
@@ -37,8 +41,13 @@ var ErrClosed = errors.New("memstore: store is closed")
 // Store is an in-memory sluice.Store. It is safe for concurrent use. The zero
 // Store is not usable; call New.
 type Store struct {
-	clock  sluice.Clock
-	nano   sluice.NanoClock // clock, when it reads nanoseconds directly
+	clock sluice.Clock
+	nano  sluice.NanoClock // clock, when it reads nanoseconds directly
+	// The default clock, read inline (no interface call): base +
+	// time.Since(start), as sluice.MonotonicClock reads it.
+	mono   bool
+	start  time.Time
+	base   int64 // start.UnixNano()
 	seed   maphash.Seed
 	shards []shard
 	shift  uint // shard of hash h: h >> shift
@@ -130,7 +139,8 @@ func New(opts ...Option) *Store {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.clock == nil {
+	mono := o.clock == nil
+	if mono {
 		o.clock = sluice.MonotonicClock()
 	}
 	n := o.shards
@@ -151,6 +161,10 @@ func New(opts ...Option) *Store {
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 	}
 	s.nano, _ = o.clock.(sluice.NanoClock)
+	if mono {
+		s.mono, s.start = true, time.Now()
+		s.base = s.start.UnixNano()
+	}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1
@@ -176,9 +190,12 @@ func New(opts ...Option) *Store {
 // now returns the clock's time in nanoseconds, clamped to the models' range.
 func (s *Store) now() int64 {
 	var ns int64
-	if s.nano != nil {
+	switch {
+	case s.mono:
+		ns = s.base + int64(time.Since(s.start))
+	case s.nano != nil:
 		ns = s.nano.UnixNano()
-	} else {
+	default:
 		ns = s.clock.Now().UnixNano()
 	}
 	return min(max(ns, 0), sluice.MaxTime)
@@ -278,16 +295,24 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 	if err != nil {
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
-	h := maphash.String(s.seed, key)
-	sh := s.shardOf(h)
-	now := s.now()
-	sh.mu.Lock()
-	d, ok := sh.take(c, s.seed, h, key, cost, now)
-	sh.mu.Unlock()
-	if !ok {
+	var d sluice.Decision
+	if !s.take(c, key, cost, &d) {
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
 	}
 	return d, nil
+}
+
+// take is Take once the policy is compiled: it sets *d and reports whether
+// the key could be stored.
+func (s *Store) take(c *compiled, key string, cost int64, d *sluice.Decision) bool {
+	h := maphash.String(s.seed, key)
+	k := headOf(key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	ok := sh.take(c, s.seed, h, &k, key, cost, now, d)
+	sh.mu.Unlock()
+	return ok
 }
 
 var errFull = errors.New("too many keys in one shard of the store")

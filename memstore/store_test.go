@@ -58,7 +58,7 @@ func checkTables(t *testing.T, s *Store) {
 				t.Errorf("shard %d: %d slots used for %d entries", i, used, tb.len())
 			}
 			for e := range tb.len() {
-				k := string(tb.keyBytes(e))
+				k := tb.keyOf(e)
 				if _, got := tb.find(tb.hashOf(e), k); got != e {
 					t.Errorf("shard %d: key %q (entry %d) found at entry %d", i, k, e, got)
 				}

@@ -47,10 +47,12 @@ const (
 
 // table holds the keys of one policy within one shard: an open-addressing
 // index (linear probing, backward-shift deletion) of uint32 slots into a
-// dense slice of rows, with the key bytes in a byte arena. A row is the key's
-// arena offset and its state, with no pointer for the bucket and window
-// kinds. Rows are kept dense: removing one moves the last row into its
-// place. Every method runs under the shard's lock.
+// dense slice of rows. A row is the key and its state, with no pointer for
+// the bucket and window kinds. The first inlineKey bytes of the key are in
+// the row, so a lookup of a key of at most that length touches the index
+// and one row and nothing else; the rest of a longer key is in a byte arena.
+// Rows are kept dense: removing one moves the last row into its place.
+// Every method runs under the shard's lock.
 type table struct {
 	pt   *policyTable
 	kind kind
@@ -60,7 +62,7 @@ type table struct {
 	n    int // rows
 
 	slots []uint32
-	arena []byte // per key: uvarint(len(key)) ‖ key
+	arena []byte // per key longer than inlineKey: uvarint(len(key)−inlineKey) ‖ key[inlineKey:]
 	dead  int    // arena bytes of removed keys
 
 	// The rows; only the slice of the layout is used.
@@ -97,31 +99,62 @@ func layoutOf(k kind, den int64) layout {
 	return narrowLayout
 }
 
-// The rows. key is the offset of the key in the arena.
+// The rows. kb is the key's first inlineKey bytes, zero-padded; ref is
+// inlined|len(key) for a key of at most inlineKey bytes, else the offset of
+// the rest of the key in the arena (below inlined).
 type (
 	narrowRow struct {
+		kb   [inlineKey]byte
 		time int64
 		frac uint32
-		key  uint32
+		ref  uint32
 	}
 	wideRow struct {
+		kb         [inlineKey]byte
 		time, frac int64
-		key        uint32
+		ref        uint32
 	}
 	fixedRow struct {
+		kb          [inlineKey]byte
 		time, count int64
-		key         uint32
+		ref         uint32
 	}
 	slidingRow struct {
+		kb                [inlineKey]byte
 		time, count, prev int64
-		key               uint32
+		ref               uint32
 	}
 	logRow struct {
+		kb    [inlineKey]byte
 		count int64
 		log   []sluice.LogEntry
-		key   uint32
+		ref   uint32
 	}
 )
+
+const (
+	// inlineKey is the number of key bytes a row holds.
+	inlineKey = 16
+	// inlined marks a row's ref as the length of a key held whole in the
+	// row; refs below it are arena offsets, so the arena stays below it.
+	inlined = 1 << 31
+)
+
+// keyHead is a key as the rows hold it: its first inlineKey bytes and the
+// ref a row of the key holds if the key is no longer than that (else 0).
+type keyHead struct {
+	kb  [inlineKey]byte
+	ref uint32
+}
+
+func headOf(key string) keyHead {
+	var k keyHead
+	copy(k.kb[:], key)
+	if len(key) <= inlineKey {
+		k.ref = inlined | uint32(len(key))
+	}
+	return k
+}
 
 func newTable(pt *policyTable, c *compiled, seed maphash.Seed) *table {
 	return &table{pt: pt, kind: c.kind, lay: layoutOf(c.kind, c.den), den: c.den, seed: seed}
@@ -136,9 +169,31 @@ func home(h uint64, n int) int { return int((h & math.MaxUint32) * uint64(n) >> 
 // tagOf returns the slot tag of hash h (bits the home slot does not use).
 func tagOf(h uint64) uint32 { return (uint32(h>>32) & 0xff) << idxBits }
 
-// keyBytes returns the key of entry e; the slice aliases the arena.
-func (t *table) keyBytes(e int) []byte {
-	b := t.arena[t.keyOff(e):]
+// rowKey returns the inline key bytes and the ref of entry e.
+func (t *table) rowKey(e int) (*[inlineKey]byte, *uint32) {
+	switch t.lay {
+	case narrowLayout:
+		r := &t.nrows[e]
+		return &r.kb, &r.ref
+	case wideLayout:
+		r := &t.wrows[e]
+		return &r.kb, &r.ref
+	case fixedLayout:
+		r := &t.frows[e]
+		return &r.kb, &r.ref
+	case slidingLayout:
+		r := &t.srows[e]
+		return &r.kb, &r.ref
+	default:
+		r := &t.lrows[e]
+		return &r.kb, &r.ref
+	}
+}
+
+// tail returns the arena bytes of the key at ref (not inlined): the key
+// past its first inlineKey bytes. The slice aliases the arena.
+func (t *table) tail(ref uint32) []byte {
+	b := t.arena[ref:]
 	if b[0] < 0x80 {
 		return b[1 : 1+int(b[0])]
 	}
@@ -146,10 +201,59 @@ func (t *table) keyBytes(e int) []byte {
 	return b[w : w+int(n)]
 }
 
-func (t *table) hashOf(e int) uint64 { return maphash.Bytes(t.seed, t.keyBytes(e)) }
+// is reports whether entry e holds key, whose head is k.
+func (t *table) is(e int, k *keyHead, key string) bool {
+	kb, ref := t.rowKey(e)
+	if *kb != k.kb {
+		return false
+	}
+	if k.ref != 0 || *ref&inlined != 0 {
+		return *ref == k.ref
+	}
+	return string(t.tail(*ref)) == key[inlineKey:]
+}
+
+// keyOf returns the key of entry e, in a new string.
+func (t *table) keyOf(e int) string {
+	kb, ref := t.rowKey(e)
+	if *ref&inlined != 0 {
+		return string(kb[:*ref&^inlined])
+	}
+	return string(kb[:]) + string(t.tail(*ref))
+}
+
+// keyLen returns the length of the key of entry e and its arena bytes.
+func (t *table) keyLen(e int) (n, arena int) {
+	_, ref := t.rowKey(e)
+	if *ref&inlined != 0 {
+		return int(*ref &^ inlined), 0
+	}
+	tl := len(t.tail(*ref))
+	return inlineKey + tl, tl + uvarintLen(tl)
+}
+
+// hashOf returns the hash of the key of entry e, as maphash.String of the
+// key gives it.
+func (t *table) hashOf(e int) uint64 {
+	kb, ref := t.rowKey(e)
+	if *ref&inlined != 0 {
+		return maphash.Bytes(t.seed, kb[:*ref&^inlined])
+	}
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	h.Write(kb[:])
+	h.Write(t.tail(*ref))
+	return h.Sum64()
+}
 
 // find returns the slot and entry of key (hash h), or entry -1.
 func (t *table) find(h uint64, key string) (slot, e int) {
+	k := headOf(key)
+	return t.findHead(h, &k, key)
+}
+
+// findHead is find for a key whose head k is at hand.
+func (t *table) findHead(h uint64, k *keyHead, key string) (slot, e int) {
 	n := len(t.slots)
 	if n == 0 {
 		return -1, -1
@@ -162,7 +266,7 @@ func (t *table) find(h uint64, key string) (slot, e int) {
 			return i, -1
 		}
 		if s&^idxMask == tag {
-			if e := int(s&idxMask) - 1; string(t.keyBytes(e)) == key {
+			if e := int(s&idxMask) - 1; t.is(e, k, key) {
 				return i, e
 			}
 		}
@@ -192,9 +296,9 @@ func (t *table) insert(h uint64, key string) int {
 	if e >= maxEntries {
 		return -1
 	}
-	if uint64(len(t.arena))+uint64(len(key))+binary.MaxVarintLen64 > math.MaxUint32 {
+	if len(key) > inlineKey && uint64(len(t.arena))+uint64(len(key))+binary.MaxVarintLen64 >= inlined {
 		t.compact()
-		if uint64(len(t.arena))+uint64(len(key))+binary.MaxVarintLen64 > math.MaxUint32 {
+		if uint64(len(t.arena))+uint64(len(key))+binary.MaxVarintLen64 >= inlined {
 			return -1
 		}
 	}
@@ -208,18 +312,21 @@ func (t *table) insert(h uint64, key string) int {
 			i = 0
 		}
 	}
-	off := len(t.arena)
-	t.arena = binary.AppendUvarint(t.arena, uint64(len(key)))
-	t.arena = append(t.arena, key...)
-	t.pushRow(uint32(off))
+	k := headOf(key)
+	if k.ref == 0 {
+		k.ref = uint32(len(t.arena))
+		t.arena = binary.AppendUvarint(t.arena, uint64(len(key)-inlineKey))
+		t.arena = append(t.arena, key[inlineKey:]...)
+	}
+	t.pushRow(k)
 	t.slots[i] = tagOf(h) | uint32(e+1)
 	return e
 }
 
 // remove deletes entry e, which slot points at.
 func (t *table) remove(slot, e int) {
-	kb := t.keyBytes(e)
-	t.dead += len(kb) + uvarintLen(len(kb))
+	_, a := t.keyLen(e)
+	t.dead += a
 	t.deleteSlot(slot)
 	last := t.n - 1
 	if e != last {
@@ -279,14 +386,22 @@ func (t *table) rehash(n int) {
 	}
 }
 
-// compact copies the live keys into a fresh arena.
+// compact copies the live key tails into a fresh arena.
 func (t *table) compact() {
+	if len(t.arena) == t.dead {
+		t.arena, t.dead = nil, 0
+		return
+	}
 	arena := make([]byte, 0, len(t.arena)-t.dead)
 	for e := range t.n {
-		kb := t.keyBytes(e)
-		t.setKeyOff(e, uint32(len(arena)))
-		arena = binary.AppendUvarint(arena, uint64(len(kb)))
-		arena = append(arena, kb...)
+		_, ref := t.rowKey(e)
+		if *ref&inlined != 0 {
+			continue
+		}
+		tl := t.tail(*ref)
+		*ref = uint32(len(arena))
+		arena = binary.AppendUvarint(arena, uint64(len(tl)))
+		arena = append(arena, tl...)
 	}
 	t.arena, t.dead = arena, 0
 }
@@ -298,52 +413,37 @@ func (t *table) reset() {
 
 func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
 
-func (t *table) keyOff(e int) uint32 {
+// pushRow appends a row with the zero state for the key k.
+func (t *table) pushRow(k keyHead) {
 	switch t.lay {
 	case narrowLayout:
-		return t.nrows[e].key
+		t.nrows = push(t.nrows, narrowRow{kb: k.kb, ref: k.ref})
 	case wideLayout:
-		return t.wrows[e].key
+		t.wrows = push(t.wrows, wideRow{kb: k.kb, ref: k.ref})
 	case fixedLayout:
-		return t.frows[e].key
+		t.frows = push(t.frows, fixedRow{kb: k.kb, ref: k.ref})
 	case slidingLayout:
-		return t.srows[e].key
+		t.srows = push(t.srows, slidingRow{kb: k.kb, ref: k.ref})
 	default:
-		return t.lrows[e].key
-	}
-}
-
-func (t *table) setKeyOff(e int, off uint32) {
-	switch t.lay {
-	case narrowLayout:
-		t.nrows[e].key = off
-	case wideLayout:
-		t.wrows[e].key = off
-	case fixedLayout:
-		t.frows[e].key = off
-	case slidingLayout:
-		t.srows[e].key = off
-	default:
-		t.lrows[e].key = off
-	}
-}
-
-// pushRow appends a row with the zero state for the key at off.
-func (t *table) pushRow(off uint32) {
-	switch t.lay {
-	case narrowLayout:
-		t.nrows = append(t.nrows, narrowRow{key: off})
-	case wideLayout:
-		t.wrows = append(t.wrows, wideRow{key: off})
-	case fixedLayout:
-		t.frows = append(t.frows, fixedRow{key: off})
-	case slidingLayout:
-		t.srows = append(t.srows, slidingRow{key: off})
-	default:
-		t.lrows = append(t.lrows, logRow{key: off})
+		t.lrows = push(t.lrows, logRow{kb: k.kb, ref: k.ref})
 	}
 	t.n++
 }
+
+// push appends r to rows. Past growSmall rows it grows the capacity by an
+// eighth rather than append's quarter: rows are most of a key's memory, and
+// a table of rows only grows by one at a time.
+func push[T any](rows []T, r T) []T {
+	if n := len(rows); n == cap(rows) && n >= growSmall {
+		grown := make([]T, n, n+n/8)
+		copy(grown, rows)
+		rows = grown
+	}
+	return append(rows, r)
+}
+
+// growSmall is the row count below which push leaves growth to append.
+const growSmall = 1024
 
 func (t *table) moveRow(dst, src int) {
 	switch t.lay {
@@ -469,14 +569,14 @@ func (t *table) setDen(den int64) {
 		rows := make([]wideRow, t.n, max(t.n, cap(t.nrows)))
 		for i, r := range t.nrows {
 			ns, f := convFrac(r.time, int64(r.frac), old, den)
-			rows[i] = wideRow{time: ns, frac: f, key: r.key}
+			rows[i] = wideRow{kb: r.kb, time: ns, frac: f, ref: r.ref}
 		}
 		t.wrows, t.nrows = rows, nil
 	default:
 		rows := make([]narrowRow, t.n, max(t.n, cap(t.wrows)))
 		for i, r := range t.wrows {
 			ns, f := convFrac(r.time, r.frac, old, den)
-			rows[i] = narrowRow{time: ns, frac: uint32(f), key: r.key}
+			rows[i] = narrowRow{kb: r.kb, time: ns, frac: uint32(f), ref: r.ref}
 		}
 		t.nrows, t.wrows = rows, nil
 	}

@@ -45,9 +45,8 @@ type batch struct {
 
 // holds reports whether entry e of table t is the key of a request of b.
 func (b *batch) holds(t *table, e int) bool {
-	k := t.keyBytes(e)
 	for i := range b.ws {
-		if w := &b.ws[i]; w.owner == i && w.c.pt == t.pt && string(k) == b.reqs[i].Key {
+		if w := &b.ws[i]; w.owner == i && w.c.pt == t.pt && t.is(e, new(headOf(b.reqs[i].Key)), b.reqs[i].Key) {
 			return true
 		}
 	}

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice
+
+import "context"
+
+// Binder is an optional interface of a Store that can prepare a policy once
+// for the many decisions a Limiter asks of it. When its store is a Binder,
+// NewLimiter binds the limiter's policy, and AllowN (and so Allow and Wait)
+// asks the bound policy instead of Store.Take: the decisions and errors are
+// the same, the store only skips finding the policy on every call. memstore
+// implements it.
+type Binder interface {
+	// Bind prepares p, which is valid. A store that cannot bind p returns
+	// an error, and the Limiter uses Store.Take.
+	Bind(p Policy) (BoundPolicy, error)
+}
+
+// BoundPolicy is a policy a Binder has prepared.
+type BoundPolicy interface {
+	// Take is the store's Take(ctx, p, key, cost) for the bound policy p.
+	Take(ctx context.Context, key string, cost int64) (Decision, error)
+}
+
+// bind returns store's binding of p: its own when store is a Binder that
+// can bind p, else one that calls store.Take.
+func bind(store Store, p Policy) BoundPolicy {
+	if b, ok := store.(Binder); ok {
+		if bp, err := b.Bind(p); err == nil {
+			return bp
+		}
+	}
+	return storeTake{store, p}
+}
+
+// storeTake binds p to a store that is no Binder.
+type storeTake struct {
+	store Store
+	p     Policy
+}
+
+func (b storeTake) Take(ctx context.Context, key string, cost int64) (Decision, error) {
+	return b.store.Take(ctx, b.p, key, cost)
+}
+
+// take asks the store for one decision on the limiter's policy.
+func (l *Limiter) take(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.bound.Take(ctx, key, n)
+}

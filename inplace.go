@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice
+
+// The models' in-place entry points, for a store that keeps a policy's state
+// in its own layout (memstore keeps it in rows of a table) rather than as a
+// State value. Each is the very function Take runs for its algorithm, on the
+// State fields that algorithm uses, passed by address and updated in place
+// when a request with cost > 0 is admitted; nothing else is written. The
+// decision is written to *d, so that it is built once where the caller
+// wants it, and each returns ExpiresAt of the state it leaves. Like Take they clamp now to [0, MaxTime], and a negative cost is
+// rejected as Impossible without touching the state. Calling one for a model
+// of another algorithm is a programming error; the result is then
+// unspecified.
+
+// TakeBucket is Take for token-bucket, gcra and leaky-bucket, on a state
+// whose Time and Frac are *tat and *frac.
+func (m *Model) TakeBucket(tat, frac *int64, now, cost int64, d *Decision) (expires int64) {
+	if cost < 0 {
+		*d = Decision{Limit: m.limit, Impossible: true}
+	} else {
+		m.takeBucket(tat, frac, min(max(now, 0), MaxTime), cost, d)
+	}
+	return rtime{*tat, *frac}.ceil()
+}
+
+// TakeFixedWindow is Take for fixed-window, on a state whose Time and Count
+// are *start and *count.
+func (m *Model) TakeFixedWindow(start, count *int64, now, cost int64, d *Decision) (expires int64) {
+	if cost < 0 {
+		*d = Decision{Limit: m.limit, Impossible: true}
+	} else {
+		m.takeFixed(start, count, min(max(now, 0), MaxTime), cost, d)
+	}
+	return m.fixedExpiry(*start, *count)
+}
+
+// TakeSlidingWindow is Take for sliding-window, on a state whose Time, Count
+// and Prev are *start, *count and *prev.
+func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d *Decision) (expires int64) {
+	if cost < 0 {
+		*d = Decision{Limit: m.limit, Impossible: true}
+	} else {
+		m.takeSliding(start, count, prev, min(max(now, 0), MaxTime), cost, d)
+	}
+	return m.slidingExpiry(*start, *count, *prev)
+}

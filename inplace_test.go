@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestInPlace: each in-place entry point gives Take's decisions and leaves
+// the fields Take's new state has, over random requests (cost 0 peeks,
+// impossible and negative costs, a clock that sometimes steps back) and
+// policies whose emission interval is and is not a whole nanosecond.
+func TestInPlace(t *testing.T) {
+	policies := []Policy{
+		{Algorithm: TokenBucket, Limit: 3, Period: time.Second},
+		{Algorithm: GCRA, Limit: 7, Period: time.Second, Burst: 4},
+		{Algorithm: LeakyBucket, Limit: 1000, Period: time.Second},
+		{Algorithm: FixedWindow, Limit: 5, Period: time.Second},
+		{Algorithm: SlidingWindow, Limit: 5, Period: time.Second},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, p := range policies {
+		m, err := NewModel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s State
+		var a, b, c int64 // the in-place copy
+		now := int64(time.Hour)
+		admitted := 0
+		for i := range 20000 {
+			now += rng.Int64N(int64(p.Period) / 4)
+			if rng.IntN(20) == 0 {
+				now -= rng.Int64N(int64(p.Period))
+			}
+			cost := rng.Int64N(p.burst()+2) - 1
+			next, want := m.Take(s, now, cost)
+			var got Decision
+			var exp int64
+			switch p.Algorithm {
+			case FixedWindow:
+				exp = m.TakeFixedWindow(&a, &b, now, cost, &got)
+				if a != next.Time || b != next.Count {
+					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Count)
+				}
+			case SlidingWindow:
+				exp = m.TakeSlidingWindow(&a, &b, &c, now, cost, &got)
+				if a != next.Time || b != next.Count || c != next.Prev {
+					t.Fatalf("%v step %d: state (%d, %d, %d), want %+v", p, i, a, b, c, next)
+				}
+			default:
+				exp = m.TakeBucket(&a, &b, now, cost, &got)
+				if a != next.Time || b != next.Frac {
+					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Frac)
+				}
+			}
+			if got != want {
+				t.Fatalf("%v step %d (now %d, cost %d): %+v, want %+v", p, i, now, cost, got, want)
+			}
+			if e := m.ExpiresAt(next); exp != e {
+				t.Fatalf("%v step %d: expires %d, want %d", p, i, exp, e)
+			}
+			if got.Allowed && cost > 0 {
+				admitted++
+			}
+			s = next
+		}
+		if admitted == 0 {
+			t.Fatalf("%v: nothing admitted: the test exercised only rejections", p)
+		}
+	}
+}
+
+// TestDivisor: divisor.div is exact for every divisor shape (1, powers of
+// two and their neighbours, the largest period and limit) and dividends up
+// to 2^63−1.
+func TestDivisor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ds := []int64{1, 2, 3, 5, 7, 10, 600_000_000, int64(time.Minute), int64(MaxPeriod), MaxLimit, 1<<63 - 1}
+	for k := 1; k < 63; k++ {
+		ds = append(ds, 1<<k-1, 1<<k, 1<<k+1)
+	}
+	for range 200 {
+		ds = append(ds, rng.Int64N(1<<62)+1, rng.Int64N(1<<20)+1)
+	}
+	for _, d := range ds {
+		v := newDivisor(d)
+		ns := []int64{0, 1, d - 1, d, d + 1, 1<<62 - 1, 1 << 62, 1<<63 - 1, 1<<63 - 1 - (1<<63-1)%d, 1<<63 - 2 - (1<<63-1)%d}
+		for range 2000 {
+			ns = append(ns, rng.Int64N(1<<63-1), rng.Int64N(4*min(d, 1<<60)+1), d*rng.Int64N((1<<63-1)/d))
+		}
+		for _, n := range ns {
+			if n < 0 {
+				continue
+			}
+			if got, want := v.div(n), n/d; got != want {
+				t.Fatalf("%d / %d = %d, want %d", n, d, got, want)
+			}
+		}
+	}
+}

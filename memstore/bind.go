@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sluicehq/sluice"
+)
+
+var _ sluice.Binder = (*Store)(nil)
+
+// Bind prepares p for many decisions; sluice.NewLimiter calls it. The bound
+// policy's Take is Store.Take for p, without finding p's table each time.
+// Binding changes nothing in the store: p is compiled on the first Take.
+func (s *Store) Bind(p sluice.Policy) (sluice.BoundPolicy, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("memstore: bind: %w", err)
+	}
+	return &bound{s: s, p: p}, nil
+}
+
+// bound is a policy compiled once, on its first Take. Another policy of the
+// same name and algorithm with other parameters recompiles the table (see
+// sluice.Policy); Take notices and compiles p again, as Store.Take would.
+type bound struct {
+	s *Store
+	p sluice.Policy
+	c atomic.Pointer[compiled] // nil until the first Take
+}
+
+// Take is Store.Take for the bound policy.
+func (b *bound) Take(ctx context.Context, key string, cost int64) (sluice.Decision, error) {
+	s := b.s
+	if s.closed.Load() {
+		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
+	}
+	if cost < 0 {
+		return sluice.Decision{}, fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
+	}
+	c := b.c.Load()
+	if c == nil || c.pt.cur.Load() != c {
+		var err error
+		if c, err = s.compile(b.p); err != nil {
+			return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
+		}
+		b.c.Store(c)
+	}
+	var d sluice.Decision
+	if !s.take(c, key, cost, &d) {
+		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
+	}
+	return d, nil
+}
