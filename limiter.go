@@ -40,6 +40,12 @@ type Limiter struct {
 	store   Store
 	policy  Policy
 	failure FailureMode
+	// Leases (lease.go) and hot-key shards (shard.go).
+	leaseTarget time.Duration
+	clock       Clock
+	leases      *leaseTable
+	shards      int
+	shardSet    *shardSet
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
@@ -54,6 +60,12 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	l := &Limiter{store: store, policy: p}
 	for _, o := range opts {
 		o(l)
+	}
+	if err := l.checkLease(); err != nil {
+		return nil, err
+	}
+	if err := l.checkShards(); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -82,7 +94,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
 	}
-	d, err := l.store.Take(ctx, l.policy, key, n)
+	d, err := l.take(ctx, key, n)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller gave up: that is no store failure, and no
@@ -222,6 +234,9 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		}
 		if !sameStore(c.Limiter.store, store) {
 			return res, fmt.Errorf("sluice: AllowAll: check %d: its limiter uses a different store than check 0", i)
+		}
+		if c.Limiter.shardSet != nil {
+			return res, fmt.Errorf("sluice: AllowAll: check %d: policy %q: a sharded limit cannot be checked all-or-nothing with others", i, c.Limiter.policy.Name)
 		}
 		if c.Cost < 0 {
 			return res, fmt.Errorf("sluice: AllowAll: check %d: policy %q: key %q: cost %d: must be >= 0", i, c.Limiter.policy.Name, c.Key, c.Cost)

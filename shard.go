@@ -1,0 +1,162 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// MaxShards is the most sub-keys WithShards may split a key into.
+const MaxShards = 64
+
+// WithShards splits every key's capacity over n sub-keys (shards), so that
+// on a Redis Cluster one hot key's load spreads over several masters. n = 1
+// (or 0) is one key, the default. See the package documentation,
+// "Sharding", for the contract; NewLimiter refuses n above MaxShards, above
+// the limit or the burst (every shard needs at least one unit), and for
+// leaky-bucket, and refuses combining shards with leases.
+func WithShards(n int) Option { return func(l *Limiter) { l.shards = n } }
+
+// ShardKeyer is implemented by stores that choose where a key's shards
+// live: redisstore picks sub-keys whose Cluster hash slots fall in n
+// different ranges of the slot space, so an evenly split cluster holds them
+// on different masters. Stores without it get key + "~" + i.
+type ShardKeyer interface {
+	// ShardKey returns the key of shard i (0 ≤ i < n) of key under the
+	// shard's policy p. It must be injective in (key, i) for a given p and n.
+	ShardKey(p Policy, key string, i, n int) string
+}
+
+// shardSet is a sharded limiter's split policy.
+type shardSet struct {
+	policies []Policy
+	next     atomic.Uint64 // round-robin start
+}
+
+// ShardPolicies returns the n policies a policy p is split into: limits and
+// bursts of ⌊x/n⌋, the first x mod n of them one more, so they sum to
+// exactly p's. Each has a name of its own derived from p's, so its state
+// never mixes with an unsharded key's.
+func ShardPolicies(p Policy, n int) []Policy {
+	name := p.Name
+	if name == "" {
+		name = fmt.Sprintf("~%s:%d:%d:%d", p.Algorithm, p.Limit, int64(p.Period), p.Burst)
+	}
+	name += "~" + strconv.Itoa(n) + "shards"
+	out := make([]Policy, n)
+	for i := range out {
+		q := p
+		q.Name = name
+		q.Limit = split(p.Limit, n, i)
+		if p.Algorithm.IsBucket() {
+			q.Burst = split(p.burst(), n, i)
+		}
+		out[i] = q
+	}
+	return out
+}
+
+// split returns shard i's part of x over n shards.
+func split(x int64, n, i int) int64 {
+	q := x / int64(n)
+	if int64(i) < x%int64(n) {
+		q++
+	}
+	return q
+}
+
+func (l *Limiter) checkShards() error {
+	n := l.shards
+	switch {
+	case n == 0 || n == 1:
+		l.shards = 1
+		return nil
+	case n < 0 || n > MaxShards:
+		return fmt.Errorf("sluice: policy %q: shards %d: must be between 1 and %d", l.policy.Name, n, MaxShards)
+	case l.policy.Algorithm == LeakyBucket:
+		return fmt.Errorf("sluice: policy %q: shards %d: not supported for leaky-bucket (n queues do not release one steady stream)", l.policy.Name, n)
+	case l.leases != nil:
+		return fmt.Errorf("sluice: policy %q: shards %d: cannot be combined with leases", l.policy.Name, n)
+	case l.policy.Limit < int64(n) || l.policy.burst() < int64(n):
+		return fmt.Errorf("sluice: policy %q: shards %d: more than the limit %d or burst %d (every shard needs at least one unit)", l.policy.Name, n, l.policy.Limit, l.policy.burst())
+	}
+	ps := ShardPolicies(l.policy, n)
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("sluice: policy %q: shards %d: %w", l.policy.Name, n, err)
+		}
+	}
+	l.shardSet = &shardSet{policies: ps}
+	return nil
+}
+
+// take is the one store decision of AllowN: through the leases, the
+// shards, or the store itself.
+func (l *Limiter) take(ctx context.Context, key string, n int64) (Decision, error) {
+	switch {
+	case n == 0 || n > l.policy.burst():
+	case l.leases != nil:
+		return l.leases.allow(ctx, l, key, n)
+	case l.shardSet != nil:
+		return l.shardSet.take(ctx, l, key, n)
+	}
+	if l.shardSet != nil {
+		// A peek or an impossible cost: shard 0 answers for the state
+		// it sees, with the whole policy's numbers.
+		d, err := l.store.Take(ctx, l.shardSet.policies[0], l.shardKey(key, 0), 0)
+		d.Limit = l.policy.Limit
+		d.Impossible = n > 0
+		if d.Impossible {
+			d.Allowed, d.RetryAfter = false, 0
+		}
+		return d, err
+	}
+	return l.store.Take(ctx, l.policy, key, n)
+}
+
+func (l *Limiter) shardKey(key string, i int) string {
+	n := len(l.shardSet.policies)
+	if k, ok := l.store.(ShardKeyer); ok {
+		return k.ShardKey(l.shardSet.policies[i], key, i, n)
+	}
+	return key + "~" + strconv.Itoa(i)
+}
+
+// take tries the shards in turn from a round-robin start, each once, until
+// one admits; a refusal's RetryAfter is the least of the shards' (never
+// early: that shard admits then if nothing else arrives).
+func (ss *shardSet) take(ctx context.Context, l *Limiter, key string, n int64) (Decision, error) {
+	k := len(ss.policies)
+	start := int(ss.next.Add(1) % uint64(k))
+	var (
+		best     Decision
+		have     bool
+		possible bool
+	)
+	for j := range k {
+		i := (start + j) % k
+		d, err := l.store.Take(ctx, ss.policies[i], l.shardKey(key, i), n)
+		if err != nil {
+			return d, err
+		}
+		d.Limit = l.policy.Limit
+		if d.Allowed {
+			return d, nil
+		}
+		if d.Impossible {
+			continue
+		}
+		possible = true
+		if !have || d.RetryAfter < best.RetryAfter {
+			best, have = d, true
+		}
+	}
+	if !possible {
+		// The cost exceeds every shard's capacity.
+		return Decision{Limit: l.policy.Limit, Impossible: true}, nil
+	}
+	best.RetryAfter = max(best.RetryAfter, time.Nanosecond)
+	return best, nil
+}
