@@ -11,12 +11,12 @@ import (
 
 // event is one request of an oracle run, as a replica decided it.
 type event struct {
-	at       int64 // clock, ns
-	key      string
-	cost     int64
-	d        sluice.Decision
-	heldMax  int64 // the most lease units held unspent so far (all replicas)
-	replica  int
+	at      int64 // clock, ns
+	key     string
+	cost    int64
+	d       sluice.Decision
+	heldMax int64 // the most lease units held unspent so far (all replicas)
+	replica int
 }
 
 // leasePolicies are the policies the lease oracle drives: whole and
