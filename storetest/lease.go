@@ -131,6 +131,9 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 			if admitted == 0 || local == 0 || early == int64(len(evs)) {
 				t.Errorf("a degenerate run: %d units admitted, %d local decisions", admitted, local)
 			}
+			if _, ok := h.Store.(sluice.Giver); ok && returned == 0 {
+				t.Errorf("the store is a sluice.Giver, but no unspent unit went back")
+			}
 			t.Logf("%d requests: %d units admitted (all exact), %d refused as the exact model does (%d with a later RetryAfter), %d refused early within the bound; %d store calls, %d local decisions; leases took %d units, spent %d, returned %d",
 				len(evs), admitted, exactRefused, lateRetries, early, calls, local, taken, spent, returned)
 		})
