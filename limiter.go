@@ -235,13 +235,10 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		if !sameStore(c.Limiter.store, store) {
 			return res, fmt.Errorf("sluice: AllowAll: check %d: its limiter uses a different store than check 0", i)
 		}
-		if c.Limiter.shardSet != nil {
-			return res, fmt.Errorf("sluice: AllowAll: check %d: policy %q: a sharded limit cannot be checked all-or-nothing with others", i, c.Limiter.policy.Name)
-		}
 		if c.Cost < 0 {
 			return res, fmt.Errorf("sluice: AllowAll: check %d: policy %q: key %q: cost %d: must be >= 0", i, c.Limiter.policy.Name, c.Key, c.Cost)
 		}
-		reqs[i] = Request{Policy: c.Limiter.policy, Key: c.Key, Cost: c.Cost}
+		reqs[i] = c.Limiter.request(c.Key, c.Cost)
 	}
 	res.Decisions = make([]Decision, len(checks))
 	if err := store.TakeAll(ctx, reqs, res.Decisions); err != nil {
@@ -255,6 +252,9 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		}
 		res.settle()
 		return res, fmt.Errorf("sluice: AllowAll: %w", err)
+	}
+	for i, c := range checks {
+		res.Decisions[i].Limit = c.Limiter.policy.Limit // a shard's is its part
 	}
 	res.settle()
 	return res, nil

@@ -160,3 +160,14 @@ func (ss *shardSet) take(ctx context.Context, l *Limiter, key string, n int64) (
 	best.RetryAfter = max(best.RetryAfter, time.Nanosecond)
 	return best, nil
 }
+
+// request is the store request of an AllowAll check: the key itself, or for
+// a sharded limiter one of its shards, round-robin.
+func (l *Limiter) request(key string, cost int64) Request {
+	ss := l.shardSet
+	if ss == nil {
+		return Request{Policy: l.policy, Key: key, Cost: cost}
+	}
+	i := int(ss.next.Add(1) % uint64(len(ss.policies)))
+	return Request{Policy: ss.policies[i], Key: l.shardKey(key, i), Cost: cost}
+}

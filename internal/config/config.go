@@ -27,7 +27,9 @@
 // detailed_metric. Sluice adds to rate_limit: algorithm (one of sluice's
 // algorithm names; fixed-window by default, which gives envoyproxy/ratelimit's
 // decisions), burst (for the bucket kinds), period (any Go duration, instead
-// of unit) and failure_mode (open, the default, or closed).
+// of unit), failure_mode (open, the default, or closed), lease (true:
+// decide from local budgets, see sluice.WithLease) and shards (split each
+// key over that many sub-keys, see sluice.WithShards).
 //
 // Decoding is strict: an unknown field, a value of the wrong type, a
 // duplicate key or an invalid policy is an error naming the file, the line,
@@ -116,6 +118,11 @@ type Rule struct {
 	UnitMultiplier int64
 	// FailureMode is what the service answers when the store fails.
 	FailureMode sluice.FailureMode
+	// Lease (rate_limit.lease) decides from local budgets: sluice.WithLease.
+	Lease bool
+	// Shards (rate_limit.shards) splits each key over that many sub-keys:
+	// sluice.WithShards. 0 or 1: one key.
+	Shards int
 	// ShadowMode rules are checked and counted but never refuse.
 	ShadowMode bool
 	// DetailedMetric rules are reported in metrics under the request's

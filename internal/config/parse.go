@@ -268,6 +268,10 @@ type rawLimit struct {
 	burstNode            *yaml.Node
 	failureMode          string
 	failureNode          *yaml.Node
+	lease                bool
+	leaseNode            *yaml.Node
+	shards               int64
+	shardsNode           *yaml.Node
 }
 
 // descriptors compiles a descriptors list into parent.
@@ -385,6 +389,8 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"algorithm":    func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
 		"burst":        func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
 		"failure_mode": func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
+		"lease":        func(v *yaml.Node, f string) { r.lease, r.leaseNode = p.boolean(v, f), v },
+		"shards":       func(v *yaml.Node, f string) { r.shards, _ = p.integer(v, f); r.shardsNode = v },
 	})
 	if !ok {
 		return nil
@@ -424,6 +430,8 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			{r.period != "", "period", r.periodNode},
 			{r.algorithm != "", "algorithm", r.algorithmNode},
 			{r.burstNode != nil, "burst", r.burstNode},
+			{r.leaseNode != nil, "lease", r.leaseNode},
+			{r.shardsNode != nil, "shards", r.shardsNode},
 		} {
 			if x.set {
 				p.errorf(at(x.where), field+"."+x.name, "must not be set on an unlimited rate_limit")
@@ -472,9 +480,14 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 	rule.Unit, rule.UnitMultiplier = unitOf(period)
 	if r.requests == 0 {
 		// envoyproxy/ratelimit refuses every request of a zero limit.
-		if r.burstNode != nil {
-			p.errorf(at(r.burstNode), field+".burst", "must not be set when requests_per_unit is 0 (every request is refused)")
-			return nil
+		for _, x := range []struct {
+			name  string
+			where *yaml.Node
+		}{{"burst", r.burstNode}, {"lease", r.leaseNode}, {"shards", r.shardsNode}} {
+			if x.where != nil {
+				p.errorf(at(x.where), field+"."+x.name, "must not be set when requests_per_unit is 0 (every request is refused)")
+				return nil
+			}
 		}
 		rule.Deny = true
 		return rule
@@ -491,6 +504,9 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			f = field + ".period"
 		}
 		p.errorf(n, f, "%s", strings.TrimPrefix(err.Error(), "sluice: "))
+		return nil
+	}
+	if !p.leaseShards(r, rule, field, at) {
 		return nil
 	}
 	return rule

@@ -106,7 +106,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	}
 	allowed = !denied
 	if len(checks) > 0 {
-		res, aerr := sluice.AllowAll(ctx, checks...)
+		res, aerr := allowAll(ctx, checks)
 		if aerr != nil && res.Decisions == nil {
 			return false, nil, aerr // a bad request, not a store failure
 		}

@@ -107,7 +107,7 @@ func (s *Server) Apply(c *config.Config) error {
 		if r.Unlimited || r.Deny {
 			continue
 		}
-		l, err := sluice.NewLimiter(s.store, r.Policy, sluice.WithFailureMode(r.FailureMode))
+		l, err := sluice.NewLimiter(s.store, r.Policy, ruleOptions(r)...)
 		if err != nil {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
 		}

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// ruleOptions are the Limiter options of a rule: its failure mode, and its
+// lease and shards.
+func ruleOptions(r *config.Rule) []sluice.Option {
+	opts := []sluice.Option{sluice.WithFailureMode(r.FailureMode)}
+	if r.Lease {
+		opts = append(opts, sluice.WithLease(0))
+	}
+	if r.Shards > 1 {
+		opts = append(opts, sluice.WithShards(r.Shards))
+	}
+	return opts
+}
+
+// allowAll is sluice.AllowAll, except that a request with one enforced
+// descriptor asks its limiter alone (Limiter.AllowN), which is where leases
+// decide locally and shards try each other. Several descriptors go to the
+// store as one all-or-nothing batch, in which a leasing limiter takes from
+// the store directly and a sharded one offers one of its shards.
+func allowAll(ctx context.Context, checks []sluice.Check) (sluice.Result, error) {
+	if len(checks) != 1 {
+		return sluice.AllowAll(ctx, checks...)
+	}
+	c := checks[0]
+	d, err := c.Limiter.AllowN(ctx, c.Key, c.Cost)
+	res := sluice.Result{Allowed: d.Allowed, Refused: -1, Decisions: []sluice.Decision{d}}
+	if !d.Allowed {
+		res.Refused = 0
+	}
+	if err != nil && ctx.Err() != nil {
+		res.Allowed, res.Refused = false, 0
+		res.Decisions[0] = sluice.Decision{Limit: d.Limit}
+	}
+	return res, err
+}
