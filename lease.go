@@ -217,6 +217,7 @@ func (lt *leaseTable) allow(ctx context.Context, l *Limiter, key string, n int64
 	e := lt.get(key, now)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	now = lt.now() // after waiting for the lock: the block may be newer than the first reading
 	if e.usable(lt, now, n) {
 		e.left -= n
 		e.used += n

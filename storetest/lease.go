@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,71 +53,119 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 				lims[i] = l
 			}
 			ctx := context.Background()
-			var evs []event
+			held := func() (held, taken int64) {
+				for _, l := range lims {
+					s := l.LeaseStats()
+					held += int64(s.Taken - s.Spent)
+					taken += int64(s.Taken)
+				}
+				return held, taken
+			}
+			var batches [][]event
 			var heldMax int64
 			keys := []string{"hot", "warm"}
 			for i := range 4000 {
-				// Phases of 500 requests: dense (several times the
-				// limit), sparse (about the limit), and a quiet spell.
+				// Phases of 500 steps: dense (several times the limit),
+				// sparse (about the limit), and a quiet spell. A dense
+				// step now and then is a batch of concurrent requests at
+				// one instant.
 				mean := p.Period / time.Duration(p.Limit) / 4
-				if i/500%3 == 1 {
+				n := 1
+				switch {
+				case i/500%3 == 1:
 					mean = p.Period / time.Duration(p.Limit)
+				case i%5 == 0:
+					n = 6
 				}
 				step := time.Duration(rng.ExpFloat64() * float64(mean))
 				if i%500 == 0 {
 					step += p.Period * 2
 				}
 				h.Clock.Advance(step)
-				r := rng.IntN(replicas)
-				key := keys[min(rng.IntN(5), 1)]
-				cost := int64(1)
-				if rng.IntN(8) == 0 {
-					cost = 1 + rng.Int64N(3)
+				at := h.Clock.Now().UnixNano()
+				batch := make([]event, n)
+				for j := range batch {
+					cost := int64(1)
+					if rng.IntN(8) == 0 {
+						cost = 1 + rng.Int64N(3)
+					}
+					batch[j] = event{at: at, key: keys[min(rng.IntN(5), 1)], cost: cost, replica: rng.IntN(replicas)}
 				}
-				d, err := lims[r].AllowN(ctx, key, cost)
-				if err != nil {
-					t.Fatalf("request %d: %v", i, err)
+				h0, t0 := held()
+				var wg sync.WaitGroup
+				errs := make([]error, n)
+				for j := range batch {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						e := &batch[j]
+						e.d, errs[j] = lims[e.replica].AllowN(ctx, e.key, e.cost)
+					}()
 				}
-				var held int64
-				for _, l := range lims {
-					s := l.LeaseStats()
-					held += int64(s.Taken - s.Spent)
+				wg.Wait()
+				for _, err := range errs {
+					if err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
 				}
-				heldMax = max(heldMax, held)
-				evs = append(evs, event{at: h.Clock.Now().UnixNano(), key: key, cost: cost, d: d, heldMax: heldMax, replica: r})
+				// What was held during the batch: at most what was held
+				// before, and all that was taken in it.
+				h1, t1 := held()
+				heldMax = max(heldMax, h0+t1-t0, h1)
+				for j := range batch {
+					batch[j].heldMax = heldMax
+				}
+				batches = append(batches, batch)
 			}
 			m, err := sluice.NewModel(p)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The replay: per instant, the admitted requests of the batch
+			// first (at one instant their order does not matter), then its
+			// refusals; a refusal's RetryAfter is compared with the exact
+			// state before the batch (the store's state at the refusal was
+			// never behind it), its earliness with the state after.
 			state := map[string]sluice.State{}
-			var admitted, early, exactRefused, lateRetries int64
-			for i, e := range evs {
-				st := state[e.key]
-				if e.d.Allowed {
-					next, d := m.Take(st, e.at, e.cost)
+			var requests, admitted, early, exactRefused, lateRetries int64
+			for i, batch := range batches {
+				before := map[string]sluice.State{}
+				for _, e := range batch {
+					if _, ok := before[e.key]; !ok {
+						before[e.key] = state[e.key]
+					}
+				}
+				for _, e := range batch {
+					requests++
+					if !e.d.Allowed {
+						continue
+					}
+					next, d := m.Take(state[e.key], e.at, e.cost)
 					if !d.Allowed {
-						t.Fatalf("request %d (replica %d, %s, cost %d, at +%v): admitted by a lease but refused by the exact model", i, e.replica, e.key, e.cost, time.Duration(e.at-evs[0].at))
+						t.Fatalf("step %d (replica %d, %s, cost %d, at +%v): admitted by a lease but refused by the exact model", i, e.replica, e.key, e.cost, time.Duration(e.at-batches[0][0].at))
 					}
 					state[e.key] = next
 					admitted += e.cost
-					continue
 				}
-				_, exact := m.Take(st, e.at, e.cost)
-				if !exact.Allowed {
-					exactRefused++
-					if e.d.RetryAfter < exact.RetryAfter {
-						t.Errorf("request %d: RetryAfter %v, but the exact model says %v: early", i, e.d.RetryAfter, exact.RetryAfter)
+				for _, e := range batch {
+					if e.d.Allowed {
+						continue
 					}
-					if e.d.RetryAfter > exact.RetryAfter {
-						lateRetries++
+					if _, exact := m.Take(before[e.key], e.at, e.cost); !exact.Allowed && e.d.RetryAfter < exact.RetryAfter {
+						t.Errorf("step %d: RetryAfter %v, but the exact model says %v: early", i, e.d.RetryAfter, exact.RetryAfter)
 					}
-					continue
-				}
-				early++
-				_, peek := m.Take(st, e.at, 0)
-				if peek.Remaining >= e.cost+e.heldMax {
-					t.Errorf("request %d (cost %d): refused with %d units left in the exact model, more than the cost plus the %d units leases held: beyond the bound", i, e.cost, peek.Remaining, e.heldMax)
+					_, exact := m.Take(state[e.key], e.at, e.cost)
+					if !exact.Allowed {
+						exactRefused++
+						if e.d.RetryAfter > exact.RetryAfter {
+							lateRetries++
+						}
+						continue
+					}
+					early++
+					if _, peek := m.Take(state[e.key], e.at, 0); peek.Remaining >= e.cost+e.heldMax {
+						t.Errorf("step %d (cost %d): refused with %d units left in the exact model, more than the cost plus the %d units leases held: beyond the bound", i, e.cost, peek.Remaining, e.heldMax)
+					}
 				}
 			}
 			var calls, local, taken, spent, returned uint64
@@ -128,14 +177,14 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 				spent += s.Spent
 				returned += s.Returned
 			}
-			if admitted == 0 || local == 0 || early == int64(len(evs)) {
+			if admitted == 0 || local == 0 || early == requests {
 				t.Errorf("a degenerate run: %d units admitted, %d local decisions", admitted, local)
 			}
 			if _, ok := h.Store.(sluice.Giver); ok && returned == 0 {
 				t.Errorf("the store is a sluice.Giver, but no unspent unit went back")
 			}
 			t.Logf("%d requests: %d units admitted (all exact), %d refused as the exact model does (%d with a later RetryAfter), %d refused early within the bound; %d store calls, %d local decisions; leases took %d units, spent %d, returned %d",
-				len(evs), admitted, exactRefused, lateRetries, early, calls, local, taken, spent, returned)
+				requests, admitted, exactRefused, lateRetries, early, calls, local, taken, spent, returned)
 		})
 	}
 }
