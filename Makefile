@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 200000x
 BENCHTIME   ?= 1s
 
-.PHONY: test redis fmt-check vet staticcheck unit fuzz bench bench-redis bench-serve
+.PHONY: test redis fmt-check vet staticcheck unit fuzz bench bench-redis bench-serve bench-hotkey
 
 test: redis fmt-check vet staticcheck unit fuzz
 
