@@ -139,10 +139,12 @@ type lease struct {
 	// (the reply), refusedUntil the end of the reuse.
 	refusedCost, refusedUntil, retryAt int64
 	refusal                            Decision
-	// Demand: units spent since since; want is the next block size.
+	// Demand: units spent since since (when sized); want is the last
+	// block size.
 	used  int64
 	since int64
 	want  int64
+	sized bool
 	// room is the store's Remaining before the last take: capacity left.
 	room int64
 }
@@ -354,7 +356,7 @@ func (lt *leaseTable) retry(r time.Duration, c, n int64) time.Duration {
 // n. The first block is one unit.
 func (lt *leaseTable) size(e *lease, now, n int64) int64 {
 	k := int64(1)
-	if e.since != 0 && now > e.since {
+	if e.sized && now > e.since {
 		rate := float64(e.used) / float64(now-e.since) // units per ns
 		k = int64(min(rate*float64(lt.target), float64(lt.model.burst)))
 		k = min(k, 2*e.want)
@@ -363,7 +365,7 @@ func (lt *leaseTable) size(e *lease, now, n int64) int64 {
 		}
 	}
 	k = max(min(k, lt.model.burst), n, 1)
-	e.want, e.used, e.since = k, 0, now
+	e.want, e.used, e.since, e.sized = k, 0, now, true
 	return k
 }
 
