@@ -171,3 +171,7 @@ func (l *Limiter) request(key string, cost int64) Request {
 	i := int(ss.next.Add(1) % uint64(len(ss.policies)))
 	return Request{Policy: ss.policies[i], Key: l.shardKey(key, i), Cost: cost}
 }
+
+// Shards returns the number of sub-keys the limiter splits each key into:
+// 1 unless WithShards.
+func (l *Limiter) Shards() int { return l.shards }
