@@ -124,11 +124,13 @@
 // refills: one round trip per unit refilled per process at most, however
 // many requests arrive.
 //
-// Leases may refuse early: with H(t) the units taken by blocks and not
-// spent (held by live blocks of any process, or lapsed and not yet given
-// back), a request of cost c refused at t is one the exact model would
-// also refuse at t or one for which c > R(t) − H(t), R(t) being what the
-// exact model has left. RetryAfter is never early: a leased refusal is the
+// Leases may refuse early, by no more than the capacity blocks hold: with
+// H(t) the most units that blocks of all processes together had taken and
+// not spent at any instant up to t (held by live blocks, lapsed ones not
+// given back, or given back while a refusal was being reused), a request
+// of cost c refused at t is one the exact model would also refuse at t, or
+// one for which c > R(t) − H(t), R(t) being what the exact model has left:
+// the store's state is the exact one plus at most those units. RetryAfter is never early: a leased refusal is the
 // store's (or the store's reused until it can have changed), and the
 // store's state is never behind the exact one. storetest.Leases replays
 // every admission of three leasing replicas through the exact model and

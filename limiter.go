@@ -35,7 +35,10 @@ func WithFailureMode(m FailureMode) Option { return func(l *Limiter) { l.failure
 
 // Limiter applies one Policy to any number of keys, over a Store. It is safe
 // for concurrent use; all its state lives in the store, so many Limiters (in
-// many processes, over a shared store) enforce one limit together.
+// many processes, over a shared store) enforce one limit together. With
+// WithLease it also holds local budgets taken from the store, and with
+// WithShards it spreads each key over sub-keys: see the package
+// documentation, "Leases" and "Sharding".
 type Limiter struct {
 	store   Store
 	policy  Policy
