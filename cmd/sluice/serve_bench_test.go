@@ -169,7 +169,7 @@ func loadServe(b *testing.B, addr, httpAddr string, pid, inflight int) {
 
 // storeErrors returns the sum of serve's sluice_store_errors_total
 // counters.
-func storeErrors(b *testing.B, httpAddr string) int64 {
+func storeErrors(b testing.TB, httpAddr string) int64 {
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
 		b.Fatal(err)
