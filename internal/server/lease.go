@@ -41,3 +41,24 @@ func allowAll(ctx context.Context, checks []sluice.Check) (sluice.Result, error)
 	}
 	return res, err
 }
+
+// reuse returns the limiter in force for a rule identical to r (same place,
+// policy and options), if it holds leases: a reload then keeps the blocks
+// it holds rather than abandoning them (their units would be refused to
+// everyone until they lapse, a fixed window's until the window ends).
+func (s *Server) reuse(r *config.Rule) *sluice.Limiter {
+	if !r.Lease {
+		return nil
+	}
+	prev := s.snap.Load()
+	if prev == nil {
+		return nil
+	}
+	for old, l := range prev.limiters {
+		if old.Domain == r.Domain && old.FullKey == r.FullKey && old.Policy == r.Policy &&
+			old.FailureMode == r.FailureMode && old.Lease && old.Shards == r.Shards {
+			return l
+		}
+	}
+	return nil
+}

@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice"
 )
 
 // TestLeaseAndShardsExact: rules with lease: true and shards: 3 admit
@@ -55,5 +58,41 @@ descriptors:
 		if want := map[string]int{"d.leased": 1, "d.sharded": 3}[r.FullKey]; l.Shards() != want {
 			t.Errorf("%s: %d shards, want %d", r.FullKey, l.Shards(), want)
 		}
+	}
+}
+
+// TestLeaseSurvivesReload: a reload that leaves a leased rule as it was
+// keeps its limiter, and so the blocks it holds; one that changes the rule
+// makes a new one.
+func TestLeaseSurvivesReload(t *testing.T) {
+	const rule = `domain: d
+descriptors:
+  - key: leased
+    rate_limit: {unit: day, requests_per_unit: %d, lease: true}
+`
+	h := start(t, map[string]string{"a.yaml": fmt.Sprintf(rule, 1000)})
+	limiter := func() *sluice.Limiter {
+		for r, l := range h.srv.snap.Load().limiters {
+			if r.FullKey == "d.leased" {
+				return l
+			}
+		}
+		t.Fatal("no limiter for d.leased")
+		return nil
+	}
+	before := limiter()
+	writeFiles(t, h.dir, map[string]string{"b.yaml": "domain: e\ndescriptors:\n  - key: other\n    rate_limit: {unit: day, requests_per_unit: 5}\n"})
+	if err := h.srv.ReloadDir(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	if limiter() != before {
+		t.Error("a reload that left the leased rule alone replaced its limiter (and dropped its blocks)")
+	}
+	writeFiles(t, h.dir, map[string]string{"a.yaml": fmt.Sprintf(rule, 2000)})
+	if err := h.srv.ReloadDir(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	if l := limiter(); l == before || l.Policy().Limit != 2000 {
+		t.Errorf("a reload that changed the leased rule kept the old limiter (limit %d)", l.Policy().Limit)
 	}
 }

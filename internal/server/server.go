@@ -107,6 +107,10 @@ func (s *Server) Apply(c *config.Config) error {
 		if r.Unlimited || r.Deny {
 			continue
 		}
+		if l := s.reuse(r); l != nil {
+			sn.limiters[r] = l
+			continue
+		}
 		l, err := sluice.NewLimiter(s.store, r.Policy, ruleOptions(r)...)
 		if err != nil {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
