@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -33,7 +34,15 @@ type ShardKeyer interface {
 type shardSet struct {
 	policies []Policy
 	next     atomic.Uint64 // round-robin start
+	// keys caches the shard keys of recent keys (key → n keys), since a
+	// ShardKeyer may search for them; it is dropped whole when it holds
+	// maxCachedKeys.
+	keys   atomic.Pointer[sync.Map]
+	cached atomic.Int64
 }
+
+// maxCachedKeys bounds a sharded limiter's cache of shard keys.
+const maxCachedKeys = 4096
 
 // ShardPolicies returns the n policies a policy p is split into: limits and
 // bursts of ⌊x/n⌋, the first x mod n of them one more, so they sum to
@@ -117,11 +126,29 @@ func (l *Limiter) take(ctx context.Context, key string, n int64) (Decision, erro
 }
 
 func (l *Limiter) shardKey(key string, i int) string {
-	n := len(l.shardSet.policies)
-	if k, ok := l.store.(ShardKeyer); ok {
-		return k.ShardKey(l.shardSet.policies[i], key, i, n)
+	ss := l.shardSet
+	n := len(ss.policies)
+	k, ok := l.store.(ShardKeyer)
+	if !ok {
+		return key + "~" + strconv.Itoa(i)
 	}
-	return key + "~" + strconv.Itoa(i)
+	m := ss.keys.Load()
+	if m == nil || ss.cached.Load() >= maxCachedKeys {
+		m = new(sync.Map)
+		ss.keys.Store(m)
+		ss.cached.Store(0)
+	}
+	if v, ok := m.Load(key); ok {
+		return v.([]string)[i]
+	}
+	keys := make([]string, n)
+	for j := range keys {
+		keys[j] = k.ShardKey(ss.policies[j], key, j, n)
+	}
+	if _, loaded := m.LoadOrStore(key, keys); !loaded {
+		ss.cached.Add(1)
+	}
+	return keys[i]
 }
 
 // take tries the shards in turn from a round-robin start, each once, until
