@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,21 @@ descriptors:
 		wg.Wait()
 		if ok.Load() != 1000 {
 			t.Errorf("%s: admitted %d, want exactly 1000", key, ok.Load())
+		}
+	}
+	body := h.get(t, "/metrics")
+	for _, want := range []string{
+		`sluice_lease_units_total{domain="d",kind="spent",policy="d.leased"} 1000`,
+		`sluice_lease_local_decisions_total{domain="d",policy="d.leased"}`,
+		`sluice_lease_store_calls_total{domain="d",policy="d.leased"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "sluice_lease_") && strings.Contains(line, "d.sharded") {
+			t.Errorf("/metrics has a lease counter for a rule without lease: %s", line)
 		}
 	}
 	sn := h.srv.snap.Load()

@@ -77,6 +77,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.metrics.registry.MustRegister(leaseCollector{s})
 	if s.metrics.extra != nil {
 		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
