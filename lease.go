@@ -258,51 +258,46 @@ func (lt *leaseTable) allow(ctx context.Context, l *Limiter, key string, n int64
 		}
 	}
 	k := lt.size(e, now, n)
-	start := lt.now()
-	var (
-		d     Decision
-		stamp State
-		err   error
-	)
 	g, stamped := l.store.(Giver)
-	lt.stats.calls.Add(1)
-	if stamped {
-		d, stamp, err = g.TakeStamped(ctx, l.policy, key, k)
-	} else {
-		d, err = l.store.Take(ctx, l.policy, key, k)
-	}
-	if err != nil {
-		return d, err
-	}
-	end := lt.now()
-	if !d.Allowed && k > n {
+	var (
+		d          Decision
+		stamp      State
+		err        error
+		start, end int64
+	)
+	for try := 0; ; try++ {
+		start = lt.now()
+		lt.stats.calls.Add(1)
+		if stamped {
+			d, stamp, err = g.TakeStamped(ctx, l.policy, key, k)
+		} else {
+			d, err = l.store.Take(ctx, l.policy, key, k)
+		}
+		if err != nil {
+			return d, err
+		}
+		end = lt.now()
+		if d.Allowed || k == n {
+			break
+		}
 		if d.Remaining >= n {
 			// Too little is left for the block, enough for the request:
-			// take what is left.
-			k = max(n, min(k, d.Remaining))
+			// take what is left (k shrinks at every try; the third is
+			// the request alone).
+			k = max(n, min(k-1, d.Remaining))
+			if try >= 1 {
+				k = n
+			}
 			e.want = k
-			lt.stats.calls.Add(1)
-			start = lt.now()
-			if stamped {
-				d, stamp, err = g.TakeStamped(ctx, l.policy, key, k)
-			} else {
-				d, err = l.store.Take(ctx, l.policy, key, k)
-			}
-			if err != nil {
-				return d, err
-			}
-			end = lt.now()
-			if !d.Allowed && k > n {
-				// Others took it meanwhile; the refusal below is for
-				// this block, not for the request.
-				d = Decision{Limit: l.policy.Limit, RetryAfter: time.Nanosecond}
-			}
-		} else if !d.Impossible && d.RetryAfter > 0 && lt.model.kind != fixedKind {
+			continue
+		}
+		if !d.Impossible && d.RetryAfter > 0 && lt.model.kind != fixedKind {
 			// The request itself would have been refused: its wait is
 			// the block's less the k−n units' time, rounded down so that
 			// it is never early.
 			d.RetryAfter -= time.Duration(lt.model.dur(k - n).ns)
 		}
+		break
 	}
 	if !d.Allowed {
 		e.room = d.Remaining
