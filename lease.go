@@ -408,3 +408,39 @@ func (l *Limiter) checkLease() error {
 	l.leases = newLeaseTable(m, l.leaseTarget, l.clock)
 	return nil
 }
+
+// ReleaseLeases gives back to the store what the limiter's live blocks
+// hold unspent (where the store can take it back: Giver), and ends them.
+// Call it when the limiter is retired (a process shutting down, a
+// configuration replaced), so that other processes can use those units
+// at once rather than after the blocks lapse. The limiter stays usable.
+func (l *Limiter) ReleaseLeases(ctx context.Context) error {
+	lt := l.leases
+	if lt == nil {
+		return nil
+	}
+	for i := range lt.shards {
+		sh := &lt.shards[i]
+		sh.mu.Lock()
+		keys := make([]string, 0, len(sh.m))
+		entries := make([]*lease, 0, len(sh.m))
+		for k, e := range sh.m {
+			keys, entries = append(keys, k), append(entries, e)
+		}
+		sh.mu.Unlock()
+		for j, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("sluice: policy %q: releasing leases: %w", l.policy.Name, err)
+			}
+			e.mu.Lock()
+			if !e.dead {
+				e.dead = true
+				if e.left > 0 {
+					lt.give(ctx, l, keys[j], e)
+				}
+			}
+			e.mu.Unlock()
+		}
+	}
+	return nil
+}

@@ -130,3 +130,42 @@ func TestShardsAllowAll(t *testing.T) {
 		t.Errorf("Wait for 3 units, more than any of the 3 shards of 6 holds: %v, want ErrImpossible", err)
 	}
 }
+
+// TestReleaseLeases: a retired limiter gives its unspent block back, and
+// another process can take those units at once.
+func TestReleaseLeases(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	p := sluice.Policy{Name: "rel", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Hour}
+	a, _ := sluice.NewLimiter(store, p, sluice.WithLease(time.Second), sluice.WithClock(clock))
+	b, _ := sluice.NewLimiter(store, p, sluice.WithLease(time.Second), sluice.WithClock(clock))
+	ctx := context.Background()
+	for range 20 { // a grows blocks: 1, 2, 4, 8, 16, ...
+		clock.Advance(time.Millisecond)
+		if d, err := a.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("a: %+v %v", d, err)
+		}
+	}
+	held := a.LeaseStats().Taken - a.LeaseStats().Spent
+	if held == 0 {
+		t.Fatal("a holds nothing: the test needs a live block")
+	}
+	if err := a.ReleaseLeases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.LeaseStats(); s.Returned != held {
+		t.Errorf("a returned %d of the %d units it held", s.Returned, held)
+	}
+	admitted := 0
+	for range 100 {
+		if d, err := b.Allow(ctx, "k"); err != nil {
+			t.Fatal(err)
+		} else if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 80 {
+		t.Errorf("b admitted %d after a released its block, want the 80 a did not spend", admitted)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -58,6 +59,52 @@ func (s *Server) reuse(r *config.Rule) *sluice.Limiter {
 		if old.Domain == r.Domain && old.FullKey == r.FullKey && old.Policy == r.Policy &&
 			old.FailureMode == r.FailureMode && old.Lease && old.Shards == r.Shards {
 			return l
+		}
+	}
+	return nil
+}
+
+// releaseTimeout bounds the return of a replaced limiter's blocks.
+const releaseTimeout = 2 * time.Second
+
+// retire gives back the blocks of the leasing limiters of prev that next
+// no longer uses (a reload changed their rules), for at most
+// releaseTimeout: best effort, what is not returned lapses. A request still
+// deciding with prev may take a new block meanwhile; that one lapses too.
+func (s *Server) retire(prev, next *snapshot) {
+	if prev == nil {
+		return
+	}
+	kept := map[*sluice.Limiter]bool{}
+	for _, l := range next.limiters {
+		kept[l] = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	for r, l := range prev.limiters {
+		if !r.Lease || kept[l] {
+			continue
+		}
+		if err := l.ReleaseLeases(ctx); err != nil {
+			s.log.Warn("returning the leases of a replaced rule", "error", err)
+			return
+		}
+	}
+}
+
+// ReleaseLeases gives back what the leasing rules in force hold unspent, so
+// that other processes can use it at once: serve calls it when it stops.
+func (s *Server) ReleaseLeases(ctx context.Context) error {
+	sn := s.snap.Load()
+	if sn == nil {
+		return nil
+	}
+	for r, l := range sn.limiters {
+		if !r.Lease {
+			continue
+		}
+		if err := l.ReleaseLeases(ctx); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -79,7 +79,8 @@ descriptors:
 
 // TestLeaseSurvivesReload: a reload that leaves a leased rule as it was
 // keeps its limiter, and so the blocks it holds; one that changes the rule
-// makes a new one.
+// makes a new one and returns what the old one held; ReleaseLeases (at
+// shutdown) returns what the rules in force hold.
 func TestLeaseSurvivesReload(t *testing.T) {
 	const rule = `domain: d
 descriptors:
@@ -97,6 +98,11 @@ descriptors:
 		return nil
 	}
 	before := limiter()
+	for range 20 { // blocks of 1, 2, 4, 8, 16: 11 units held after 20 requests
+		if r := h.should(t, "d", desc("leased", "x")); r.GetOverallCode() != rls.RateLimitResponse_OK {
+			t.Fatalf("refused: %v", r)
+		}
+	}
 	writeFiles(t, h.dir, map[string]string{"b.yaml": "domain: e\ndescriptors:\n  - key: other\n    rate_limit: {unit: day, requests_per_unit: 5}\n"})
 	if err := h.srv.ReloadDir(h.dir); err != nil {
 		t.Fatal(err)
@@ -110,5 +116,19 @@ descriptors:
 	}
 	if l := limiter(); l == before || l.Policy().Limit != 2000 {
 		t.Errorf("a reload that changed the leased rule kept the old limiter (limit %d)", l.Policy().Limit)
+	}
+	if s := before.LeaseStats(); s.Returned == 0 || s.Returned != s.Taken-s.Spent {
+		t.Errorf("the replaced limiter: %+v; want all it held returned", s)
+	}
+	// Shutting down returns what the rules in force hold.
+	for range 20 {
+		h.should(t, "d", desc("leased", "x"))
+	}
+	l := limiter()
+	if err := h.srv.ReleaseLeases(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := l.LeaseStats(); s.Taken == s.Spent || s.Returned != s.Taken-s.Spent {
+		t.Errorf("after ReleaseLeases: %+v; want what it held returned", s)
 	}
 }

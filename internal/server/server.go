@@ -118,7 +118,8 @@ func (s *Server) Apply(c *config.Config) error {
 		}
 		sn.limiters[r] = l
 	}
-	s.snap.Store(sn)
+	prev := s.snap.Swap(sn)
+	s.retire(prev, sn)
 	s.metrics.reloaded(true, sn.loaded)
 	return nil
 }
