@@ -84,7 +84,9 @@
 // target lease duration (DefaultLeaseTarget), at most twice the last block
 // and at most half of what the store had left at the last take, so blocks
 // shrink to single requests when the shared capacity runs low. Unspent
-// units go back (Giver) when a block lapses. A refusal by a store that has
+// units go back (Giver) when a block lapses, and when the limiter is
+// retired (Limiter.ReleaseLeases; serve calls it on shutdown and for rules
+// a reload replaces). A refusal by a store that has
 // no whole unit left is reused locally until the store can have one.
 // Leases support token-bucket, gcra and fixed-window; NewLimiter refuses
 // them for the others.
