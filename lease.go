@@ -133,6 +133,7 @@ type lease struct {
 	stamp      State
 	stamped    bool
 	dead       bool // spent, expired or returned: no more units
+	removed    bool // swept from the table
 	// A refusal by the store with no whole unit left, reused until the
 	// store may have one: refusal is the store's decision for a cost of
 	// refusedCost; retryAt is the local instant its RetryAfter counts from
@@ -180,6 +181,7 @@ func (lt *leaseTable) get(key string, now int64) *lease {
 			if e.mu.TryLock() {
 				if e.idle(lt, now) {
 					delete(sh.m, k)
+					e.removed = true
 				}
 				e.mu.Unlock()
 			}
@@ -218,6 +220,13 @@ func (lt *leaseTable) allow(ctx context.Context, l *Limiter, key string, n int64
 	now := lt.now()
 	e := lt.get(key, now)
 	e.mu.Lock()
+	for e.removed {
+		// Swept from the table between get and Lock: use the key's
+		// current entry, so that no block lives outside the table.
+		e.mu.Unlock()
+		e = lt.get(key, now)
+		e.mu.Lock()
+	}
 	defer e.mu.Unlock()
 	now = lt.now() // after waiting for the lock: the block may be newer than the first reading
 	if e.usable(lt, now, n) {

@@ -3,7 +3,10 @@ package sluice_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,5 +170,43 @@ func TestReleaseLeases(t *testing.T) {
 	}
 	if admitted != 80 {
 		t.Errorf("b admitted %d after a released its block, want the 80 a did not spend", admitted)
+	}
+}
+
+// TestLeaseManyKeys: a leasing limiter over many keys, from many goroutines,
+// sweeps idle keys from its table while others are being decided: every
+// key still gets exactly its limit.
+func TestLeaseManyKeys(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	p := sluice.Policy{Name: "many", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Hour}
+	l, _ := sluice.NewLimiter(store, p, sluice.WithLease(0), sluice.WithClock(clock))
+	ctx := context.Background()
+	const keys, workers = 3000, 8
+	var wg sync.WaitGroup
+	admitted := make([]atomic.Int64, keys)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range keys {
+				k := (i*7 + w*131) % keys
+				d, err := l.Allow(ctx, "key-"+strconv.Itoa(k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted[k].Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k := range admitted {
+		if n := admitted[k].Load(); n != 3 {
+			t.Fatalf("key %d: admitted %d of %d requests, want exactly the limit 3", k, n, workers)
+		}
 	}
 }
