@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 200000x
 BENCHTIME   ?= 1s
 
-.PHONY: test redis chromium fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve pictures image-binary
+.PHONY: test redis chromium fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve pictures image-binary bench-hotkey
 
 test: redis chromium fmt-check spdx vet staticcheck unit fuzz
 
@@ -81,3 +81,11 @@ bench-redis: redis
 # split (BenchmarkServe); needs taskset (util-linux) for the split cases.
 bench-serve: redis
 	$(GO) test -run '^$$' -bench 'BenchmarkServe' -benchtime 100000x -count 3 ./cmd/sluice/
+
+# Leases and shards on a hot key (BENCHMARKS.md, "Leases and shards"): 3
+# sluice serve processes on one Redis with and without rate_limit.lease
+# (round trips from Redis's INFO commandstats), the same through the
+# library, and shards 1 vs 3 on a 3-master Redis Cluster.
+bench-hotkey: redis
+	$(GO) test -run '^$$' -bench 'BenchmarkHotKey' -benchtime 20000x -count 3 ./cmd/sluice/
+	$(GO) test -run '^$$' -bench 'BenchmarkHotKey' -benchtime 100000x -count 3 ./redisstore/

@@ -43,7 +43,12 @@ func (b storeTake) Take(ctx context.Context, key string, cost int64) (Decision, 
 	return b.store.Take(ctx, b.p, key, cost)
 }
 
-// take asks the store for one decision on the limiter's policy.
+// take asks the store for one decision on the limiter's policy: through
+// the bound policy, or through the limiter's leases or shards (shard.go)
+// when it has them.
 func (l *Limiter) take(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.bound.Take(ctx, key, n)
+	if l.leases == nil && l.shardSet == nil {
+		return l.bound.Take(ctx, key, n)
+	}
+	return l.takeSpread(ctx, key, n)
 }

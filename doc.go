@@ -125,4 +125,95 @@
 // process that dies are back once their TTL has passed. The limit is fixed
 // or moved by a Controller (package adaptive); a reserve keeps
 // ⌊limit·fraction⌋ slots for critical requests.
+//
+// # Leases
+//
+// WithLease (rate_limit.lease: true in the service) makes a Limiter take a
+// block of k units from the store in one round trip (a plain Take of cost
+// k) and spend it in process. The block is sized from this process's own
+// demand: the units it used since its last block, as a rate, times the
+// target lease duration (DefaultLeaseTarget), at most twice the last block
+// and at most half of what the store had left at the last take, so blocks
+// shrink to single requests when the shared capacity runs low. Unspent
+// units go back (Giver) when a block lapses, and when the limiter is
+// retired (Limiter.ReleaseLeases; serve calls it on shutdown and for rules
+// a reload replaces). A refusal by a store that has
+// no whole unit left is reused locally until the store can have one.
+// Leases support token-bucket, gcra and fixed-window; NewLimiter refuses
+// them for the others.
+//
+// Contract: leases never admit more than the exact limit. Every set of
+// requests a fleet of leasing limiters admits, replayed at the instants
+// they were admitted through the exact model of one key, is admitted by it.
+// Proof sketch for the bucket kinds (T = Period/Limit): let S be the
+// store's TAT, E the TAT of the exact replay and U the units held unspent
+// by all live blocks. Admissions keep E ≤ S − U·T (a block's take adds k·T
+// to S and k to U; spending moves c·T from U·T to E, and E's max(E, t)
+// never bites while S − U·T ≥ t). That last condition is what time can
+// break, and a block keeps it: a block taken at t0 that moved the TAT from
+// max(TAT, t0) = A to A + k·T may spend its i-th unit (i = 1..k) only up
+// to the instant A + (i−1)·T, the moment the exact bucket would have
+// refilled past that unit. The limiter checks this against its own clock
+// from the call's start, with the TAT's distance from the store's now
+// (ResetAfter, less the 1 ns it may be rounded up by), so clock offsets
+// between processes do not matter, only clock rates. A block of a full
+// bucket must therefore be spent at least at the refill rate: leases help
+// exactly when demand exceeds it. A return is safe only where it is
+// equivalent to the block having been smaller: for the bucket kinds only if
+// nothing changed the key since the take (the TAT is still the one the
+// take left), for fixed-window while the window is the same (Model.Give).
+// A fixed-window block is valid only in the window it was taken in. The
+// sliding kinds record units when they are taken, so a later spend could
+// fall outside what they count; leaky-bucket's delays make it a shaper.
+//
+// What leases buy therefore depends on the algorithm and the load. A
+// fixed-window block lasts until its window ends, so a key under its limit
+// is decided locally with one round trip per block, and a key over it is
+// refused locally until the window ends. A token-bucket or gcra block taken
+// from a full bucket must be spent at least at the refill rate, so a key
+// well under its limit (a bucket that stays full) gains nothing: its blocks
+// lapse and shrink to one unit. A hot key runs its bucket in debt, where a
+// block lasts up to Burst·T, and its refusals are reused until a unit
+// refills: one round trip per unit refilled per process at most, however
+// many requests arrive.
+//
+// Leases may refuse early, by no more than the capacity blocks hold: with
+// H(t) the most units that blocks of all processes together had taken and
+// not spent at any instant up to t (held by live blocks, lapsed ones not
+// given back, or given back while a refusal was being reused), a request
+// of cost c refused at t is one the exact model would also refuse at t, or
+// one for which c > R(t) − H(t), R(t) being what the exact model has left:
+// the store's state is the exact one plus at most those units. RetryAfter is never early: a leased refusal is the
+// store's (or the store's reused until it can have changed), and the
+// store's state is never behind the exact one. storetest.Leases replays
+// every admission of three leasing replicas through the exact model and
+// checks both bounds, on memstore and on real Redis.
+//
+// # Sharding
+//
+// WithShards(n) (rate_limit.shards: n) splits every key over n sub-keys, so
+// on a Redis Cluster one hot key's load spreads over n masters (redisstore
+// picks sub-keys whose hash slots fall in n different ranges of the slot
+// space). Shard i has limit ⌊Limit/n⌋ and burst ⌊Burst/n⌋, the first
+// Limit mod n (Burst mod n) shards one more, so they sum to exactly the
+// policy's (ShardPolicies); n may not exceed the limit or the burst.
+//
+// Contract: shards never admit more than the exact limit: every admitted
+// set, replayed through one exact key, is admitted by it, because each
+// model's admissible sets are bounded linearly in its limit and burst
+// (a token bucket admits at most Burst + Limit·d/Period in any span d, a
+// window at most Limit per window) and the shards' bounds sum to the
+// policy's. A request tries the shards in turn from a round-robin start,
+// each once, until one admits; it is refused only when every shard would
+// refuse it, so a refused request of cost c finds fewer than c units in
+// each shard: fewer than n·c over the key. Relative to one key it may thus
+// be early by up to n·c − 1 units, plus refill a full shard could not
+// store while another was short. A cost above every shard's capacity
+// (⌈Burst/n⌉, ⌈Limit/n⌉ for the windows) is Impossible. RetryAfter is the
+// least over the shards, when that shard admits: never early. A refusal
+// costs n round trips. In AllowAll a sharded limit offers one shard
+// (round-robin) to the atomic batch. leaky-bucket cannot be sharded (n
+// queues do not release one steady stream), and shards do not combine with
+// leases. storetest.Shards checks all of this on memstore and a real
+// 3-master Redis Cluster.
 package sluice

@@ -47,7 +47,10 @@ func WithFailureMode(m FailureMode) Option { return func(l *Limiter) { l.failure
 
 // Limiter applies one Policy to any number of keys, over a Store. It is safe
 // for concurrent use; all its state lives in the store, so many Limiters (in
-// many processes, over a shared store) enforce one limit together.
+// many processes, over a shared store) enforce one limit together. With
+// WithLease it also holds local budgets taken from the store, and with
+// WithShards it spreads each key over sub-keys: see the package
+// documentation, "Leases" and "Sharding".
 type Limiter struct {
 	store   Store
 	policy  Policy
@@ -59,6 +62,12 @@ type Limiter struct {
 	replicas ReplicaCounter
 	shares   shareCache
 	bound    BoundPolicy // the store's binding of policy (bind.go)
+	// Leases (lease.go) and hot-key shards (shard.go).
+	leaseTarget time.Duration
+	clock       Clock
+	leases      *leaseTable
+	shards      int
+	shardSet    *shardSet
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
@@ -76,6 +85,12 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	}
 	if l.failure == FailLocal && l.local == nil {
 		return nil, errNoLocalStore
+	}
+	if err := l.checkLease(); err != nil {
+		return nil, err
+	}
+	if err := l.checkShards(); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
@@ -246,7 +261,7 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		if c.Cost < 0 {
 			return res, fmt.Errorf("sluice: AllowAll: check %d: policy %q: key %q: cost %d: must be >= 0", i, c.Limiter.policy.Name, c.Key, c.Cost)
 		}
-		reqs[i] = Request{Policy: c.Limiter.policy, Key: c.Key, Cost: c.Cost}
+		reqs[i] = c.Limiter.request(c.Key, c.Cost)
 	}
 	res.Decisions = make([]Decision, len(checks))
 	err := store.TakeAll(ctx, reqs, res.Decisions)
@@ -260,6 +275,9 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		failedAll(ctx, checks, res.Decisions)
 		res.settle()
 		return res, fmt.Errorf("sluice: AllowAll: %w", err)
+	}
+	for i, c := range checks {
+		res.Decisions[i].Limit = c.Limiter.policy.Limit // a shard's is its part
 	}
 	res.settle()
 	return res, nil

@@ -29,3 +29,25 @@ func TestConformance(t *testing.T) {
 		}
 	})
 }
+
+// TestLeases runs the lease oracle over memstore: three leasing replicas
+// never admit what the exact model refuses.
+func TestLeases(t *testing.T) {
+	storetest.Leases(t, func(t *testing.T) storetest.Harness {
+		clock := sluicetest.NewClock(time.Unix(0, 0))
+		s := memstore.New(memstore.WithClock(clock))
+		t.Cleanup(func() { _ = s.Close() })
+		return storetest.Harness{Store: s, Clock: clock}
+	})
+}
+
+// TestShards runs the shard oracle over memstore: a sharded key never
+// admits what one exact key refuses.
+func TestShards(t *testing.T) {
+	storetest.Shards(t, func(t *testing.T) storetest.Harness {
+		clock := sluicetest.NewClock(time.Unix(0, 0))
+		s := memstore.New(memstore.WithClock(clock))
+		t.Cleanup(func() { _ = s.Close() })
+		return storetest.Harness{Store: s, Clock: clock}
+	})
+}

@@ -394,7 +394,7 @@ func (c *compiled) dur(k int64) (ns, frac uint64) {
 // Take applies one request; see sluice.Store.
 func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	var out [1]sluice.Decision
-	if err := s.take(ctx, []sluice.Request{{Policy: p, Key: key, Cost: cost}}, out[:]); err != nil {
+	if err := s.take(ctx, []sluice.Request{{Policy: p, Key: key, Cost: cost}}, out[:], nil); err != nil {
 		return sluice.Decision{}, fmt.Errorf("redisstore: take %q: %w", key, err)
 	}
 	return out[0], nil
@@ -414,7 +414,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if len(reqs) == 0 {
 		return nil
 	}
-	if err := s.take(ctx, reqs, out); err != nil {
+	if err := s.take(ctx, reqs, out, nil); err != nil {
 		return fmt.Errorf("redisstore: take all: %w", err)
 	}
 	return nil
@@ -447,7 +447,9 @@ func (sc *scratch) release() {
 	scratchPool.Put(sc)
 }
 
-func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+// take applies reqs; with post non-nil, post[i] receives the state request
+// i left (for TakeStamped).
+func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, post []sluice.State) error {
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	cs, keys := slices.Grow(sc.cs[:0], len(reqs)), slices.Grow(sc.keys[:0], 2*len(reqs))
@@ -530,7 +532,11 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 			return err
 		}
 		states = append(states, st)
-		_, out[i] = cs[i].model.Take(st, now, r.Cost)
+		var next sluice.State
+		next, out[i] = cs[i].model.Take(st, now, r.Cost)
+		if post != nil {
+			post[i] = next
+		}
 		all = all && out[i].Allowed
 	}
 	sc.states = states

@@ -500,6 +500,9 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		<-grpcDone
 	}
 	<-watchDone
+	if err := srv.ReleaseLeases(sctx); err != nil { // give other processes what leases held
+		log.Warn("returning leases cut short", "error", err)
+	}
 	log.Info("stopped")
 	return status
 }

@@ -164,7 +164,7 @@ func loadServe(b *testing.B, addr, httpAddr string, pid, inflight int) {
 
 // storeErrors returns the sum of serve's sluice_store_errors_total
 // counters.
-func storeErrors(b *testing.B, httpAddr string) int64 {
+func storeErrors(b testing.TB, httpAddr string) int64 {
 	return int64(metricSum(b, httpAddr, "sluice_store_errors_total"))
 }
 

@@ -273,6 +273,10 @@ type rawLimit struct {
 	multiplier           int64
 	multiplierNode       *yaml.Node
 	inflight             rawInFlight // in-flight fields (inflight.go)
+	lease                bool
+	leaseNode            *yaml.Node
+	shards               int64
+	shardsNode           *yaml.Node
 }
 
 // descriptors compiles a descriptors list into parent.
@@ -425,6 +429,8 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		},
 		"controller":        func(v *yaml.Node, f string) { r.inflight.controller = p.num(v, f) },
 		"latency_threshold": func(v *yaml.Node, f string) { r.inflight.threshold = p.num(v, f) },
+		"lease":             func(v *yaml.Node, f string) { r.lease, r.leaseNode = p.boolean(v, f), v },
+		"shards":            func(v *yaml.Node, f string) { r.shards, _ = p.integer(v, f); r.shardsNode = v },
 	})
 	if !ok {
 		return nil
@@ -475,6 +481,8 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			{r.algorithm != "", "algorithm", r.algorithmNode},
 			{r.burstNode != nil, "burst", r.burstNode},
 			{r.multiplierNode != nil, "unit_multiplier", r.multiplierNode},
+			{r.leaseNode != nil, "lease", r.leaseNode},
+			{r.shardsNode != nil, "shards", r.shardsNode},
 		} {
 			if x.set {
 				p.errorf(at(x.where), field+"."+x.name, "must not be set on an unlimited rate_limit")
@@ -536,9 +544,14 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 	rule.Unit, rule.UnitMultiplier = unitOf(period)
 	if r.requests == 0 {
 		// envoyproxy/ratelimit refuses every request of a zero limit.
-		if r.burstNode != nil {
-			p.errorf(at(r.burstNode), field+".burst", "must not be set when requests_per_unit is 0 (every request is refused)")
-			return nil
+		for _, x := range []struct {
+			name  string
+			where *yaml.Node
+		}{{"burst", r.burstNode}, {"lease", r.leaseNode}, {"shards", r.shardsNode}} {
+			if x.where != nil {
+				p.errorf(at(x.where), field+"."+x.name, "must not be set when requests_per_unit is 0 (every request is refused)")
+				return nil
+			}
 		}
 		rule.Deny = true
 		return rule
@@ -555,6 +568,9 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			f = field + ".period"
 		}
 		p.errorf(n, f, "%s", strings.TrimPrefix(err.Error(), "sluice: "))
+		return nil
+	}
+	if !p.leaseShards(r, rule, field, at) {
 		return nil
 	}
 	return rule

@@ -122,7 +122,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	// the rest again: at most one round more than there are quota-mode
 	// descriptors.
 	for len(checks) > 0 {
-		res, aerr := sluice.AllowAll(ctx, checks...)
+		res, aerr := allowAll(ctx, checks)
 		if aerr != nil && res.Decisions == nil {
 			return false, nil, aerr // a bad request, not a store failure
 		}

@@ -119,6 +119,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	if err := s.registerCollectors(); err != nil {
 		return nil, err
 	}
+	s.metrics.registry.MustRegister(leaseCollector{s})
 	if s.metrics.extra != nil {
 		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
@@ -153,7 +154,11 @@ func (s *Server) Apply(c *config.Config) error {
 		if r.Unlimited || r.Deny {
 			continue
 		}
-		l, err := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(r.FailureMode)...)
+		if l := s.reuse(r); l != nil {
+			sn.limiters[r] = l
+			continue
+		}
+		l, err := sluice.NewLimiter(s.store, r.Policy, append(s.limiterOptions(r.FailureMode), ruleOptions(r)...)...)
 		if err != nil {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
 		}
@@ -167,7 +172,8 @@ func (s *Server) Apply(c *config.Config) error {
 			sn.shadowed[r] = &sr
 		}
 	}
-	s.snap.Store(sn)
+	prev := s.snap.Swap(sn)
+	s.retire(prev, sn)
 	s.live.applied(c, sn.loaded)
 	s.metrics.reloaded(true, sn.loaded)
 	return nil

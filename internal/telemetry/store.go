@@ -28,10 +28,39 @@ func (t *Tracing) Store(s sluice.Store) sluice.Store {
 		return s
 	}
 	ts := &store{next: s, tracer: t.store}
-	if r, ok := s.(sluice.Resetter); ok {
-		return &resetStore{store: ts, reset: r}
+	r, ok := s.(sluice.Resetter)
+	if !ok {
+		return ts
 	}
-	return ts
+	rs := &resetStore{store: ts, reset: r}
+	g, gok := s.(sluice.Giver)
+	sem, sok := s.(sluice.Semaphore)
+	if !gok || !sok {
+		return rs
+	}
+	// The optional interfaces serve and the Limiter look for (leases,
+	// in-flight limits, shard keys) pass through untraced, so turning
+	// tracing on changes no behaviour. memstore and redisstore have all of
+	// them but ShardKeyer, which redisstore alone has.
+	fs := &fullStore{resetStore: rs, Giver: g, Semaphore: sem}
+	if k, ok := s.(sluice.ShardKeyer); ok {
+		return &shardStore{fullStore: fs, ShardKeyer: k}
+	}
+	return fs
+}
+
+// fullStore traces a store that can reset keys, and passes leases
+// (Giver) and in-flight slots (Semaphore) through.
+type fullStore struct {
+	*resetStore
+	sluice.Giver
+	sluice.Semaphore
+}
+
+// shardStore is a fullStore that also chooses shard keys.
+type shardStore struct {
+	*fullStore
+	sluice.ShardKeyer
 }
 
 // store traces a sluice.Store.

@@ -101,6 +101,12 @@ func TestStoreSpans(t *testing.T) {
 	if _, ok := store.(sluice.Resetter); !ok {
 		t.Fatal("the traced memstore lost its Reset")
 	}
+	if _, ok := store.(sluice.Giver); !ok {
+		t.Fatal("the traced memstore lost its Give (leases)")
+	}
+	if _, ok := store.(sluice.Semaphore); !ok {
+		t.Fatal("the traced memstore lost its Semaphore (in-flight limits)")
+	}
 	p := sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Minute}
 	ctx := context.Background()
 	store.Take(ctx, p, "user-1", 1)

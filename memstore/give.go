@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+
+	"github.com/sluicehq/sluice"
+)
+
+var _ sluice.Giver = (*Store)(nil)
+
+// TakeStamped is Take that also returns the key's state after the take,
+// for Give.
+func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, sluice.State, error) {
+	if s.closed.Load() {
+		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, err)
+	}
+	if cost < 0 {
+		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
+	}
+	c, err := s.compile(p)
+	if err != nil {
+		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, err)
+	}
+	h := maphash.String(s.seed, key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	k := headOf(key)
+	var d sluice.Decision
+	if !sh.take(c, s.seed, h, &k, key, cost, now, &d) {
+		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
+	}
+	var st sluice.State
+	if t := sh.table(c.pt.id); t != nil {
+		if _, e := t.find(h, key); e >= 0 {
+			st = t.get(e)
+			st.Log = nil
+		}
+	}
+	return d, st, nil
+}
+
+// Give gives back units of a take whose stamp (from TakeStamped) is given,
+// where sluice.Model.Give says it is safe, and reports whether it did.
+func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp sluice.State, units int64) (bool, error) {
+	if s.closed.Load() {
+		return false, fmt.Errorf("memstore: give %q: %w", key, ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("memstore: give %q: %w", key, err)
+	}
+	c, err := s.compile(p)
+	if err != nil {
+		return false, fmt.Errorf("memstore: give %q: %w", key, err)
+	}
+	h := maphash.String(s.seed, key)
+	sh := s.shardOf(h)
+	now := s.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	t := sh.table(c.pt.id)
+	if t == nil {
+		return false, nil
+	}
+	t.setDen(c.den)
+	slot, e := t.find(h, key)
+	if e < 0 {
+		return false, nil
+	}
+	next, ok := c.model.Give(t.get(e), stamp, units)
+	if !ok {
+		return false, nil
+	}
+	if exp := c.model.ExpiresAt(next); exp <= now {
+		t.remove(slot, e)
+		sh.removed()
+		sh.expired.Add(1)
+	} else {
+		t.set(e, next)
+	}
+	return true, nil
+}
