@@ -59,7 +59,7 @@ func hotKey(b *testing.B, alg string, limit int64, lease bool) {
 		// The store timeout of BenchmarkServe: on 2 vCPUs shared by five
 		// busy processes a Redis call now and then waits out the default
 		// 10 ms for a CPU, and the figures must be of decisions made.
-		addr, httpAddr, _, _ := startServeProcessOn(b, "", "--store", "redis://"+redis, "--store-timeout", "1s", "--config", dir)
+		addr, httpAddr, _, _ := startServeProcessOn(b, "", "--store", "redis://"+redis, "--config", dir)
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			b.Fatal(err)

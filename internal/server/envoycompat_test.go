@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -349,15 +350,27 @@ func TestMergeDomainsServe(t *testing.T) {
 	}
 }
 
-// countingStore counts TakeAll calls of a real memstore.
+// countingStore counts the decision calls (rounds) made to a real
+// memstore: TakeAll for several descriptors, Take for one.
 type countingStore struct {
 	*memstore.Store
-	takeAlls int
+	rounds int
 }
 
 func (c *countingStore) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
-	c.takeAlls++
+	c.rounds++
 	return c.Store.TakeAll(ctx, reqs, out)
+}
+
+func (c *countingStore) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	c.rounds++
+	return c.Store.Take(ctx, p, key, cost)
+}
+
+// Bind refuses, so that limiters call Take (and are counted) rather than
+// memstore's bound policy.
+func (c *countingStore) Bind(sluice.Policy) (sluice.BoundPolicy, error) {
+	return nil, errors.New("countingStore: no binding")
 }
 
 // TestQuotaModeRounds: a request takes at most one store round more than
@@ -387,12 +400,12 @@ descriptors:
 	rs := rlsServer{s: srv}
 	ask := func(ds ...*rlcommon.RateLimitDescriptor) (string, int) {
 		t.Helper()
-		store.takeAlls = 0
+		store.rounds = 0
 		r, err := rs.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "q", Descriptors: ds})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return codesOf(r), store.takeAlls
+		return codesOf(r), store.rounds
 	}
 	all := func() []*rlcommon.RateLimitDescriptor {
 		return []*rlcommon.RateLimitDescriptor{desc("q1", "x"), desc("q2", "x"), desc("q3", "x"), desc("o", "x")}
