@@ -17,8 +17,11 @@ import (
 	"time"
 )
 
-// redisStartTimeout bounds how long a started server may take to answer.
-const redisStartTimeout = 10 * time.Second
+// redisStartTimeout bounds how long a started server (or a Cluster's
+// creation, whose nodes gossip until they agree) may take to be ready. It
+// only bounds a failure: a ready server is used at once. 10 s was too
+// short for `redis-cli --cluster create` on a loaded 2-CPU host.
+const redisStartTimeout = 60 * time.Second
 
 // StartRedis starts a standalone redis-server on a free loopback port, with
 // persistence off and its working files in a temporary directory, waits
