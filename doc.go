@@ -11,8 +11,10 @@
 // Model to it atomically: package memstore keeps it in process, and the Redis
 // store runs the same model as a Lua script so that many replicas share one
 // limit. A Limiter binds a policy to a store and adds what sits above the
-// store: failure modes, Wait, and all-or-nothing checks of several limits
-// (AllowAll). Concurrency limits in-flight requests per key.
+// store: failure modes, Wait, all-or-nothing checks of several limits
+// (AllowAll), leases and shards for hot keys. Concurrency limits in-flight
+// requests per key in one process; InFlight does it across every process
+// sharing a store.
 //
 //	store := memstore.New()
 //	lim, err := sluice.NewLimiter(store, sluice.Policy{
@@ -88,7 +90,9 @@
 // heartbeats in Redis and keeps the last count while Redis is unreachable).
 // Rounding down keeps R·N_r ≤ N and R·B_r ≤ B; a share that rounds down to
 // nothing (R > N, or R > B) admits nothing. When the store answers again it
-// is the truth again: nothing decided locally is written back.
+// is the truth again: nothing decided locally is written back. A Limiter
+// fails open unless WithFailureMode says otherwise; the rules of sluice
+// serve fail local unless their failure_mode says otherwise.
 //
 // The bound. Let an outage last D (from the first failed call to the first
 // call answered again) and R be the count every replica knew. The requests

@@ -40,7 +40,7 @@
 //	L' ← L·g + √L                           (the √L headroom lets a healthy backend grow)
 //	L ← clamp(L·(1−Smoothing) + L'·Smoothing, Floor, Ceiling)   (Smoothing default 0.2)
 //
-// A window where a sample was Dropped uses g = 0.5. When the windows's
+// A window where a sample was Dropped uses g = 0.5. When the window's
 // largest InFlight is below L/2, L' is at most L (it can fall, not rise).
 //
 // So while latency stays under Tolerance times the baseline, L grows by

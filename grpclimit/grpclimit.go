@@ -9,9 +9,11 @@
 // google.rpc.RetryInfo detail (the exact wait after which the same call
 // would be admitted) and a google.rpc.QuotaFailure detail naming the
 // violated policies; a call no wait can admit carries no RetryInfo. When
-// the store fails, each limiter's failure mode decides: the call proceeds
-// if every enforced limit fails open, and fails with codes.Unavailable and
-// a RetryInfo otherwise.
+// the store fails, each limiter's failure mode decides: the call fails with
+// codes.Unavailable and a RetryInfo if an enforced limit fails closed
+// (sluice.FailClosed), with codes.ResourceExhausted if a limit that fails
+// local (sluice.FailLocal) refused it on its local share, and proceeds
+// otherwise (limits that fail open, and local shares that admit it).
 //
 // A stream is checked once, when it opens, at its method's cost; the
 // messages on it are not limited.

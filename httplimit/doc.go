@@ -66,9 +66,12 @@
 // A Shadow limit decides and records but never refuses or delays: requests
 // it would have refused are counted in Stats and reported to the
 // OnShadowRefusal hook, and the request proceeds as if the limit were
-// absent. When the store fails, each limiter's failure mode decides: the
-// request is admitted if every enforced limit fails open (OnError sees the
-// error), and answered 503 Service Unavailable with Retry-After otherwise.
+// absent. When the store fails (OnError sees the error), each limiter's
+// failure mode decides: the request is answered 503 Service Unavailable with
+// Retry-After if an enforced limit fails closed (sluice.FailClosed), 429 as
+// above if a limit that fails local (sluice.FailLocal) refused it on its
+// local share, and admitted otherwise (limits that fail open, and local
+// shares that admit it).
 //
 // # Client IPs
 //
