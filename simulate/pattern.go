@@ -62,6 +62,9 @@ func ParsePattern(s string) ([]Request, error) {
 				return nil, fail("cost %q: want a non-negative integer", w[n-1])
 			}
 			cost, w = v, w[:n-2]
+			if len(w) == 0 {
+				return nil, fail("a cost with no requests: want \"burst N cost C\", \"N every DUR ... cost C\"")
+			}
 		}
 		add := func(at time.Duration, n int64) error {
 			if int64(len(out))+n > MaxRequests {
