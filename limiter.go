@@ -62,6 +62,7 @@ type Limiter struct {
 	replicas ReplicaCounter
 	shares   shareCache
 	bound    BoundPolicy // the store's binding of policy (bind.go)
+	taker    BoundPolicy // what take asks: bound, or spread (bind.go)
 	// Leases (lease.go) and hot-key shards (shard.go).
 	leaseTarget time.Duration
 	clock       Clock
@@ -92,6 +93,7 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if err := l.checkShards(); err != nil {
 		return nil, err
 	}
+	l.setTaker()
 	return l, nil
 }
 
