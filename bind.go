@@ -43,12 +43,26 @@ func (b storeTake) Take(ctx context.Context, key string, cost int64) (Decision, 
 	return b.store.Take(ctx, b.p, key, cost)
 }
 
-// take asks the store for one decision on the limiter's policy: through
-// the bound policy, or through the limiter's leases or shards (shard.go)
-// when it has them.
-func (l *Limiter) take(ctx context.Context, key string, n int64) (Decision, error) {
+// setTaker chooses, once leases and shards are set up, what take asks: the
+// bound policy itself, or the limiter's leases or shards (shard.go). Chosen
+// once, take is one interface call that the compiler inlines into AllowN.
+func (l *Limiter) setTaker() {
 	if l.leases == nil && l.shardSet == nil {
-		return l.bound.Take(ctx, key, n)
+		l.taker = l.bound
+	} else {
+		l.taker = spread{l}
 	}
-	return l.takeSpread(ctx, key, n)
+}
+
+// take asks the store for one decision on the limiter's policy: through
+// the bound policy, or through the limiter's leases or shards.
+func (l *Limiter) take(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.taker.Take(ctx, key, n)
+}
+
+// spread is the taker of a limiter with leases or shards.
+type spread struct{ l *Limiter }
+
+func (s spread) Take(ctx context.Context, key string, n int64) (Decision, error) {
+	return s.l.takeSpread(ctx, key, n)
 }

@@ -62,6 +62,7 @@ type Limiter struct {
 	replicas ReplicaCounter
 	shares   shareCache
 	bound    BoundPolicy // the store's binding of policy (bind.go)
+	taker    BoundPolicy // what take asks: bound, or spread (bind.go)
 	// Leases (lease.go) and hot-key shards (shard.go).
 	leaseTarget time.Duration
 	clock       Clock
@@ -92,6 +93,7 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	if err := l.checkShards(); err != nil {
 		return nil, err
 	}
+	l.setTaker()
 	return l, nil
 }
 
@@ -120,6 +122,14 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
 	}
 	d, err := l.take(ctx, key, n)
+	if err == nil && l.observe == nil {
+		return d, nil // kept apart so that d stays in registers
+	}
+	return l.finish(ctx, key, n, d, err)
+}
+
+// finish is the rest of AllowN for a decision that is observed or failed.
+func (l *Limiter) finish(ctx context.Context, key string, n int64, d Decision, err error) (Decision, error) {
 	if l.observe != nil {
 		l.observe(ctx, l.policy, key, n, d, err)
 	}

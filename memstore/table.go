@@ -140,20 +140,50 @@ const (
 	inlined = 1 << 31
 )
 
-// keyHead is a key as the rows hold it: its first inlineKey bytes and the
-// ref a row of the key holds if the key is no longer than that (else 0).
+// keyHead is a key as the rows hold it: its first inlineKey bytes, as two
+// little-endian words, and the ref a row of the key holds if the key is no
+// longer than that (else 0). Words rather than a byte array keep it in
+// registers and let is compare it with two word loads of the row.
 type keyHead struct {
-	kb  [inlineKey]byte
-	ref uint32
+	lo, hi uint64
+	ref    uint32
 }
 
 func headOf(key string) keyHead {
-	var k keyHead
-	copy(k.kb[:], key)
-	if len(key) <= inlineKey {
-		k.ref = inlined | uint32(len(key))
+	if len(key) < inlineKey {
+		return shortHead(key)
+	}
+	k := keyHead{lo: le64(key), hi: le64(key[8:])}
+	if len(key) == inlineKey {
+		k.ref = inlined | inlineKey
 	}
 	return k
+}
+
+// shortHead is headOf for a key shorter than inlineKey.
+func shortHead(key string) keyHead {
+	var b [inlineKey]byte
+	copy(b[:], key)
+	return keyHead{
+		lo:  binary.LittleEndian.Uint64(b[:8]),
+		hi:  binary.LittleEndian.Uint64(b[8:]),
+		ref: inlined | uint32(len(key)),
+	}
+}
+
+// le64 returns the first 8 bytes of s as a little-endian word; the
+// compiler makes it one load.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// bytes returns the key bytes k holds, as a row holds them.
+func (k *keyHead) bytes() (b [inlineKey]byte) {
+	binary.LittleEndian.PutUint64(b[:8], k.lo)
+	binary.LittleEndian.PutUint64(b[8:], k.hi)
+	return b
 }
 
 func newTable(pt *policyTable, c *compiled, seed maphash.Seed) *table {
@@ -204,7 +234,7 @@ func (t *table) tail(ref uint32) []byte {
 // is reports whether entry e holds key, whose head is k.
 func (t *table) is(e int, k *keyHead, key string) bool {
 	kb, ref := t.rowKey(e)
-	if *kb != k.kb {
+	if binary.LittleEndian.Uint64(kb[:8]) != k.lo || binary.LittleEndian.Uint64(kb[8:]) != k.hi {
 		return false
 	}
 	if k.ref != 0 || *ref&inlined != 0 {
@@ -415,17 +445,18 @@ func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }
 
 // pushRow appends a row with the zero state for the key k.
 func (t *table) pushRow(k keyHead) {
+	kb := k.bytes()
 	switch t.lay {
 	case narrowLayout:
-		t.nrows = push(t.nrows, narrowRow{kb: k.kb, ref: k.ref})
+		t.nrows = push(t.nrows, narrowRow{kb: kb, ref: k.ref})
 	case wideLayout:
-		t.wrows = push(t.wrows, wideRow{kb: k.kb, ref: k.ref})
+		t.wrows = push(t.wrows, wideRow{kb: kb, ref: k.ref})
 	case fixedLayout:
-		t.frows = push(t.frows, fixedRow{kb: k.kb, ref: k.ref})
+		t.frows = push(t.frows, fixedRow{kb: kb, ref: k.ref})
 	case slidingLayout:
-		t.srows = push(t.srows, slidingRow{kb: k.kb, ref: k.ref})
+		t.srows = push(t.srows, slidingRow{kb: kb, ref: k.ref})
 	default:
-		t.lrows = push(t.lrows, logRow{kb: k.kb, ref: k.ref})
+		t.lrows = push(t.lrows, logRow{kb: kb, ref: k.ref})
 	}
 	t.n++
 }
