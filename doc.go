@@ -211,8 +211,9 @@
 // store while another was short. A cost above every shard's capacity
 // (⌈Burst/n⌉, ⌈Limit/n⌉ for the windows) is Impossible. RetryAfter is the
 // least over the shards, when that shard admits: never early. A refusal
-// costs n round trips. In AllowAll a sharded limit offers one shard
-// (round-robin) to the atomic batch. leaky-bucket cannot be sharded (n
+// costs n round trips. In an AllowAll batch of several checks a sharded
+// limit offers one shard (round-robin) to the atomic batch (a batch of one
+// is the limiter's AllowN). leaky-bucket cannot be sharded (n
 // queues do not release one steady stream), and shards do not combine with
 // leases. storetest.Shards checks all of this on memstore and a real
 // 3-master Redis Cluster.
