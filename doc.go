@@ -138,7 +138,11 @@
 // units go back (Giver) when a block lapses, and when the limiter is
 // retired (Limiter.ReleaseLeases; serve calls it on shutdown and for rules
 // a reload replaces). A refusal by a store that has
-// no whole unit left is reused locally until the store can have one.
+// no whole unit left is reused locally until the store can have one. A
+// decision made from a block reports as Remaining the store's Remaining
+// after the block's take plus the block's unspent units: what the key has
+// left as of that take, less what this block spent since (refill and other
+// processes' takes since then are not seen).
 // Leases support token-bucket, gcra and fixed-window; NewLimiter refuses
 // them for the others.
 //

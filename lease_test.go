@@ -245,3 +245,32 @@ func TestAllowAllOneCheck(t *testing.T) {
 		t.Errorf("LeaseStats() = %+v, want 10 units spent from leases", st)
 	}
 }
+
+// TestLeaseRemaining: a decision made from a lease reports what the key
+// has left, as one without leases would: for one process on a fixed
+// window, exactly the limit less what it admitted (not the few units its
+// block still holds, which made every leased key look at its limit).
+func TestLeaseRemaining(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	l, err := sluice.NewLimiter(store, sluice.Policy{Name: "w", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Second},
+		sluice.WithLease(0), sluice.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 80 {
+		d, err := l.Allow(ctx, "k")
+		if err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v %v", i, d, err)
+		}
+		if want := int64(100 - (i + 1)); d.Remaining != want {
+			t.Errorf("request %d: Remaining %d, want %d", i, d.Remaining, want)
+		}
+		clock.Advance(time.Millisecond)
+	}
+	if st := l.LeaseStats(); st.Local == 0 {
+		t.Errorf("LeaseStats() = %+v: no local decision, the test tests nothing", st)
+	}
+}
