@@ -197,6 +197,9 @@ func TestRulesViewGlobalShadowMode(t *testing.T) {
 		h.should(t, "api", desc("user", "ann"))
 	}
 	u := ruleNamed(t, h.rules(t), "api.user")
+	if !u.Shadow {
+		t.Errorf("rule %+v: not shown in shadow mode", u)
+	}
 	if u.Decisions != 12 || u.Refused != 0 || u.ShadowRefused != 2 {
 		t.Errorf("decisions %d refused %d shadow refused %d, want 12, 0 and 2", u.Decisions, u.Refused, u.ShadowRefused)
 	}
