@@ -106,6 +106,9 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 			}
 			h, _, err := l.InFlight.Acquire(ctx, key, critical)
 			if h != nil {
+				if err != nil { // admitted by the failure mode (open, or local)
+					i.errs.Add(1)
+				}
 				held = append(held, h)
 				h.KeepAlive(ctx)
 				continue
