@@ -142,7 +142,11 @@
 // units go back (Giver) when a block lapses, and when the limiter is
 // retired (Limiter.ReleaseLeases; serve calls it on shutdown and for rules
 // a reload replaces). A refusal by a store that has
-// no whole unit left is reused locally until the store can have one.
+// no whole unit left is reused locally until the store can have one. A
+// decision made from a block reports as Remaining the store's Remaining
+// after the block's take plus the block's unspent units: what the key has
+// left as of that take, less what this block spent since (refill and other
+// processes' takes since then are not seen).
 // Leases support token-bucket, gcra and fixed-window; NewLimiter refuses
 // them for the others.
 //
@@ -215,8 +219,9 @@
 // store while another was short. A cost above every shard's capacity
 // (⌈Burst/n⌉, ⌈Limit/n⌉ for the windows) is Impossible. RetryAfter is the
 // least over the shards, when that shard admits: never early. A refusal
-// costs n round trips. In AllowAll a sharded limit offers one shard
-// (round-robin) to the atomic batch. leaky-bucket cannot be sharded (n
+// costs n round trips. In an AllowAll batch of several checks a sharded
+// limit offers one shard (round-robin) to the atomic batch (a batch of one
+// is the limiter's AllowN). leaky-bucket cannot be sharded (n
 // queues do not release one steady stream), and shards do not combine with
 // leases. storetest.Shards checks all of this on memstore and a real
 // 3-master Redis Cluster.

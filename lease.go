@@ -150,6 +150,9 @@ type lease struct {
 	sized bool
 	// room is the store's Remaining before the last take: capacity left.
 	room int64
+	// storeLeft is the store's Remaining after the live block's take: a
+	// decision from the block reports it plus the block's unspent units.
+	storeLeft int64
 }
 
 func newLeaseTable(m *Model, target time.Duration, clock Clock) *leaseTable {
@@ -239,7 +242,7 @@ func (lt *leaseTable) allow(ctx context.Context, l *Limiter, key string, n int64
 		if e.left == 0 {
 			e.dead = true
 		}
-		return Decision{Allowed: true, Limit: l.policy.Limit, Remaining: e.left, ResetAfter: time.Duration(max(0, e.reset-(now-e.start)))}, nil
+		return Decision{Allowed: true, Limit: l.policy.Limit, Remaining: e.storeLeft + e.left, ResetAfter: time.Duration(max(0, e.reset-(now-e.start)))}, nil
 	}
 	if now < e.refusedUntil {
 		// The store had no whole unit left, and gets none before
@@ -332,6 +335,7 @@ func (lt *leaseTable) allow(ctx context.Context, l *Limiter, key string, n int64
 	lt.stats.spent.Add(uint64(n))
 	e.refusedUntil = 0
 	e.room = d.Remaining + k
+	e.storeLeft = d.Remaining
 	e.size, e.left, e.start, e.reset = k, k-n, start, int64(d.ResetAfter)
 	e.stamp, e.stamped = stamp, stamped
 	e.used += n

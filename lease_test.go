@@ -212,3 +212,65 @@ func TestLeaseManyKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowAllOneCheck: a batch of one check is decided as that limiter's
+// AllowN decides it: through its leases, and for a sharded limit by every
+// shard in turn (the contract: refused only when every shard would refuse).
+func TestAllowAllOneCheck(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	ctx := context.Background()
+	sharded, err := sluice.NewLimiter(store, sluice.Policy{Name: "s", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Second}, sluice.WithShards(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, cost := range []int64{2, 1, 1} { // 4 units of 4: the last finds one shard empty, the other not
+		res, err := sluice.AllowAll(ctx, sluice.Check{Limiter: sharded, Key: "k", Cost: cost})
+		if err != nil || !res.Allowed || res.Refused != -1 || res.Decisions[0].Limit != 4 {
+			t.Errorf("request %d (cost %d): %+v %v, want admitted", i, cost, res, err)
+		}
+	}
+	leased, err := sluice.NewLimiter(store, sluice.Policy{Name: "l", Algorithm: sluice.TokenBucket, Limit: 100, Period: time.Second},
+		sluice.WithLease(0), sluice.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if res, err := sluice.AllowAll(ctx, sluice.Check{Limiter: leased, Key: "k", Cost: 1}); err != nil || !res.Allowed {
+			t.Fatalf("leased: %+v %v", res, err)
+		}
+	}
+	if st := leased.LeaseStats(); st.Spent != 10 {
+		t.Errorf("LeaseStats() = %+v, want 10 units spent from leases", st)
+	}
+}
+
+// TestLeaseRemaining: a decision made from a lease reports what the key
+// has left, as one without leases would: for one process on a fixed
+// window, exactly the limit less what it admitted (not the few units its
+// block still holds, which made every leased key look at its limit).
+func TestLeaseRemaining(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	l, err := sluice.NewLimiter(store, sluice.Policy{Name: "w", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Second},
+		sluice.WithLease(0), sluice.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 80 {
+		d, err := l.Allow(ctx, "k")
+		if err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v %v", i, d, err)
+		}
+		if want := int64(100 - (i + 1)); d.Remaining != want {
+			t.Errorf("request %d: Remaining %d, want %d", i, d.Remaining, want)
+		}
+		clock.Advance(time.Millisecond)
+	}
+	if st := l.LeaseStats(); st.Local == 0 {
+		t.Errorf("LeaseStats() = %+v: no local decision, the test tests nothing", st)
+	}
+}

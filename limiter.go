@@ -250,6 +250,11 @@ type Result struct {
 // On a store failure each check's failure mode decides its own decision
 // (the FailLocal ones together, on their local store), and the batch is
 // admitted only if all of them admit.
+//
+// A batch of one check is decided by its limiter's AllowN, through its
+// leases and, for a sharded limit, every shard in turn; in a larger batch a
+// leasing limit takes from the store directly and a sharded one offers one
+// of its shards.
 func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 	res := Result{Refused: -1}
 	if len(checks) == 0 {
@@ -273,6 +278,9 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		}
 		reqs[i] = c.Limiter.request(c.Key, c.Cost)
 	}
+	if len(checks) == 1 {
+		return allowOne(ctx, checks[0])
+	}
 	res.Decisions = make([]Decision, len(checks))
 	err := store.TakeAll(ctx, reqs, res.Decisions)
 	observeAll(ctx, checks, res.Decisions, err)
@@ -290,6 +298,21 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		res.Decisions[i].Limit = c.Limiter.policy.Limit // a shard's is its part
 	}
 	res.settle()
+	return res, nil
+}
+
+// allowOne is AllowAll of one check: its limiter's AllowN, so that its
+// leases and shards decide as they do there.
+func allowOne(ctx context.Context, c Check) (Result, error) {
+	d, err := c.Limiter.AllowN(ctx, c.Key, c.Cost)
+	if err != nil && ctx.Err() != nil {
+		d = Decision{}
+	}
+	res := Result{Decisions: []Decision{d}}
+	res.settle()
+	if err != nil {
+		return res, fmt.Errorf("sluice: AllowAll: %w", err)
+	}
 	return res, nil
 }
 

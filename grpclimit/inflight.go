@@ -106,13 +106,18 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 			}
 			h, _, err := l.InFlight.Acquire(ctx, key, critical)
 			if h != nil {
+				if err != nil { // admitted by the failure mode (open, or local)
+					i.errs.Add(1)
+				}
 				held = append(held, h)
 				h.KeepAlive(ctx)
 				continue
 			}
 			release(nil)
 			name := l.InFlight.Name()
-			if err != nil {
+			if err != nil && l.InFlight.FailureMode() == sluice.FailLocal {
+				i.errs.Add(1) // the store failed and the local share is full: a refusal
+			} else if err != nil {
 				i.errs.Add(1)
 				i.unavail.Add(1)
 				return nil, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)

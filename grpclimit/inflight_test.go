@@ -100,3 +100,34 @@ func TestInFlight(t *testing.T) {
 		t.Errorf("stats %+v, want %d refused", st, 2+waited)
 	}
 }
+
+// TestInFlightLocalRefusal: while the store fails, a per-client in-flight
+// limit that fails local refuses a client over its local share as it
+// would over the limit (ResourceExhausted, counted as refused), not as a
+// limit that fails closed (Unavailable).
+func TestInFlightLocalRefusal(t *testing.T) {
+	failing, _ := newStore(t)
+	failing.Close() // every call fails: the store is gone
+	local, _ := newStore(t)
+	perKey, err := sluice.NewInFlight(failing, "check", 2,
+		sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := New(InFlight(check, InFlightLimit{InFlight: perKey, Key: Metadata("x-api-key")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "a"))
+	release, err := i.acquire(ctx, check) // the local share, ⌊2/2⌋ = 1
+	if err != nil {
+		t.Fatalf("within the local share: %v", err)
+	}
+	defer release(nil)
+	if _, err := i.acquire(ctx, check); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("over the local share: %v, want ResourceExhausted", err)
+	}
+	if st := i.Stats(); st.Refused != 1 || st.Unavailable != 0 || st.Errors != 2 {
+		t.Errorf("Stats() = %+v, want 1 refused, 0 unavailable, 2 errors (the store decided neither call)", st)
+	}
+}

@@ -171,7 +171,14 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 				addHeader(hd, "Ratelimit-Policy", string(policy))
 				addHeader(hd, "Ratelimit", string(state))
 				hd["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(DefaultInFlightRetryAfter), 10)}
-				if err != nil {
+				if err != nil && l.InFlight.FailureMode() == sluice.FailLocal {
+					// The store failed and the local share is full: a
+					// refusal like any other, below.
+					m.errs.Add(1)
+					if m.onError != nil {
+						m.onError(r, err)
+					}
+				} else if err != nil {
 					m.errs.Add(1)
 					m.unavail.Add(1)
 					if m.onError != nil {

@@ -103,3 +103,49 @@ func TestInFlight(t *testing.T) {
 		t.Fatalf("503 body %q does not name the limit", w.Body.String())
 	}
 }
+
+// TestInFlightLocalRefusal: while the store fails, a per-client in-flight
+// limit that fails local refuses a client over its local share as it
+// would over the limit (429, counted as refused), not as a limit that
+// fails closed (503).
+func TestInFlightLocalRefusal(t *testing.T) {
+	failing := memstore.New()
+	failing.Close() // every call fails: the store is gone
+	local := memstore.New()
+	defer local.Close()
+	perClient, err := sluice.NewInFlight(failing, "per-client", 2,
+		sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("GET /mine", httplimit.InFlightLimit{InFlight: perClient, Key: httplimit.Header("X-Client")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-block
+	}))
+	serve := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", "/mine", nil)
+		req.Header.Set("X-Client", "a")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- serve() }() // takes the local share, ⌊2/2⌋ = 1
+	<-entered
+	if w := serve(); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" {
+		t.Errorf("over the local share: %d Retry-After %q, want 429 and 1", w.Code, w.Header().Get("Retry-After"))
+	}
+	close(block)
+	if w := <-done; w.Code != http.StatusOK {
+		t.Errorf("within the local share: %d, want 200", w.Code)
+	}
+	if st := m.Stats(); st.Refused != 1 || st.Unavailable != 0 || st.Errors != 2 {
+		t.Errorf("Stats() = %+v, want 1 refused, 0 unavailable, 2 errors", st)
+	}
+}

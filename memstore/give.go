@@ -85,6 +85,7 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp slu
 		sh.expired.Add(1)
 	} else {
 		t.set(e, next)
+		sh.wrote(exp) // the expiry moved earlier: the sweeper's bound follows
 	}
 	return true, nil
 }

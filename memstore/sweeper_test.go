@@ -99,3 +99,31 @@ func TestSweepSomeCoversAll(t *testing.T) {
 		t.Errorf("Len() = %d, want the %d keys expiring at 900ms", s.Len(), n/3)
 	}
 }
+
+// TestGiveMovesExpiryBound: a Give moves a key's expiry earlier, and the
+// sweeper still drops the key once it expires (the shard's expiry bound
+// must follow the give, or the sweeper skips the shard until the key's
+// old expiry).
+func TestGiveMovesExpiryBound(t *testing.T) {
+	clock := sluicetest.NewClock(t0)
+	s := New(WithClock(clock), WithSweepInterval(0), withShards(1))
+	defer s.Close()
+	ctx := context.Background()
+	p := sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
+	_, stamp, err := s.TakeStamped(ctx, p, "k", 10) // expires at 1s
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Sweep() // the shard's expiry bound is now exactly 1s
+	if ok, err := s.Give(ctx, p, "k", stamp, 9); err != nil || !ok {
+		t.Fatalf("Give = %v, %v; want true", ok, err)
+	}
+	clock.Set(t0.Add(200 * time.Millisecond)) // the key expired at 100ms
+	sh := &s.shards[0]
+	sh.mu.Lock()
+	sh.sweepSome(s.now(), sweepBudget)
+	sh.mu.Unlock()
+	if s.Len() != 0 {
+		t.Errorf("Len() = %d after a sweep past the given-back key's expiry, want 0", s.Len())
+	}
+}

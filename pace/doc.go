@@ -38,6 +38,13 @@
 // sends 1,000 requests in 99 seconds, the least the policy allows, with no
 // 429 (TestThousandRequests).
 //
+// A policy whose RateLimit-Policy item has qu="concurrent-requests" (an
+// in-flight limit, as httplimit.InFlight sends) bounds requests in flight,
+// not units: the Transport keeps at most its q requests in flight to the
+// host at once and holds the next until a response comes back. Other
+// clients' requests hold slots too, so such a limit can still refuse
+// (see below).
+//
 // When the conditions do not hold (other clients spend the same key, or
 // requests cost more than one unit), 429s can come back; each one holds the
 // host for its Retry-After, and then one request at a time probes the

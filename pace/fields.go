@@ -14,6 +14,8 @@ import (
 type item struct {
 	name   string
 	params map[string]int64
+	// conc: the parameter qu="concurrent-requests" (an in-flight limit).
+	conc bool
 }
 
 // parseList parses a Structured Field Values list (RFC 9651) of Strings or
@@ -76,6 +78,9 @@ func parseItem(s string) (it item, rest string, ok bool) {
 		}
 		k, v, _ := strings.Cut(s[:i], "=")
 		s = s[i:]
+		if k == "qu" && v == `"concurrent-requests"` {
+			it.conc = true
+		}
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			if it.params == nil {
 				it.params = map[string]int64{}

@@ -53,6 +53,9 @@ type policy struct {
 	// no t) the state after reset is unknown and one request probes it.
 	exact bool
 	q     int64 // capacity, from RateLimit-Policy; 0 when unknown
+	// conc: an in-flight limit (qu="concurrent-requests"): q bounds the
+	// requests in flight, and r and t are not units and resets.
+	conc bool
 }
 
 // RoundTrip waits until the request can be sent without being refused (or
@@ -145,6 +148,10 @@ func (h *host) ready(now time.Time) (ok bool, until time.Time) {
 	ok = true
 	for _, p := range h.pols {
 		switch {
+		case p.conc:
+			if p.q > 0 && h.inflight >= p.q {
+				ok = false // a response in flight frees a slot
+			}
 		case now.Before(p.reset):
 			if p.r-h.inflight >= 1 {
 				continue
@@ -184,9 +191,16 @@ func later(a, b time.Time) time.Time {
 func (h *host) learn(resp *http.Response, now time.Time) {
 	h.seen = true
 	caps := map[string]int64{}
+	var conc map[string]bool
 	for _, it := range parseList(resp.Header, "RateLimit-Policy") {
 		if q, ok := it.params["q"]; ok {
 			caps[it.name] = q
+		}
+		if it.conc {
+			if conc == nil {
+				conc = map[string]bool{}
+			}
+			conc[it.name] = true
 		}
 	}
 	refused := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
@@ -202,6 +216,9 @@ func (h *host) learn(resp *http.Response, now time.Time) {
 		}
 		if q, ok := caps[it.name]; ok {
 			p.q = q
+		}
+		if p.conc = conc[it.name]; p.conc {
+			continue // slots, not units: ready counts requests in flight
 		}
 		r, hasR := it.params["r"]
 		t, hasT := it.params["t"]

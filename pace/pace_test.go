@@ -293,3 +293,56 @@ func TestUnlimitedHost(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// An in-flight limit (RateLimit-Policy with qu="concurrent-requests", as
+// httplimit.InFlight sends) bounds the requests in flight, not units: the
+// Transport keeps up to q of its requests in flight at once, and holds the
+// next until one returns, rather than going one at a time.
+func TestInFlightPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New()
+		defer store.Close()
+		f, err := sluice.NewInFlight(store, "busy", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		var inHandler atomic.Int64
+		pn := newPipeNet()
+		srv := &http.Server{Handler: m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if inHandler.Add(1) > 1 {
+				<-release
+			}
+		}))}
+		go srv.Serve(pn)
+		base := &http.Transport{DialContext: pn.dial}
+		defer func() {
+			base.CloseIdleConnections()
+			srv.Close()
+		}()
+		c := &http.Client{Transport: pace.New(base)}
+		if code, err := get(t.Context(), c); err != nil || code != 200 {
+			t.Fatalf("first get: %d, %v", code, err)
+		}
+		var wg sync.WaitGroup
+		codes := make([]int, 4)
+		for i := range 4 {
+			wg.Go(func() { codes[i], _ = get(t.Context(), c) })
+		}
+		synctest.Wait()
+		if n := inHandler.Load(); n != 4 {
+			t.Errorf("%d requests reached the handler, want 4 (3 at once, the 4th held by the Transport)", n)
+		}
+		close(release)
+		wg.Wait()
+		for i, code := range codes {
+			if code != 200 {
+				t.Errorf("request %d: %d, want 200", i, code)
+			}
+		}
+	})
+}

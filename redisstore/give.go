@@ -52,8 +52,13 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp slu
 		if !ok {
 			return false, nil
 		}
+		now := "" // Redis TIME
+		if s.clock != nil {
+			now = strconv.FormatInt(min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime), 10)
+		}
 		args = []string{"b", strconv.FormatInt(stamp.Time, 10), strconv.FormatInt(stamp.Frac, 10), c.denS,
-			strconv.FormatInt(next.Time, 10), strconv.FormatInt(next.Frac, 10), strconv.FormatInt(c.model.ExpiresAt(next), 10)}
+			strconv.FormatInt(next.Time, 10), strconv.FormatInt(next.Frac, 10), strconv.FormatInt(c.model.ExpiresAt(next), 10),
+			now, s.ttlArg}
 	case c.kind == "f" && units > 0:
 		args = []string{"f", strconv.FormatInt(stamp.Time, 10), strconv.FormatInt(units, 10)}
 	default:

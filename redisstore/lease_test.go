@@ -5,6 +5,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -91,4 +92,48 @@ func masterOf(t *testing.T, c rueidis.Client, slot uint16) string {
 	}
 	t.Fatalf("no master serves slot %d", slot)
 	return ""
+}
+
+// TestGiveExpiry: a bucket Give moves the key's PEXPIRE to its new, earlier
+// expiry (DESIGN: the key's TTL is the moment its state becomes equivalent
+// to none), on Redis TIME (the default) and on an injected clock.
+func TestGiveExpiry(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, sluicetest.StartRedis(t))
+	p := sluice.Policy{Name: "g", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second} // T = 100 ms
+	clock := sluicetest.NewClock(time.Unix(1000, 0))
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"redis-time", nil},
+		{"clock", []Option{WithClock(clock), WithPrefix("c:")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, c, tc.opts...)
+			ctx := t.Context()
+			_, stamp, err := s.TakeStamped(ctx, p, "k", 10) // TAT now + 1 s
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := s.Give(ctx, p, "k", stamp, 9); err != nil || !ok {
+				t.Fatalf("Give = %v, %v; want true", ok, err)
+			}
+			cc, err := s.compile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _ := stateKey(s.prefix, s.slot, cc.tag, "k")
+			pttl, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The state is idle 100 ms after the take (plus the slack the
+			// store adds on an injected clock, and 1 ms of rounding).
+			slack, _ := strconv.ParseInt(s.ttlArg, 10, 64) // on an injected clock only
+			if limit := 101 + slack + 1; pttl <= 0 || pttl > limit {
+				t.Errorf("PTTL after giving 9 of 10 units back = %d ms, want in (0, %d]", pttl, limit)
+			}
+		})
+	}
 }

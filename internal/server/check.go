@@ -32,6 +32,9 @@ type outcome struct {
 	// shadowOver: the rule is in shadow mode and would have refused.
 	shadowOver bool
 	failed     bool // the store failed; the failure mode decided
+	// configured is the rule as configured when rule is its shadow-mode
+	// copy (WithShadowMode): the live view counts under it.
+	configured *config.Rule
 }
 
 // errUnavailable is returned while no configuration is in force.
@@ -67,6 +70,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		outs[i].rule, limiters[i] = r, sn.limiters[r]
 		if sr := sn.shadowed[r]; sr != nil {
 			outs[i].rule = sr // WithShadowMode: the rule, in shadow mode
+			outs[i].configured = r
 		}
 		if !r.Unlimited {
 			for _, name := range r.Replaces {
@@ -219,6 +223,9 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 		result = "shadow_over_limit"
 	}
 	s.metrics.decisions.WithLabelValues(domain, s.labels.name(r, entries), result).Inc()
+	if o.configured != nil {
+		r = o.configured
+	}
 	s.live.record(r, entries, o, s.now())
 }
 

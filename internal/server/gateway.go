@@ -132,17 +132,18 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		}
 		last := r.Path[len(r.Path)-1]
 		key := g.keyFunc(last.Key)
+		shadow := r.ShadowMode || sn.shadowed[r] != nil // WithShadowMode
 		switch {
 		case key == nil || last.Value != "" || len(r.Path) > 2:
 		case len(r.Path) == 1:
-			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: r.ShadowMode})
+			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: shadow})
 			continue
 		case r.Path[0].Key == "route" && r.Path[0].Value != "" && !strings.Contains(r.Path[0].Value, "*"):
 			pattern := r.Path[0].Value
 			if _, ok := routes[pattern]; !ok {
 				order = append(order, pattern)
 			}
-			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: r.ShadowMode})
+			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: shadow})
 			continue
 		}
 		g.s.log.Warn("gateway: rule ignored (want remote_address or header:NAME, at the top or under a route)", "rule", r.FullKey, "file", r.File, "line", r.Line)

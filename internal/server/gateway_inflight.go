@@ -35,7 +35,7 @@ import (
 // inflightOption compiles an in-flight rule into an httplimit option, or
 // nil (logged) when it cannot apply.
 func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
-	if r.ShadowMode {
+	if r.ShadowMode || g.s.shadowAll {
 		g.s.log.Warn("gateway: shadow_mode is not supported on in-flight rules; the rule is enforced", "rule", r.FullKey, "file", r.File, "line", r.Line)
 	}
 	sem, ok := g.s.store.(sluice.Semaphore)

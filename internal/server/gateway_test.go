@@ -107,3 +107,28 @@ func TestGateway(t *testing.T) {
 		t.Errorf("8th request under the kept policies: %d", code)
 	}
 }
+
+// TestGatewayGlobalShadowMode: under WithShadowMode (serve --shadow-mode)
+// the gateway's rate-limit rules are in shadow mode too: they never refuse.
+func TestGatewayGlobalShadowMode(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": gatewayYAML}, WithShadowMode())
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	ip, err := httplimit.NewClientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	defer gw.Close()
+	for i := range 8 { // the per-IP limit is 5
+		resp, err := http.Get(gw.URL + "/v1/trips")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d, want 200 (every rule in shadow mode)", i, resp.StatusCode)
+		}
+	}
+}

@@ -285,7 +285,7 @@ func (s *Server) rulesView(now time.Time) RulesResponse {
 	m := l.rules.Load()
 	nowSec := now.Unix()
 	for _, r := range sn.cfg.Rules() {
-		ri := RuleInfo{Domain: r.Domain, Rule: r.FullKey, Name: r.Name, Shadow: r.ShadowMode, FailureMode: r.FailureMode.String(), Unlimited: r.Unlimited, Deny: r.Deny}
+		ri := RuleInfo{Domain: r.Domain, Rule: r.FullKey, Name: r.Name, Shadow: r.ShadowMode || sn.shadowed[r] != nil, FailureMode: r.FailureMode.String(), Unlimited: r.Unlimited, Deny: r.Deny}
 		if !r.Unlimited && !r.Deny {
 			ri.Algorithm, ri.Limit, ri.Period = string(r.Policy.Algorithm), r.Policy.Limit, r.Policy.Period.Seconds()
 			if r.Policy.Algorithm.IsBucket() {

@@ -186,3 +186,24 @@ func TestPageIsSelfContained(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesViewGlobalShadowMode: under WithShadowMode (serve
+// --shadow-mode) the live view still counts every rule's decisions, its
+// would-be refusals as shadow refusals.
+func TestRulesViewGlobalShadowMode(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": liveYAML}, WithShadowMode())
+	h.clock.Set(t0.Add(1000 * time.Second))
+	for range 12 {
+		h.should(t, "api", desc("user", "ann"))
+	}
+	u := ruleNamed(t, h.rules(t), "api.user")
+	if !u.Shadow {
+		t.Errorf("rule %+v: not shown in shadow mode", u)
+	}
+	if u.Decisions != 12 || u.Refused != 0 || u.ShadowRefused != 2 {
+		t.Errorf("decisions %d refused %d shadow refused %d, want 12, 0 and 2", u.Decisions, u.Refused, u.ShadowRefused)
+	}
+	if len(u.NearLimit) != 1 || u.NearLimit[0].Refused != 2 {
+		t.Errorf("near limit %+v", u.NearLimit)
+	}
+}

@@ -87,7 +87,7 @@ func TestLivePageInChromium(t *testing.T) {
 		chromedp.DisableGPU,
 		chromedp.WindowSize(1400, 1100),
 		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profileDir(t)),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -203,4 +203,29 @@ func TestLivePageInChromium(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("browser reported: %s", p)
 	}
+}
+
+// profileDir returns a directory for Chromium's profile, removed when the
+// test ends. Not t.TempDir: Chromium's helper processes may still write to
+// the profile for a moment after the browser has exited, which made
+// TempDir's single RemoveAll fail the test now and then ("directory not
+// empty"); this cleanup tries again until the directory is gone (for at
+// most 10 s, then it fails the test).
+func profileDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sluice-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for range 200 {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Errorf("removing Chromium's profile: %v", err)
+	})
+	return dir
 }
