@@ -219,7 +219,11 @@
 // store while another was short. A cost above every shard's capacity
 // (⌈Burst/n⌉, ⌈Limit/n⌉ for the windows) is Impossible. RetryAfter is the
 // least over the shards, when that shard admits: never early. A refusal
-// costs n round trips. In an AllowAll batch of several checks a sharded
+// costs n round trips. A sharded decision reports the whole policy's Limit,
+// and the Remaining and ResetAfter of the shard that answered: Remaining
+// is then a lower bound on what the key has left (it can be about n times
+// less), so a client that paces itself from it never sends too much;
+// reading every shard would cost n round trips per decision. In an AllowAll batch of several checks a sharded
 // limit offers one shard (round-robin) to the atomic batch (a batch of one
 // is the limiter's AllowN). leaky-bucket cannot be sharded (n
 // queues do not release one steady stream), and shards do not combine with
