@@ -144,7 +144,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 				}
 			}
 		}
-		if aerr != nil {
+		if aerr != nil && ctx.Err() == nil {
+			// (A caller that has gone, its context cancelled or past its
+			// deadline, is no store failure.)
 			s.storeFailed(domain, "", aerr)
 		}
 		if res.Allowed {

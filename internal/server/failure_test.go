@@ -82,6 +82,14 @@ descriptors:
 			t.Errorf("fail-local %d: %s, want %s", i, got, want)
 		}
 	}
+	// A caller that has gone (Envoy cancelled the call) is no store
+	// failure: its refusal counts as a decision (failed_closed: 3 below),
+	// not in sluice_store_errors_total (still 8).
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.ShouldRateLimit(gone, &rls.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{desc("closed", "x")}}); err != nil {
+		t.Fatalf("a cancelled call: %v", err)
+	}
 	rec := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
@@ -91,7 +99,7 @@ descriptors:
 		`sluice_decisions_total{domain="d",policy="d.local",result="failed_local_over_limit"} 1`,
 		`sluice_replicas 1`,
 		`sluice_decisions_total{domain="d",policy="d.open",result="failed_open"} 4`,
-		`sluice_decisions_total{domain="d",policy="d.closed",result="failed_closed"} 2`,
+		`sluice_decisions_total{domain="d",policy="d.closed",result="failed_closed"} 3`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
