@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -65,9 +64,7 @@ Example:
 
 func runCalibrate(e env, args []string) int {
 	const prefix = "sluice calibrate"
-	fset := flag.NewFlagSet(prefix, flag.ContinueOnError)
-	fset.SetOutput(io.Discard)
-	fset.Usage = func() {}
+	fset := newFlagSet(prefix)
 	alg := fset.String("algorithm", "", "")
 	period := fset.Duration("period", time.Second, "")
 	limit := fset.Int64("limit", 0, "")
@@ -81,13 +78,9 @@ func runCalibrate(e env, args []string) int {
 	domain := fset.String("domain", "calibrated", "")
 	descriptor := fset.String("descriptor", "", "")
 	shadow := fset.Bool("shadow", false, "")
-	files, err := parseInterspersed(fset, args)
-	if errors.Is(err, flag.ErrHelp) {
-		io.WriteString(e.stdout, calibrateUsage)
-		return exitOK
-	}
-	if err != nil {
-		return e.fail(exitUsage, prefix, "%v (run 'sluice help calibrate' for usage)", err)
+	files, _, code, ok := parseCommand(e, fset, args, calibrateUsage)
+	if !ok {
+		return code
 	}
 	if len(files) > 1 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q: want at most one TRACE file", files[1])

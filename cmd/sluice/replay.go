@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -67,29 +66,18 @@ have been printed.
 
 func runReplay(e env, args []string) int {
 	const prefix = "sluice replay"
-	fset := flag.NewFlagSet("sluice replay", flag.ContinueOnError)
-	fset.SetOutput(io.Discard) // errors are reported below, on one line
-	fset.Usage = func() {}
-	alg := fset.String("algorithm", "", "")
-	limit := fset.Int64("limit", 0, "")
-	period := fset.String("period", "", "")
-	burst := fset.Int64("burst", 0, "")
+	fset := newFlagSet(prefix)
+	pf := addPolicyFlags(fset)
 	storeURL := fset.String("store", "memory", "")
-	files, err := parseInterspersed(fset, args)
-	if errors.Is(err, flag.ErrHelp) {
-		io.WriteString(e.stdout, replayUsage)
-		return exitOK
+	files, set, code, ok := parseCommand(e, fset, args, replayUsage)
+	if !ok {
+		return code
 	}
-	if err != nil {
-		return e.fail(exitUsage, prefix, "%v (run 'sluice help replay' for usage)", err)
-	}
-	set := make(map[string]bool)
-	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	if len(files) > 1 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q: want at most one TRACE file", files[1])
 	}
-	p, err := replayPolicy(set, *alg, *limit, *period, *burst)
+	p, err := pf.policy(set)
 	if err != nil {
 		return e.fail(exitUsage, prefix, "%v", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
-	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -45,27 +43,16 @@ TIME and DUR are seconds (1.5) or durations (100ms). Example:
 
 func runSimulate(e env, args []string) int {
 	const prefix = "sluice simulate"
-	fset := flag.NewFlagSet(prefix, flag.ContinueOnError)
-	fset.SetOutput(io.Discard)
-	fset.Usage = func() {}
-	alg := fset.String("algorithm", "", "")
-	limit := fset.Int64("limit", 0, "")
-	period := fset.String("period", "", "")
-	burst := fset.Int64("burst", 0, "")
+	fset := newFlagSet(prefix)
+	pf := addPolicyFlags(fset)
 	pattern := fset.String("pattern", "", "")
 	out := fset.String("o", "", "")
 	title := fset.String("title", "", "")
-	files, err := parseInterspersed(fset, args)
-	if errors.Is(err, flag.ErrHelp) {
-		io.WriteString(e.stdout, simulateUsage)
-		return exitOK
+	files, set, code, ok := parseCommand(e, fset, args, simulateUsage)
+	if !ok {
+		return code
 	}
-	if err != nil {
-		return e.fail(exitUsage, prefix, "%v (run 'sluice help simulate' for usage)", err)
-	}
-	set := make(map[string]bool)
-	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	p, err := replayPolicy(set, *alg, *limit, *period, *burst)
+	p, err := pf.policy(set)
 	if err != nil {
 		return e.fail(exitUsage, prefix, "%v", err)
 	}
