@@ -26,7 +26,7 @@ func TestAuth(t *testing.T) {
 		"redis://default:" + pass + "@" + addr + "/1",
 		"redis://alice:" + userPass + "@" + addr + "/2",
 	} {
-		s, err := Open(url, WithTimeout(time.Second))
+		s, err := Open(url)
 		if err != nil {
 			t.Fatalf("url %d: Open: %v", i, err)
 		}
@@ -44,7 +44,7 @@ func TestAuth(t *testing.T) {
 		"redis://bob:" + userPass + "@" + addr,
 		"redis://" + addr,
 	} {
-		s, err := Open(url, WithTimeout(time.Second))
+		s, err := Open(url)
 		if err != nil {
 			t.Fatalf("bad url %d: Open: %v", i, err)
 		}

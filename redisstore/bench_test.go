@@ -50,7 +50,7 @@ func benchKeys(n int) []string {
 // decision, and CPU time per decision in this process and in redis-server.
 func BenchmarkTake(b *testing.B) {
 	addr := sluicetest.StartRedis(b)
-	s, err := Open("redis://"+addr, WithTimeout(time.Second))
+	s, err := Open("redis://" + addr)
 	if err != nil {
 		b.Fatal(err)
 	}

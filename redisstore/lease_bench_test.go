@@ -29,7 +29,7 @@ func BenchmarkHotKeyLimiter(b *testing.B) {
 				p := sluice.Policy{Name: fmt.Sprintf("hot-%s-%v", alg, lease), Algorithm: alg, Limit: 1000, Period: time.Second}
 				var lims []*sluice.Limiter
 				for range 3 {
-					s, err := Open("redis://"+addr, WithTimeout(time.Second))
+					s, err := Open("redis://" + addr)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -86,7 +86,7 @@ func BenchmarkHotKeyShards(b *testing.B) {
 	url := "redis+cluster://" + nodes[0]
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
-			s, err := Open(url, WithTimeout(time.Second))
+			s, err := Open(url)
 			if err != nil {
 				b.Fatal(err)
 			}

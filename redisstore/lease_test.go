@@ -24,7 +24,7 @@ func TestLeases(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
 	storetest.Leases(t, func(t *testing.T) storetest.Harness {
 		clock := sluicetest.NewClock(time.Unix(0, 0))
-		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("t%d:", harnessSeq.Add(1))), WithTimeout(10*time.Second))
+		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("t%d:", harnessSeq.Add(1))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestShardsCluster(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedisCluster(t, 3)...)
 	storetest.Shards(t, func(t *testing.T) storetest.Harness {
 		clock := sluicetest.NewClock(time.Unix(0, 0))
-		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("t%d:", harnessSeq.Add(1))), WithTimeout(10*time.Second))
+		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("t%d:", harnessSeq.Add(1))))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -146,7 +146,7 @@ func TestServerTime(t *testing.T) {
 // longest idle time has passed there are none.
 func TestExpiryFlood(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
-	s := newStore(t, c, WithTimeout(10*time.Second))
+	s := newStore(t, c)
 	const keys = 100_000
 	period := 200 * time.Millisecond
 	var policies []sluice.Policy
@@ -238,7 +238,7 @@ func TestCluster(t *testing.T) {
 	addrs := sluicetest.StartRedisCluster(t, 3)
 	c := newClient(t, addrs...)
 	clock := sluicetest.NewClock(time.Unix(0, 1_700_000_000_000_000_000))
-	s := newStore(t, c, WithClock(clock), WithTimeout(10*time.Second))
+	s := newStore(t, c, WithClock(clock))
 	if !s.conn.Load().cluster {
 		t.Fatal("the client is not in cluster mode")
 	}
@@ -358,7 +358,7 @@ func modelTrace(t *testing.T, s *Store, clock *sluicetest.Clock, policies []slui
 func TestOddParameters(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
 	clock := sluicetest.NewClock(time.Unix(0, 1_700_000_000_123_456_789))
-	s := newStore(t, c, WithClock(clock), WithTimeout(10*time.Second))
+	s := newStore(t, c, WithClock(clock))
 	var policies []sluice.Policy
 	for _, alg := range sluice.Algorithms {
 		policies = append(policies,
@@ -380,7 +380,7 @@ func TestOddParameters(t *testing.T) {
 func TestDenominatorChange(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
 	clock := sluicetest.NewClock(time.Unix(0, 0))
-	s := newStore(t, c, WithClock(clock), WithTimeout(10*time.Second))
+	s := newStore(t, c, WithClock(clock))
 	q := sluice.Policy{Name: "frac", Algorithm: sluice.TokenBucket, Limit: 3, Period: time.Second}
 	take(t, s, q, "k", 1)
 	q2 := q

@@ -13,7 +13,7 @@ import (
 )
 
 func TestReset(t *testing.T) {
-	s, err := redisstore.Open("redis://"+sluicetest.StartRedis(t), redisstore.WithTimeout(10*time.Second))
+	s, err := redisstore.Open("redis://" + sluicetest.StartRedis(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestSemaphoreConformance(t *testing.T) {
 	storetest.RunSemaphore(t, func(t *testing.T) storetest.SemaphoreHarness {
 		clock := sluicetest.NewClock(time.Unix(0, 0))
 		prefix := fmt.Sprintf("s%d:", harnessSeq.Add(1))
-		s, err := New(c, WithClock(clock), WithPrefix(prefix), WithTimeout(10*time.Second))
+		s, err := New(c, WithClock(clock), WithPrefix(prefix))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestSemaphoreConformanceCluster(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedisCluster(t, 3)...)
 	storetest.RunSemaphore(t, func(t *testing.T) storetest.SemaphoreHarness {
 		clock := sluicetest.NewClock(time.Unix(0, 0))
-		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("s%d:", harnessSeq.Add(1))), WithTimeout(10*time.Second))
+		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("s%d:", harnessSeq.Add(1))))
 		if err != nil {
 			t.Fatal(err)
 		}

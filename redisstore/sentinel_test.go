@@ -20,7 +20,7 @@ import (
 func TestSentinel(t *testing.T) {
 	master, sentinel := sluicetest.StartRedisSentinel(t)
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
-	s, err := Open("redis://"+sentinel+"?master_set="+sluicetest.SentinelMaster, WithTimeout(time.Second), WithPrefix("sentinel:"))
+	s, err := Open("redis://"+sentinel+"?master_set="+sluicetest.SentinelMaster, WithPrefix("sentinel:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestSentinelFailover(t *testing.T) {
 	clock := sluicetest.NewClock(time.Now())
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Hour}
 	s, err := Open("redis://"+g.Sentinel+"?master_set="+sluicetest.SentinelMaster,
-		WithTimeout(time.Second), WithPrefix("failover:"), WithClock(clock))
+		WithPrefix("failover:"), WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestSentinelAuth(t *testing.T) {
 
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
 	base := "redis://:master-pw@" + sentinel + "?master_set=" + sluicetest.SentinelMaster
-	s, err := Open(base+"&sentinel_password=sentinel-pw", WithTimeout(time.Second), WithPrefix("auth:"))
+	s, err := Open(base+"&sentinel_password=sentinel-pw", WithPrefix("auth:"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestSentinelTLS(t *testing.T) {
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
 	trust := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	url := "rediss://" + sentinel + "?master_set=" + sluicetest.SentinelMaster
-	s, err := Open(url, WithTLSConfig(trust), WithTimeout(time.Second), WithPrefix("sentineltls:"))
+	s, err := Open(url, WithTLSConfig(trust), WithPrefix("sentineltls:"))
 	if err != nil {
 		t.Fatal(err)
 	}

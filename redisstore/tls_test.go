@@ -28,7 +28,7 @@ func TestTLS(t *testing.T) {
 		{"rediss+cluster://" + addr + "/2", []Option{WithTLSConfig(trust)}}, // not a cluster: rueidis falls back to standalone
 		{"rediss://" + addr + "/3?skip_verify=true", nil},
 	} {
-		s, err := Open(c.url, append(c.opts, WithTimeout(time.Second))...)
+		s, err := Open(c.url, c.opts...)
 		if err != nil {
 			t.Fatalf("%d: Open(%s): %v", i, c.url, err)
 		}
@@ -53,7 +53,7 @@ func TestTLS(t *testing.T) {
 		{"rediss://" + addr, []Option{WithTLSConfig(&tls.Config{})}, "certificate"}, // nor here
 		{"redis://" + addr + "?dial_timeout=200ms", nil, ""},                        // plain TCP to a TLS port
 	} {
-		s, err := Open(c.url, append(c.opts, WithTimeout(time.Second))...)
+		s, err := Open(c.url, c.opts...)
 		if err != nil {
 			t.Fatalf("bad %d: Open(%s): %v", i, c.url, err)
 		}
@@ -83,7 +83,7 @@ func TestMTLS(t *testing.T) {
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
 
 	mutual := &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}, MinVersion: tls.VersionTLS12}
-	s, err := Open("rediss://"+addr, WithTLSConfig(mutual), WithTimeout(time.Second))
+	s, err := Open("rediss://"+addr, WithTLSConfig(mutual))
 	if err != nil {
 		t.Fatalf("Open with a client certificate: %v", err)
 	}
@@ -107,7 +107,7 @@ func TestMTLS(t *testing.T) {
 		{&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS12}, "tls: "},
 	} {
 		start := time.Now()
-		s, err := Open("rediss://"+addr, WithTLSConfig(c.conf), WithTimeout(time.Second))
+		s, err := Open("rediss://"+addr, WithTLSConfig(c.conf))
 		if err != nil {
 			t.Fatalf("bad %d: Open without a client certificate: %v, want the error from Take", i, err)
 		}

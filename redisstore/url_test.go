@@ -81,7 +81,7 @@ func TestOpen(t *testing.T) {
 		"redis://" + sluicetest.StartRedis(t) + "/3",
 		"redis+cluster://" + strings.Join(sluicetest.StartRedisCluster(t, 3), ","),
 	} {
-		s, err := Open(url, WithTimeout(time.Second))
+		s, err := Open(url)
 		if err != nil {
 			t.Fatalf("Open(%s): %v", url, err)
 		}
