@@ -109,7 +109,7 @@ func TestGatewayInFlightFleet(t *testing.T) {
 
 	redis := sluicetest.StartRedis(t)
 	dir := t.TempDir()
-	cfg := "domain: gateway\ndescriptors:\n  - key: route\n    value: GET /work\n    rate_limit: {algorithm: concurrency, requests_per_unit: 20, failure_mode: closed}\n"
+	cfg := "domain: gateway\ndescriptors:\n  - key: route\n    value: GET /work\n    rate_limit: {algorithm: concurrency, requests_per_unit: 20}\n"
 	if err := os.WriteFile(filepath.Join(dir, "gateway.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -232,7 +232,7 @@ func metricSum(t testing.TB, httpAddr, name string) float64 {
 func TestServeRedisCluster(t *testing.T) {
 	nodes := sluicetest.StartRedisCluster(t, 3)
 	dir := t.TempDir()
-	cfg := "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 10, failure_mode: closed}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 1, failure_mode: closed}\n"
+	cfg := "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 10}\n  - key: b\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"
 	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
