@@ -5,10 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -148,13 +146,9 @@ func runCalibrate(e env, args []string) int {
 		path = tmp.Name()
 	}
 	src := func() (calibrate.Reader, io.Closer, error) {
-		fh, err := os.Open(path)
+		fh, err := openTrace(path)
 		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return nil, nil, fmt.Errorf("trace %q: %v", path, err)
+			return nil, nil, err
 		}
 		r, err := calibrate.NewReader(fh, f)
 		if err != nil {

@@ -5,7 +5,10 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -38,6 +41,20 @@ func parseCommand(e env, fset *flag.FlagSet, args []string, usage string) (files
 	set = make(map[string]bool)
 	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	return files, set, exitOK, true
+}
+
+// openTrace opens the trace file name; its error names the file once
+// ("trace \"x\": no such file or directory").
+func openTrace(name string) (*os.File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("trace %q: %v", name, err)
+	}
+	return f, nil
 }
 
 // policyFlags are the policy flags of replay and simulate.

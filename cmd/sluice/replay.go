@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"strings"
@@ -90,13 +89,9 @@ func runReplay(e env, args []string) int {
 
 	in := e.stdin
 	if len(files) == 1 && files[0] != "-" {
-		f, err := os.Open(files[0])
+		f, err := openTrace(files[0])
 		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return e.fail(exitFailure, prefix, "trace %q: %v", files[0], err)
+			return e.fail(exitFailure, prefix, "%v", err)
 		}
 		defer f.Close()
 		in = f

@@ -5,8 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -67,13 +65,9 @@ func runSimulate(e env, args []string) int {
 	case len(files) == 1:
 		in := e.stdin
 		if files[0] != "-" {
-			f, err := os.Open(files[0])
+			f, err := openTrace(files[0])
 			if err != nil {
-				var pe *fs.PathError
-				if errors.As(err, &pe) {
-					err = pe.Err
-				}
-				return e.fail(exitFailure, prefix, "trace %q: %v", files[0], err)
+				return e.fail(exitFailure, prefix, "%v", err)
 			}
 			defer f.Close()
 			in = f
