@@ -45,3 +45,17 @@ func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d 
 	}
 	return m.slidingExpiry(*start, *count, *prev)
 }
+
+// TakeSlidingLog is Take for sliding-log, on a state whose Count is base and
+// Log is log. The log may keep entries that have left the window (a store
+// that prunes them only when it needs room). On an admission with cost > 0
+// it returns log with the new entry appended, in place when log has room
+// (as append does), else log itself; nothing else is written. expires is
+// ExpiresAt of the state base and the returned log make.
+func (m *Model) TakeSlidingLog(base int64, log []LogEntry, now, cost int64, d *Decision) (_ []LogEntry, expires int64) {
+	if cost < 0 {
+		*d = Decision{Limit: m.limit, Impossible: true}
+		return log, m.ExpiresAt(State{Count: base, Log: log})
+	}
+	return m.takeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, d)
+}

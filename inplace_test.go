@@ -19,20 +19,28 @@ func TestInPlace(t *testing.T) {
 		{Algorithm: LeakyBucket, Limit: 1000, Period: time.Second},
 		{Algorithm: FixedWindow, Limit: 5, Period: time.Second},
 		{Algorithm: SlidingWindow, Limit: 5, Period: time.Second},
+		{Algorithm: SlidingLog, Limit: 6, Period: time.Second},
+		{Algorithm: SlidingLog, Limit: 9, Period: time.Minute},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, p := range policies {
+		// The first sliding-log policy keeps entries that have left the
+		// window in its in-place log, on a clock that never steps back
+		// (where keeping them cannot change a decision); the second prunes
+		// them at each admission, as Take does.
+		lazy := p.Algorithm == SlidingLog && p.Period == time.Second
 		m, err := NewModel(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var s State
 		var a, b, c int64 // the in-place copy
+		var log []LogEntry // sliding-log's in-place log, never pruned
 		now := int64(time.Hour)
 		admitted := 0
 		for i := range 20000 {
 			now += rng.Int64N(int64(p.Period) / 4)
-			if rng.IntN(20) == 0 {
+			if rng.IntN(20) == 0 && !lazy {
 				now -= rng.Int64N(int64(p.Period))
 			}
 			cost := rng.Int64N(p.burst()+2) - 1
@@ -49,6 +57,23 @@ func TestInPlace(t *testing.T) {
 				exp = m.TakeSlidingWindow(&a, &b, &c, now, cost, &got)
 				if a != next.Time || b != next.Count || c != next.Prev {
 					t.Fatalf("%v step %d: state (%d, %d, %d), want %+v", p, i, a, b, c, next)
+				}
+			case SlidingLog:
+				log, exp = m.TakeSlidingLog(a, log, now, cost, &got)
+				if got.Allowed && cost > 0 {
+					if log[len(log)-1] != next.Log[len(next.Log)-1] {
+						t.Fatalf("%v step %d: appended %+v, want %+v", p, i, log[len(log)-1], next.Log[len(next.Log)-1])
+					}
+					if !lazy {
+						k := len(log) - len(next.Log)
+						if k > 0 {
+							a = int64(log[k-1].Total)
+						}
+						log = log[k:]
+					}
+				}
+				if !lazy && (a != next.Count || len(log) != len(next.Log)) {
+					t.Fatalf("%v step %d: state (%d, %v), want %+v", p, i, a, log, next)
 				}
 			default:
 				exp = m.TakeBucket(&a, &b, now, cost, &got)

@@ -5,28 +5,49 @@ package sluice
 import "time"
 
 // slidingLog admits iff the units admitted in (t−P, t] plus c are at most
-// Limit: an entry exactly P old has left.
+// Limit: an entry exactly P old has left. An admission returns the log
+// without the entries that have left, their units folded into Count.
 func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
-	d := Decision{Limit: m.limit}
-	// Entries still inside the window: At > now − P.
-	k := firstAfter(s.Log, now-m.period)
-	base := uint64(s.Count)
-	if k > 0 {
-		base = s.Log[k-1].Total
+	var d Decision
+	base, log := uint64(s.Count), s.Log
+	if k := firstAfter(log, now-m.period); k > 0 {
+		base, log = log[k-1].Total, log[k:]
 	}
-	live := s.Log[k:]
+	log, _ = m.takeLog(base, log, now, cost, &d)
+	if !d.Allowed || cost == 0 {
+		return s, d
+	}
+	return State{Count: int64(base), Log: log}, d
+}
+
+// takeLog is slidingLog on a state whose Count is base and Log is log,
+// which may still hold entries that have left the window. On an admission
+// with cost > 0 it returns log with the new entry appended (in place when
+// log has room, as append does), else log itself; and ExpiresAt of the
+// state base and the returned log make. It sets *d to the decision. now is
+// clamped already.
+func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *Decision) ([]LogEntry, int64) {
+	*d = Decision{Limit: m.limit}
+	// Entries still inside the window: At > now − P.
+	k := firstAfter(log, now-m.period)
+	if k > 0 {
+		base = log[k-1].Total
+	}
+	live := log[k:]
 	var used int64
+	var expires int64
 	if n := len(live); n > 0 {
 		used = int64(live[n-1].Total - base)
-	}
-	d.Remaining = max(0, m.limit-used) // used > limit: written under a larger limit
-	if n := len(live); n > 0 {
 		d.ResetAfter = time.Duration(live[n-1].At + m.period - now)
 	}
+	if n := len(log); n > 0 {
+		expires = log[n-1].At + m.period
+	}
+	d.Remaining = max(0, m.limit-used) // used > limit: written under a larger limit
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-		return s, d
+		return log, expires
 	case cost > 0 && used+cost > m.limit:
 		// The request fits once enough of the oldest entries have left:
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
@@ -34,11 +55,11 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 		last := live[len(live)-1].Total
 		j := firstWithin(live, last, m.limit-cost)
 		d.RetryAfter = time.Duration(live[j].At + m.period - now)
-		return s, d
+		return log, expires
 	}
 	d.Allowed = true
 	if cost == 0 {
-		return s, d
+		return log, expires
 	}
 	d.Remaining -= cost
 	at := now
@@ -47,7 +68,7 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 	}
 	used += cost
 	d.ResetAfter = time.Duration(at + m.period - now)
-	return State{Count: int64(base), Log: append(live, LogEntry{At: at, Total: base + uint64(used)})}, d
+	return append(log, LogEntry{At: at, Total: base + uint64(used)}), at + m.period
 }
 
 // firstAfter returns the index of the first entry of log (ordered by At)

@@ -165,3 +165,27 @@ func TestClockSteppedBack(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowEdge pins where each window kind's period ends, to the
+// nanosecond: a sliding-log entry exactly Period old has left, and a fixed
+// window [start, start+Period) is over at start+Period.
+func TestWindowEdge(t *testing.T) {
+	const p = int64(time.Second)
+	t0 := int64(10 * time.Second) // a window boundary
+	for _, alg := range []Algorithm{SlidingLog, FixedWindow} {
+		m, err := NewModel(Policy{Algorithm: alg, Limit: 2, Period: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, d := m.Take(State{}, t0, 2)
+		if !d.Allowed {
+			t.Fatalf("%s: the first request: %+v", alg, d)
+		}
+		if _, d := m.Take(s, t0+p-1, 1); d.Allowed || d.RetryAfter != 1 || d.ResetAfter != 1 {
+			t.Errorf("%s: 1ns before the period ends: %+v, want rejected, retry and reset after 1ns", alg, d)
+		}
+		if _, d := m.Take(s, t0+p, 2); !d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: when the period ends: %+v, want the whole limit admitted", alg, d)
+		}
+	}
+}

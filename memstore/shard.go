@@ -143,18 +143,7 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 		r := &t.srows[e]
 		exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
 	default: // logLayout
-		r := &t.lrows[e]
-		if cost > 0 {
-			r.log, r.count = logRoom(r.log, r.count, now-c.period, 1)
-		}
-		_, *d = c.model.Take(sluice.State{Count: r.count, Log: r.log}, now, cost)
-		if d.Allowed && cost > 0 {
-			// The model appended in place (logRoom made room); keep the
-			// stored log starting at its backing array, pruned entries
-			// included, so the array is reused rather than reallocated.
-			r.log = r.log[:len(r.log)+1]
-		}
-		exp = c.model.ExpiresAt(sluice.State{Count: r.count, Log: r.log})
+		exp = takeLog(c, &t.lrows[e], now, cost, d)
 	}
 	switch {
 	case exp <= now:
@@ -164,6 +153,34 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 	case d.Allowed && cost > 0:
 		sh.wrote(exp)
 	}
+}
+
+// takeLog applies one request to a sliding-log row and returns the key's
+// expiry.
+func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 {
+	if sp := r.spill; sp != nil {
+		log := sp.log
+		if cost > 0 {
+			log, sp.count = logRoom(log, sp.count, now-c.period, 1)
+		}
+		// logRoom made room: the model appends in place, and the log stays
+		// at the start of its array, pruned entries included, so that the
+		// array is reused rather than reallocated.
+		log, exp := c.model.TakeSlidingLog(sp.count, log, now, cost, d)
+		sp.log = log
+		return exp
+	}
+	if cost > 0 && int(r.n) == len(r.one) {
+		r.pruneInline(now - c.period)
+	}
+	log, exp := c.model.TakeSlidingLog(0, r.one[:r.n:len(r.one)], now, cost, d)
+	if len(log) <= len(r.one) {
+		r.n = uint32(len(log)) // unchanged, or appended in place
+	} else {
+		// The append moved a full inline log into a new array.
+		r.spill, r.n = &logSpill{log: log}, 0
+	}
+	return exp
 }
 
 // logRoom makes room for need more entries in a sliding-log log without

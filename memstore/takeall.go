@@ -200,6 +200,12 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		exp := c.model.ExpiresAt(w.st)
 		if t := sh.table(c.pt.id); t != nil {
 			if slot, e := t.find(w.h, r.Key); e >= 0 {
+				if !w.dirty {
+					// w.st may be a sliding-log row's entry read in place,
+					// and an earlier key of the batch may have moved the
+					// row since: read it where it is now.
+					exp = t.expiresAt(e)
+				}
 				switch {
 				case exp <= now:
 					t.remove(slot, e)
