@@ -34,7 +34,7 @@ func TestInPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 		var s State
-		var a, b, c int64 // the in-place copy
+		var a, b, c int64  // the in-place copy
 		var log []LogEntry // sliding-log's in-place log, never pruned
 		now := int64(time.Hour)
 		admitted := 0
