@@ -158,25 +158,30 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 // takeLog applies one request to a sliding-log row and returns the key's
 // expiry.
 func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 {
+	// Nothing is written unless the log changes: a rejection leaves the
+	// row's cache line clean, for another core to read without a transfer.
 	if sp := r.spill; sp != nil {
-		log := sp.log
-		if cost > 0 {
-			log, sp.count = logRoom(log, sp.count, now-c.period, 1)
+		if cost > 0 && len(sp.log) == cap(sp.log) {
+			sp.log, sp.count = logRoom(sp.log, sp.count, now-c.period, 1)
 		}
-		// logRoom made room: the model appends in place, and the log stays
-		// at the start of its array, pruned entries included, so that the
-		// array is reused rather than reallocated.
-		log, exp := c.model.TakeSlidingLog(sp.count, log, now, cost, d)
-		sp.log = log
+		// The model appends in place, and the log stays at the start of
+		// its array, pruned entries included, so that the array is reused
+		// rather than reallocated.
+		log, exp := c.model.TakeSlidingLog(sp.count, sp.log, now, cost, d)
+		if len(log) != len(sp.log) {
+			sp.log = log
+		}
 		return exp
 	}
 	if cost > 0 && int(r.n) == len(r.one) {
 		r.pruneInline(now - c.period)
 	}
 	log, exp := c.model.TakeSlidingLog(0, r.one[:r.n:len(r.one)], now, cost, d)
-	if len(log) <= len(r.one) {
-		r.n = uint32(len(log)) // unchanged, or appended in place
-	} else {
+	switch {
+	case len(log) == int(r.n):
+	case len(log) <= len(r.one):
+		r.n = uint32(len(log)) // appended in place
+	default:
 		// The append moved a full inline log into a new array.
 		r.spill, r.n = &logSpill{log: log}, 0
 	}
