@@ -10,8 +10,10 @@
 // bytes (the rest of a longer key is in a byte arena), so the bucket kinds
 // cost no pointer per key, a decision on a key of up to 16 bytes touches the
 // index and one row, and a decision on a key the store already holds
-// allocates nothing. The models run in place on the row (see
-// sluice.Model.TakeBucket), and a sluice.Limiter binds its policy once
+// allocates nothing. A sliding-log key keeps up to two log entries in its
+// row, which is then one cache line; a longer log spills into an array of
+// its own. The models run in place on the row (see sluice.Model.TakeBucket
+// and its siblings), and a sluice.Limiter binds its policy once
 // (Store.Bind), so Limiter.Allow skips finding the policy's table.
 //
 // State expires exactly: a key is dropped once its state is equivalent to no
