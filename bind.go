@@ -10,6 +10,11 @@ import "context"
 // asks the bound policy instead of Store.Take: the decisions and errors are
 // the same, the store only skips finding the policy on every call. memstore
 // implements it.
+//
+// A BoundPolicy that has a method Store() Store names the store it asks;
+// NewLimiter uses it only when that is the limiter's own store. So a type
+// that embeds a Binder store and overrides Take is not bypassed by the
+// promoted Bind: its limiters call its Take.
 type Binder interface {
 	// Bind prepares p, which is valid. A store that cannot bind p returns
 	// an error, and the Limiter uses Store.Take.
@@ -26,11 +31,18 @@ type BoundPolicy interface {
 // can bind p, else one that calls store.Take.
 func bind(store Store, p Policy) BoundPolicy {
 	if b, ok := store.(Binder); ok {
-		if bp, err := b.Bind(p); err == nil {
+		if bp, err := b.Bind(p); err == nil && bindsTo(bp, store) {
 			return bp
 		}
 	}
 	return storeTake{store, p}
+}
+
+// bindsTo reports whether bp asks store itself, as far as bp tells: a
+// bound policy with no Store method is taken at its word.
+func bindsTo(bp BoundPolicy, store Store) bool {
+	o, ok := bp.(interface{ Store() Store })
+	return !ok || o.Store() == store
 }
 
 // storeTake binds p to a store that is no Binder.

@@ -31,6 +31,10 @@ type bound struct {
 	c atomic.Pointer[compiled] // nil until the first Take
 }
 
+// Store returns the store b asks. A type that embeds *Store is not it, so
+// sluice.NewLimiter calls that type's own Take (see sluice.Binder).
+func (b *bound) Store() sluice.Store { return b.s }
+
 // Take is Store.Take for the bound policy.
 func (b *bound) Take(ctx context.Context, key string, cost int64) (sluice.Decision, error) {
 	s := b.s

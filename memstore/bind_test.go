@@ -141,3 +141,35 @@ func TestLimiterAllocs(t *testing.T) {
 		})
 	}
 }
+
+// countingStore embeds *Store and overrides Take, as a user's wrapper
+// that counts or logs decisions would.
+type countingStore struct {
+	*Store
+	takes int
+}
+
+func (c *countingStore) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	c.takes++
+	return c.Store.Take(ctx, p, key, cost)
+}
+
+// TestEmbeddedStoreNotBypassed: a limiter over a type that embeds *Store
+// and overrides Take calls that Take; the promoted Bind would skip it.
+func TestEmbeddedStoreNotBypassed(t *testing.T) {
+	s := New(WithSweepInterval(0))
+	defer s.Close()
+	w := &countingStore{Store: s}
+	l, err := sluice.NewLimiter(w, sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Allow(context.Background(), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.takes != 3 {
+		t.Errorf("the wrapper's Take ran %d times for 3 decisions, want 3", w.takes)
+	}
+}
