@@ -155,69 +155,6 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 	}
 }
 
-// takeLog applies one request to a sliding-log row and returns the key's
-// expiry.
-func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 {
-	// Nothing is written unless the log changes: a rejection leaves the
-	// row's cache line clean, for another core to read without a transfer.
-	if sp := r.spill; sp != nil {
-		if cost > 0 && len(sp.log) == cap(sp.log) {
-			sp.log, sp.count = logRoom(sp.log, sp.count, now-c.period, 1)
-		}
-		// The model appends in place, and the log stays at the start of
-		// its array, pruned entries included, so that the array is reused
-		// rather than reallocated.
-		log, exp := c.model.TakeSlidingLog(sp.count, sp.log, now, cost, d)
-		if len(log) != len(sp.log) {
-			sp.log = log
-		}
-		return exp
-	}
-	if cost > 0 && int(r.n) == len(r.one) {
-		r.pruneInline(now - c.period)
-	}
-	log, exp := c.model.TakeSlidingLog(0, r.one[:r.n:len(r.one)], now, cost, d)
-	switch {
-	case len(log) == int(r.n):
-	case len(log) <= len(r.one):
-		r.n = uint32(len(log)) // appended in place
-	default:
-		// The append moved a full inline log into a new array.
-		r.spill, r.n = &logSpill{log: log}, 0
-	}
-	return exp
-}
-
-// logRoom makes room for need more entries in a sliding-log log without
-// changing its meaning: when the backing array is too full it drops the
-// entries at or before cutoff (now − Period) into the base total, and grows
-// or shrinks the array so that pruning and reallocating stay amortized O(1).
-// The log stays at the start of its array, so the array is reused forever
-// rather than reallocated as the window slides.
-func logRoom(log []sluice.LogEntry, count, cutoff int64, need int) ([]sluice.LogEntry, int64) {
-	if cap(log)-len(log) >= need {
-		return log, count
-	}
-	// The first entry still inside the window.
-	lo, hi := 0, len(log)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if log[m].At > cutoff {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	if lo > 0 {
-		count = int64(log[lo-1].Total)
-		log = log[:copy(log, log[lo:])]
-	}
-	if n := len(log); 4*(n+need) > 3*cap(log) || cap(log) > 32 && 8*(n+need) < cap(log) {
-		log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), log...)
-	}
-	return log, count
-}
-
 func (sh *shard) rand() uint64 {
 	// xorshift64*
 	x := sh.rng

@@ -101,7 +101,8 @@ func layoutOf(k kind, den int64) layout {
 
 // The rows. kb is the key's first inlineKey bytes, zero-padded; ref is
 // inlined|len(key) for a key of at most inlineKey bytes, else the offset of
-// the rest of the key in the arena (below inlined).
+// the rest of the key in the arena (below inlined). logRow, of sliding-log,
+// is in logrow.go.
 type (
 	narrowRow struct {
 		kb   [inlineKey]byte
@@ -124,69 +125,7 @@ type (
 		time, count, prev int64
 		ref               uint32
 	}
-	// logRow holds a log of at most len(one) entries in the row itself,
-	// with a base total of 0 (only differences of totals matter), so that
-	// a key with few admissions in its window costs no allocation and its
-	// decision one memory access: the row is one cache line. A longer log
-	// spills into a logSpill, which the row keeps until the key goes.
-	logRow struct {
-		kb    [inlineKey]byte
-		ref   uint32
-		n     uint32 // entries in one; 0 once spilled
-		one   [2]sluice.LogEntry
-		spill *logSpill
-	}
-	logSpill struct {
-		count int64 // the base total
-		log   []sluice.LogEntry
-	}
 )
-
-// state returns the row's base total and log. An inline log is a slice of
-// the row itself with no spare capacity, so that appending to it never
-// writes into the row; it must not be kept past the next change of the
-// table's rows, which may move or clear the row.
-func (r *logRow) state() (int64, []sluice.LogEntry) {
-	if sp := r.spill; sp != nil {
-		return sp.count, sp.log
-	}
-	return 0, r.one[:r.n:r.n]
-}
-
-// setState stores the base total count and log as the row's: inline while
-// the log fits and the row has not spilled, else in the spill.
-func (r *logRow) setState(count int64, log []sluice.LogEntry) {
-	if sp := r.spill; sp != nil {
-		sp.count, sp.log = count, log
-		return
-	}
-	if len(log) <= len(r.one) {
-		for i, e := range log {
-			r.one[i] = sluice.LogEntry{At: e.At, Total: e.Total - uint64(count)}
-		}
-		r.n = uint32(len(log))
-		return
-	}
-	r.spill, r.n = &logSpill{count: count, log: log}, 0
-}
-
-// pruneInline drops the inline entries at or before cutoff, which have left
-// the window.
-func (r *logRow) pruneInline(cutoff int64) {
-	k := 0
-	for k < int(r.n) && r.one[k].At <= cutoff {
-		k++
-	}
-	if k == 0 {
-		return
-	}
-	base := r.one[k-1].Total
-	n := copy(r.one[:], r.one[k:r.n])
-	for i := range n {
-		r.one[i].Total -= base
-	}
-	r.n = uint32(n)
-}
 
 const (
 	// inlineKey is the number of key bytes a row holds.
