@@ -13,8 +13,9 @@ import "context"
 //
 // In a refused AllowAll batch, the checks that would have admitted their
 // request are observed as the store reports them: Allowed, with nothing
-// consumed. Requests with a negative cost, refused before the store is
-// asked, are not observed.
+// consumed. Requests refused before the store is asked are not observed:
+// a negative cost, and a Wait whose cost exceeds the policy's capacity
+// (ErrImpossible at once).
 type Observer func(ctx context.Context, p Policy, key string, cost int64, d Decision, err error)
 
 // WithObserver calls o with every decision of the Limiter: those of Allow,
