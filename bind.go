@@ -40,9 +40,19 @@ func bind(store Store, p Policy) BoundPolicy {
 
 // bindsTo reports whether bp asks store itself, as far as bp tells: a
 // bound policy with no Store method is taken at its word.
-func bindsTo(bp BoundPolicy, store Store) bool {
+func bindsTo(bp BoundPolicy, store Store) (same bool) {
 	o, ok := bp.(interface{ Store() Store })
-	return !ok || o.Store() == store
+	if !ok {
+		return true
+	}
+	// == panics on two values of one non-comparable type: not provably
+	// the same store then.
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return o.Store() == store
 }
 
 // storeTake binds p to a store that is no Binder.

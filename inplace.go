@@ -5,12 +5,14 @@ package sluice
 // The models' in-place entry points, for a store that keeps a policy's state
 // in its own layout (memstore keeps it in rows of a table) rather than as a
 // State value. Each is the very function Take runs for its algorithm, on the
-// State fields that algorithm uses, passed by address and updated in place
-// when a request with cost > 0 is admitted; nothing else is written. The
-// decision is written to *d, so that it is built once where the caller
-// wants it, and each returns ExpiresAt of the state it leaves. Like Take they clamp now to [0, MaxTime], and a negative cost is
-// rejected as Impossible without touching the state. Calling one for a model
-// of another algorithm is a programming error; the result is then
+// State fields that algorithm uses, updated in place when a request with
+// cost > 0 is admitted; nothing else is written. The fields are passed by
+// address, except for sliding-log, whose log is passed and returned as a
+// slice (see TakeSlidingLog). The decision is written to *d, so that it is
+// built once where the caller wants it, and each returns ExpiresAt of the
+// state it leaves. Like Take they clamp now to [0, MaxTime], and a negative
+// cost is rejected as Impossible without touching the state. Calling one for
+// a model of another algorithm is a programming error; the result is then
 // unspecified.
 
 // TakeBucket is Take for token-bucket, gcra and leaky-bucket, on a state
@@ -47,11 +49,16 @@ func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d 
 }
 
 // TakeSlidingLog is Take for sliding-log, on a state whose Count is base and
-// Log is log. The log may keep entries that have left the window (a store
-// that prunes them only when it needs room). On an admission with cost > 0
-// it returns log with the new entry appended, in place when log has room
-// (as append does), else log itself; nothing else is written. expires is
-// ExpiresAt of the state base and the returned log make.
+// Log is log. On an admission with cost > 0 it returns log with the new
+// entry appended, in place when log has room (as append does), else log
+// itself; nothing else is written. expires is ExpiresAt of the state base
+// and the returned log make.
+//
+// Unlike Take, it does not drop the entries that have left the window: the
+// caller does, at an admission, to hold the state Take returns (the entries
+// of log with At > now − Period, and the last total before them as the
+// base). Keeping them changes no decision while the clock only moves
+// forward and Period stays, but would otherwise.
 func (m *Model) TakeSlidingLog(base int64, log []LogEntry, now, cost int64, d *Decision) (_ []LogEntry, expires int64) {
 	if cost < 0 {
 		*d = Decision{Limit: m.limit, Impossible: true}

@@ -17,6 +17,12 @@ type (
 	// a key with few admissions in its window costs no allocation and its
 	// decision one memory access: the row is one cache line. A longer log
 	// spills into a logSpill, which the row keeps until the key goes.
+	//
+	// Both forms hold exactly the model's state: entries that have left
+	// the window are dropped at an admission, as Model.Take drops them,
+	// and never at a rejection. (Keeping them would change no decision on
+	// a clock that only moves forward, but would on one that steps back,
+	// or after a named policy's Period grows.)
 	logRow struct {
 		kb    [inlineKey]byte
 		ref   uint32
@@ -24,19 +30,25 @@ type (
 		one   [2]sluice.LogEntry
 		spill *logSpill
 	}
+	// logSpill is a longer log. The model's log is log[low:]; the entries
+	// before low have left the window and stay only until the array needs
+	// room (makeRoom), so that the array is reused as the window slides
+	// rather than reallocated.
 	logSpill struct {
-		count int64 // the base total
+		count int64 // the base total before log[0]
 		log   []sluice.LogEntry
+		low   int
 	}
 )
 
-// state returns the row's base total and log. An inline log is a slice of
-// the row itself with no spare capacity, so that appending to it never
-// writes into the row; it must not be kept past the next change of the
-// table's rows, which may move or clear the row.
+// state returns the row's base total and log, as the model holds them. An
+// inline log is a slice of the row itself with no spare capacity: it must
+// not be kept past the next change of the table's rows, which may move or
+// clear the row, nor written to. A spilled log is a slice of the spill's
+// array, which stays where it is.
 func (r *logRow) state() (int64, []sluice.LogEntry) {
 	if sp := r.spill; sp != nil {
-		return sp.count, sp.log
+		return sp.view()
 	}
 	return 0, r.one[:r.n:r.n]
 }
@@ -45,7 +57,7 @@ func (r *logRow) state() (int64, []sluice.LogEntry) {
 // the log fits and the row has not spilled, else in the spill.
 func (r *logRow) setState(count int64, log []sluice.LogEntry) {
 	if sp := r.spill; sp != nil {
-		sp.count, sp.log = count, log
+		sp.count, sp.log, sp.low = count, log, 0
 		return
 	}
 	if len(log) <= len(r.one) {
@@ -58,76 +70,101 @@ func (r *logRow) setState(count int64, log []sluice.LogEntry) {
 	r.spill, r.n = &logSpill{count: count, log: log}, 0
 }
 
-// pruneInline drops the inline entries at or before cutoff, which have left
-// the window.
-func (r *logRow) pruneInline(cutoff int64) {
-	k := 0
-	for k < int(r.n) && r.one[k].At <= cutoff {
-		k++
+// view returns the model's state of a spilled log.
+func (sp *logSpill) view() (int64, []sluice.LogEntry) {
+	if sp.low == 0 {
+		return sp.count, sp.log
 	}
-	if k == 0 {
+	return int64(sp.log[sp.low-1].Total), sp.log[sp.low:]
+}
+
+// makeRoom makes room for need more entries at the end of the array
+// without changing the model's state: when the array is full it drops the
+// entries before low, and grows or shrinks the array so that dropping and
+// reallocating stay amortized O(1).
+func (sp *logSpill) makeRoom(need int) {
+	if cap(sp.log)-len(sp.log) >= need {
 		return
 	}
-	base := r.one[k-1].Total
-	n := copy(r.one[:], r.one[k:r.n])
-	for i := range n {
-		r.one[i].Total -= base
+	if sp.low > 0 {
+		sp.count = int64(sp.log[sp.low-1].Total)
+		sp.log = sp.log[:copy(sp.log, sp.log[sp.low:])]
+		sp.low = 0
 	}
-	r.n = uint32(n)
+	if n := len(sp.log); 4*(n+need) > 3*cap(sp.log) || cap(sp.log) > 32 && 8*(n+need) < cap(sp.log) {
+		sp.log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), sp.log...)
+	}
+}
+
+// admitted records that the model appended one entry at the end of the
+// array to the view it was given (live), at now, under a policy of period
+// p: like the model, it drops the entries that had left the window.
+func (sp *logSpill) admitted(live []sluice.LogEntry, now, p int64) {
+	sp.log = sp.log[:len(sp.log)+1]
+	sp.low += sort.Search(len(live), func(i int) bool { return live[i].At > now-p })
+}
+
+// committed records that a TakeAll batch, given the view of live entries
+// after makeRoom, appended appended entries in place, and that the model's
+// log is now the last final of them: the entries before have left the
+// window.
+func (sp *logSpill) committed(live, appended, final int) {
+	end := sp.low + live + appended
+	sp.log = sp.log[:end]
+	sp.low = end - final
+}
+
+// pruned returns the inline log one[:n] without the entries at or before
+// cutoff, rebased so that the base total stays 0, and its length.
+func pruned(one [2]sluice.LogEntry, n int, cutoff int64) ([2]sluice.LogEntry, int) {
+	k := 0
+	for k < n && one[k].At <= cutoff {
+		k++
+	}
+	if k > 0 {
+		base := one[k-1].Total
+		n = copy(one[:], one[k:n])
+		for i := range n {
+			one[i].Total -= base
+		}
+	}
+	return one, n
 }
 
 // takeLog applies one request to a sliding-log row and returns the key's
-// expiry.
+// expiry. A rejection writes nothing, except to make room in a full
+// spilled array (which changes no state): the row's cache line stays
+// clean, for another core to read without a transfer.
 func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 {
-	// Nothing is written unless the log changes: a rejection leaves the
-	// row's cache line clean, for another core to read without a transfer.
 	if sp := r.spill; sp != nil {
-		if cost > 0 && len(sp.log) == cap(sp.log) {
-			sp.log, sp.count = logRoom(sp.log, sp.count, now-c.period, 1)
+		if cost > 0 {
+			sp.makeRoom(1)
 		}
-		// The model appends in place, and the log stays at the start of
-		// its array, pruned entries included, so that the array is reused
-		// rather than reallocated.
-		log, exp := c.model.TakeSlidingLog(sp.count, sp.log, now, cost, d)
-		if len(log) != len(sp.log) {
-			sp.log = log
+		base, live := sp.view()
+		log, exp := c.model.TakeSlidingLog(base, live, now, cost, d)
+		if len(log) > len(live) { // admitted, appended in place
+			sp.admitted(live, now, c.period)
 		}
 		return exp
 	}
-	if cost > 0 && int(r.n) == len(r.one) {
-		r.pruneInline(now - c.period)
+	// Decide on a copy of the inline log, pruned as the model prunes at an
+	// admission; the row is written only when the request is admitted.
+	one, n := r.one, int(r.n)
+	if cost > 0 {
+		one, n = pruned(one, n, now-c.period)
 	}
-	log, exp := c.model.TakeSlidingLog(0, r.one[:r.n:len(r.one)], now, cost, d)
+	log, exp := c.model.TakeSlidingLog(0, one[:n:len(one)], now, cost, d)
 	switch {
-	case len(log) == int(r.n):
-	case len(log) <= len(r.one):
-		r.n = uint32(len(log)) // appended in place
+	case len(log) == n:
+		// Nothing admitted: the row is as it was.
+	case len(log) <= len(one):
+		r.one, r.n = one, uint32(len(log)) // appended in place, in the copy
 	default:
-		// The append moved a full inline log into a new array.
-		r.spill, r.n = &logSpill{log: log}, 0
+		// A third entry: the append moved the log into a new array. It is
+		// copied, so that the compiler keeps one on the stack.
+		sp := &logSpill{log: make([]sluice.LogEntry, len(log), cap(log))}
+		copy(sp.log, log)
+		r.spill, r.n = sp, 0
 	}
 	return exp
-}
-
-// logRoom makes room for need more entries in a sliding-log log without
-// changing its meaning: when the backing array is too full it drops the
-// entries at or before cutoff (now − Period) into the base total, and grows
-// or shrinks the array so that pruning and reallocating stay amortized O(1).
-// The log stays at the start of its array, so the array is reused forever
-// rather than reallocated as the window slides.
-func logRoom(log []sluice.LogEntry, count, cutoff int64, need int) ([]sluice.LogEntry, int64) {
-	if cap(log)-len(log) >= need {
-		return log, count
-	}
-	// The first entry still inside the window (amortized: this runs when
-	// the array is full).
-	lo := sort.Search(len(log), func(i int) bool { return log[i].At > cutoff })
-	if lo > 0 {
-		count = int64(log[lo-1].Total)
-		log = log[:copy(log, log[lo:])]
-	}
-	if n := len(log); 4*(n+need) > 3*cap(log) || cap(log) > 32 && 8*(n+need) < cap(log) {
-		log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), log...)
-	}
-	return log, count
 }

@@ -26,14 +26,13 @@ type work struct {
 	last  *compiled // the policy that last evaluated st
 	dirty bool      // st consumed something
 
-	// For a sliding-log key the store holds: the stored log and base total
-	// after logRoom made room for every request of the batch on the key,
-	// so that the model appends in place; appended counts the appends.
-	takes    int   // requests of the batch on the key with a positive cost
-	period   int64 // the longest period among them: logRoom keeps what any needs
-	stored   bool
-	base     []sluice.LogEntry
-	baseCnt  int64
+	// For a sliding-log key whose log the store holds in a spill: the
+	// spill, with room made for every append of the batch, and the length
+	// of the log the batch started from, so that the model appends into
+	// the spill's array in place; appended counts the appends.
+	takes    int // requests of the batch on the key with a positive cost
+	spill    *logSpill
+	live     int
 	appended int
 }
 
@@ -121,9 +120,8 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			}
 		}
 		ws = append(ws, w)
-		if o := &ws[w.owner]; r.Cost > 0 {
-			o.takes++
-			o.period = max(o.period, c.period)
+		if r.Cost > 0 {
+			ws[w.owner].takes++
 		}
 		shards = append(shards, w.sh)
 	}
@@ -149,9 +147,16 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					o.st = t.get(e)
 					if w.c.kind == logKind && o.takes > 0 {
-						o.st.Log, o.st.Count = logRoom(o.st.Log, o.st.Count, now-o.period, o.takes)
-						t.set(e, o.st)
-						o.stored, o.base, o.baseCnt = true, o.st.Log, o.st.Count
+						if sp := t.lrows[e].spill; sp != nil {
+							sp.makeRoom(o.takes)
+							o.st.Count, o.st.Log = sp.view()
+							o.spill, o.live = sp, len(o.st.Log)
+						} else {
+							// An inline log is the row itself, which a later
+							// change of the rows may move or clear: work on
+							// a copy, with room for the batch's appends.
+							o.st.Log = append(make([]sluice.LogEntry, 0, len(o.st.Log)+o.takes), o.st.Log...)
+						}
 					}
 				}
 			}
@@ -201,16 +206,19 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		if t := sh.table(c.pt.id); t != nil {
 			if slot, e := t.find(w.h, r.Key); e >= 0 {
 				if !w.dirty {
-					// w.st may be a sliding-log row's entry read in place,
+					// w.st may be an inline sliding-log row read in place,
 					// and an earlier key of the batch may have moved the
 					// row since: read it where it is now.
-					exp = t.expiresAt(e)
+					exp = c.model.ExpiresAt(t.get(e))
 				}
 				switch {
 				case exp <= now:
 					t.remove(slot, e)
 					sh.removed()
 					sh.expired.Add(1)
+				case w.dirty && w.spill != nil && w.spill == t.lrows[e].spill:
+					w.spill.committed(w.live, w.appended, len(w.st.Log))
+					sh.wrote(exp)
 				case w.dirty:
 					t.set(e, w.stateIn(t.den))
 					sh.wrote(exp)
@@ -239,15 +247,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 }
 
 // stateIn returns the working state to store, with its fraction in units
-// of 1/den; a sliding-log log the store held stays anchored at the start of
-// its array (the model appended in place).
+// of 1/den.
 func (w *work) stateIn(den int64) sluice.State {
 	st := w.st
-	switch {
-	case w.c.kind == bucketKind:
+	if w.c.kind == bucketKind {
 		st.Time, st.Frac = convFrac(st.Time, st.Frac, w.den, den)
-	case w.stored:
-		st.Log, st.Count = w.base[:len(w.base)+w.appended], w.baseCnt
 	}
 	return st
 }
