@@ -147,24 +147,27 @@ func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 
 		}
 		return exp
 	}
-	// Decide on a copy of the inline log, pruned as the model prunes at an
-	// admission; the row is written only when the request is admitted.
-	one, n := r.one, int(r.n)
-	if cost > 0 {
-		one, n = pruned(one, n, now-c.period)
+	n := int(r.n)
+	if cost > 0 && n > 0 && r.one[0].At <= now-c.period {
+		// An entry has left the window, which the model drops at an
+		// admission: decide on a pruned copy, and write it back only if
+		// the request is admitted. Pruning leaves room for the new entry.
+		one, m := pruned(r.one, n, now-c.period)
+		log, exp := c.model.TakeSlidingLog(0, one[:m:len(one)], now, cost, d)
+		if len(log) > m {
+			r.one, r.n = one, uint32(len(log))
+		}
+		return exp
 	}
-	log, exp := c.model.TakeSlidingLog(0, one[:n:len(one)], now, cost, d)
+	log, exp := c.model.TakeSlidingLog(0, r.one[:n:len(r.one)], now, cost, d)
 	switch {
 	case len(log) == n:
-		// Nothing admitted: the row is as it was.
-	case len(log) <= len(one):
-		r.one, r.n = one, uint32(len(log)) // appended in place, in the copy
+		// Nothing admitted: nothing written.
+	case len(log) <= len(r.one):
+		r.n = uint32(len(log)) // appended in place, into the row
 	default:
-		// A third entry: the append moved the log into a new array. It is
-		// copied, so that the compiler keeps one on the stack.
-		sp := &logSpill{log: make([]sluice.LogEntry, len(log), cap(log))}
-		copy(sp.log, log)
-		r.spill, r.n = sp, 0
+		// A third entry: the append moved the log into a new array.
+		r.spill, r.n = &logSpill{log: log}, 0
 	}
 	return exp
 }
