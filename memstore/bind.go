@@ -38,14 +38,8 @@ func (b *bound) Store() sluice.Store { return b.s }
 // Take is Store.Take for the bound policy.
 func (b *bound) Take(ctx context.Context, key string, cost int64) (sluice.Decision, error) {
 	s := b.s
-	if s.closed.Load() {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
-	}
-	if cost < 0 {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
+	if s.closed.Load() || ctx.Err() != nil || cost < 0 {
+		return sluice.Decision{}, s.refused(ctx, key, cost)
 	}
 	c := b.c.Load()
 	if c == nil || c.pt.cur.Load() != c {

@@ -15,14 +15,8 @@ var _ sluice.Giver = (*Store)(nil)
 // TakeStamped is Take that also returns the key's state after the take,
 // for Give.
 func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, sluice.State, error) {
-	if s.closed.Load() {
-		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, err)
-	}
-	if cost < 0 {
-		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
+	if s.closed.Load() || ctx.Err() != nil || cost < 0 {
+		return sluice.Decision{}, sluice.State{}, s.refused(ctx, key, cost)
 	}
 	c, err := s.compile(p)
 	if err != nil {

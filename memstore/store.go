@@ -284,14 +284,8 @@ func newCompiled(pt *policyTable, p sluice.Policy, m *sluice.Model) *compiled {
 // returns the decision. It fails only for an invalid policy, a negative
 // cost, a context that is already done, or a closed store.
 func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
-	if s.closed.Load() {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
-	}
-	if cost < 0 {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
+	if s.closed.Load() || ctx.Err() != nil || cost < 0 {
+		return sluice.Decision{}, s.refused(ctx, key, cost)
 	}
 	c, err := s.compile(p)
 	if err != nil {
@@ -302,6 +296,19 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
 	}
 	return d, nil
+}
+
+// refused returns the error of a take refused before its policy is looked
+// at: a closed store, a context that is done, or a negative cost. The
+// callers test those three inline, so that a take pays no call for them.
+func (s *Store) refused(ctx context.Context, key string, cost int64) error {
+	switch {
+	case s.closed.Load():
+		return fmt.Errorf("memstore: take %q: %w", key, ErrClosed)
+	case ctx.Err() != nil:
+		return fmt.Errorf("memstore: take %q: %w", key, ctx.Err())
+	}
+	return fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
 }
 
 // take is Take once the policy is compiled: it sets *d and reports whether
