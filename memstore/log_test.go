@@ -14,24 +14,33 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// TestTakeAllLogRowMoved: a TakeAll batch that drops an expired
-// sliding-log key moves the table's last row into its place. A key of the
-// same batch held in that last row, with its one log entry in the row,
-// keeps its state: the batch must not read it from where the row was.
-func TestTakeAllLogRowMoved(t *testing.T) {
-	clock := sluicetest.NewClock(t0)
+// logStore returns a one-shard store without a sweeper on a fake clock set
+// to start, closed when the test ends, and take, which asks it for key
+// under p and fails the test on an error.
+func logStore(t *testing.T, start time.Time, p sluice.Policy) (*Store, *sluicetest.Clock, func(key string, cost int64) sluice.Decision) {
+	t.Helper()
+	clock := sluicetest.NewClock(start)
 	s := New(WithClock(clock), WithSweepInterval(0), withShards(1))
-	defer s.Close()
-	ctx := context.Background()
-	p := sluice.Policy{Algorithm: sluice.SlidingLog, Limit: 10, Period: time.Second}
+	t.Cleanup(func() { s.Close() })
 	take := func(key string, cost int64) sluice.Decision {
 		t.Helper()
-		d, err := s.Take(ctx, p, key, cost)
+		d, err := s.Take(context.Background(), p, key, cost)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return d
 	}
+	return s, clock, take
+}
+
+// TestTakeAllLogRowMoved: a TakeAll batch that drops an expired
+// sliding-log key moves the table's last row into its place. A key of the
+// same batch held in that last row, with its one log entry in the row,
+// keeps its state: the batch must not read it from where the row was.
+func TestTakeAllLogRowMoved(t *testing.T) {
+	p := sluice.Policy{Algorithm: sluice.SlidingLog, Limit: 10, Period: time.Second}
+	s, clock, take := logStore(t, t0, p)
+	ctx := context.Background()
 	take("b", 1) // row 0
 	clock.Advance(500 * time.Millisecond)
 	take("a", 3) // row 1, the last
@@ -241,28 +250,9 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 				cur = vs[i]
 				reqs[i] = sluice.Request{Policy: variants[vs[i]], Key: key(), Cost: rng.Int64N(variants[vs[i]].Limit + 1)}
 			}
-			work := map[string]sluice.State{}
-			want := make([]sluice.Decision, len(reqs))
-			all := true
-			for i, r := range reqs {
-				st, ok := work[r.Key]
-				if !ok {
-					st = cloneState(oracle[r.Key])
-				}
-				work[r.Key], want[i] = models[vs[i]].Take(st, now, r.Cost)
-				all = all && want[i].Allowed
-			}
-			if all {
-				for k, st := range work {
-					oracle[k] = st
-				}
-			} else {
-				for i, r := range reqs {
-					if want[i].Allowed {
-						_, want[i] = models[vs[i]].Take(oracle[r.Key], now, 0)
-					}
-				}
-			}
+			want, all := modelBatch(oracle, reqs, now,
+				func(i int) string { return reqs[i].Key },
+				func(i int) *sluice.Model { return models[vs[i]] })
 			if all {
 				// The store drops a key of the batch whose state has
 				// expired under the last policy that evaluated it; a
@@ -297,19 +287,12 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 // entry into the row. Dropping x moves y's row to row 0 and zeroes the old
 // last row, which the batch's w.base still points at.
 func TestTakeAllInlineLogMoved(t *testing.T) {
-	clock := sluicetest.NewClock(t0.Add(time.Hour))
-	s := New(WithClock(clock), WithSweepInterval(0), withShards(1))
-	defer s.Close()
-	ctx := context.Background()
 	p := sluice.Policy{Algorithm: sluice.SlidingLog, Limit: 10, Period: time.Second}
-	m, _ := sluice.NewModel(p)
-	take := func(key string, cost int64) sluice.Decision {
-		t.Helper()
-		d, err := s.Take(ctx, p, key, cost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
+	s, clock, take := logStore(t, t0.Add(time.Hour), p)
+	ctx := context.Background()
+	m, err := sluice.NewModel(p)
+	if err != nil {
+		t.Fatal(err)
 	}
 	take("x", 1) // row 0
 	take("y", 4) // row 1, the last
@@ -346,7 +329,10 @@ func logTrace(t *testing.T, steps [][3]int64) {
 		if step[2] != 0 {
 			p.Period = time.Duration(step[2])
 		}
-		m, _ := sluice.NewModel(p)
+		m, err := sluice.NewModel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
 		now := base.Add(time.Duration(step[0]))
 		clock.Set(now)
 		var want sluice.Decision
@@ -398,20 +384,20 @@ func TestSlidingLogTraces(t *testing.T) {
 // TestLogRejectionWritesNothing: a rejected request leaves the row as it
 // was (logrow.go: "Nothing is written unless the log changes").
 func TestLogRejectionWritesNothing(t *testing.T) {
-	clock := sluicetest.NewClock(t0.Add(time.Hour))
-	s := New(WithClock(clock), WithSweepInterval(0), withShards(1))
-	defer s.Close()
-	ctx := context.Background()
 	p := sluice.Policy{Algorithm: sluice.SlidingLog, Limit: 10, Period: time.Second}
-	s.Take(ctx, p, "k", 6)
+	s, clock, take := logStore(t, t0.Add(time.Hour), p)
+	take("k", 6)
 	clock.Advance(500 * time.Millisecond)
-	s.Take(ctx, p, "k", 3)
-	clock.Advance(700 * time.Millisecond)
-	c, _ := s.compile(p)
+	take("k", 3)
+	clock.Advance(700 * time.Millisecond) // the entry of 6 has left the window
+	c, err := s.compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tb := s.shards[0].table(c.pt.id)
 	before := tb.lrows[0]
-	if d, _ := s.Take(ctx, p, "k", 8); d.Allowed {
-		t.Fatal("admitted")
+	if d := take("k", 8); d.Allowed {
+		t.Fatalf("8 more on 3 of 10 admitted: %+v", d)
 	}
 	if after := tb.lrows[0]; after != before {
 		t.Errorf("a rejection wrote the row: %+v, was %+v", after, before)
@@ -423,18 +409,17 @@ func TestLogRejectionWritesNothing(t *testing.T) {
 // TakeAll's logRoom prunes k's log with the takes' period (o.period counts
 // only cost > 0) before the peek is evaluated.
 func TestTakeAllPeekLongerPeriod(t *testing.T) {
-	clock := sluicetest.NewClock(t0.Add(time.Hour))
-	s := New(WithClock(clock), WithSweepInterval(0), withShards(1))
-	defer s.Close()
-	ctx := context.Background()
 	q := sluice.Policy{Name: "n", Algorithm: sluice.SlidingLog, Limit: 10, Period: 10 * time.Second}
 	p := q
 	p.Period = time.Second
-	mq, _ := sluice.NewModel(q)
-	st, _ := mq.Take(sluice.State{}, clock.Now().UnixNano(), 4)
-	if _, err := s.Take(ctx, q, "k", 4); err != nil {
+	s, clock, take := logStore(t, t0.Add(time.Hour), q)
+	ctx := context.Background()
+	mq, err := sluice.NewModel(q)
+	if err != nil {
 		t.Fatal(err)
 	}
+	st, _ := mq.Take(sluice.State{}, clock.Now().UnixNano(), 4)
+	take("k", 4)
 	clock.Advance(2 * time.Second)
 	_, want := mq.Take(st, clock.Now().UnixNano(), 0)
 	out := make([]sluice.Decision, 2)

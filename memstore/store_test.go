@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -509,29 +510,9 @@ func TestTakeAllMatchesModel(t *testing.T) {
 			pols[i] = rng.IntN(len(ps))
 			reqs[i] = sluice.Request{Policy: ps[pols[i]], Key: fmt.Sprint("k", rng.IntN(6)), Cost: rng.Int64N(3)}
 		}
-		work := map[okey]sluice.State{}
-		want := make([]sluice.Decision, n)
-		all := true
-		for i, r := range reqs {
-			k := okey{pols[i], r.Key}
-			st, ok := work[k]
-			if !ok {
-				st = cloneState(oracle[k])
-			}
-			work[k], want[i] = models[pols[i]].Take(st, now, r.Cost)
-			all = all && want[i].Allowed
-		}
-		if all {
-			for k, st := range work {
-				oracle[k] = st
-			}
-		} else {
-			for i, r := range reqs {
-				if want[i].Allowed {
-					_, want[i] = models[pols[i]].Take(oracle[okey{pols[i], r.Key}], now, 0)
-				}
-			}
-		}
+		want, _ := modelBatch(oracle, reqs, now,
+			func(i int) okey { return okey{pols[i], reqs[i].Key} },
+			func(i int) *sluice.Model { return models[pols[i]] })
 		got := make([]sluice.Decision, n)
 		if err := s.TakeAll(context.Background(), reqs, got); err != nil {
 			t.Fatal(err)
@@ -543,6 +524,36 @@ func TestTakeAllMatchesModel(t *testing.T) {
 		}
 	}
 	checkTables(t, s)
+}
+
+// modelBatch evaluates reqs on the oracle's states as TakeAll documents:
+// in order, each seeing the earlier ones, all or nothing. It returns the
+// decisions TakeAll must give and whether all were admitted, in which case
+// it has updated oracle. key(i) and model(i) are request i's state key and
+// model.
+func modelBatch[K comparable](oracle map[K]sluice.State, reqs []sluice.Request, now int64, key func(int) K, model func(int) *sluice.Model) ([]sluice.Decision, bool) {
+	work := map[K]sluice.State{}
+	want := make([]sluice.Decision, len(reqs))
+	all := true
+	for i, r := range reqs {
+		k := key(i)
+		st, ok := work[k]
+		if !ok {
+			st = cloneState(oracle[k])
+		}
+		work[k], want[i] = model(i).Take(st, now, r.Cost)
+		all = all && want[i].Allowed
+	}
+	if all {
+		maps.Copy(oracle, work)
+		return want, true
+	}
+	for i := range reqs {
+		if want[i].Allowed {
+			_, want[i] = model(i).Take(oracle[key(i)], now, 0)
+		}
+	}
+	return want, false
 }
 
 func cloneState(s sluice.State) sluice.State {
