@@ -66,3 +66,18 @@ func (m *Model) TakeSlidingLog(base int64, log []LogEntry, now, cost int64, d *D
 	}
 	return m.takeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, d)
 }
+
+// JudgeSlidingLog sets *d to the decision TakeSlidingLog would make on the
+// same arguments, and writes nothing: not even an admitted entry. It is for
+// a reader that acts only on a rejection (or a peek), deciding on a log it
+// must not change; expires is then ExpiresAt of the state as given. After an
+// admission with cost > 0, expires is that of the state TakeSlidingLog
+// would leave.
+func (m *Model) JudgeSlidingLog(base int64, log []LogEntry, now, cost int64, d *Decision) (expires int64) {
+	if cost < 0 {
+		*d = Decision{Limit: m.limit, Impossible: true}
+		return m.ExpiresAt(State{Count: base, Log: log})
+	}
+	_, _, expires = m.judgeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, d)
+	return expires
+}

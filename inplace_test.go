@@ -4,6 +4,7 @@ package sluice
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -59,7 +60,18 @@ func TestInPlace(t *testing.T) {
 					t.Fatalf("%v step %d: state (%d, %d, %d), want %+v", p, i, a, b, c, next)
 				}
 			case SlidingLog:
+				// JudgeSlidingLog decides as TakeSlidingLog does, and
+				// leaves the log (and its spare capacity) alone.
+				before := slices.Clone(log[:cap(log)])
+				var judged Decision
+				jexp := m.JudgeSlidingLog(a, log, now, cost, &judged)
+				if !slices.Equal(before, log[:cap(log)]) {
+					t.Fatalf("%v step %d: JudgeSlidingLog wrote to the log", p, i)
+				}
 				log, exp = m.TakeSlidingLog(a, log, now, cost, &got)
+				if judged != got || jexp != exp {
+					t.Fatalf("%v step %d: JudgeSlidingLog %+v (expires %d), TakeSlidingLog %+v (expires %d)", p, i, judged, jexp, got, exp)
+				}
 				if got.Allowed && cost > 0 {
 					if log[len(log)-1] != next.Log[len(next.Log)-1] {
 						t.Fatalf("%v step %d: appended %+v, want %+v", p, i, log[len(log)-1], next.Log[len(next.Log)-1])

@@ -27,6 +27,18 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 // state base and the returned log make. It sets *d to the decision. now is
 // clamped already.
 func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *Decision) ([]LogEntry, int64) {
+	total, at, expires := m.judgeLog(base, log, now, cost, d)
+	if !d.Allowed || cost == 0 {
+		return log, expires
+	}
+	return append(log, LogEntry{At: at, Total: total}), expires
+}
+
+// judgeLog is takeLog without the append: it sets *d to takeLog's decision
+// and writes nothing else. For a rejection or a peek, expires is ExpiresAt
+// of the state as given; for an admission with cost > 0, it is that of the
+// state the entry {at, total} appended to log makes.
+func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *Decision) (total uint64, at, expires int64) {
 	*d = Decision{Limit: m.limit}
 	// Entries still inside the window: At > now − P.
 	k := firstAfter(log, now-m.period)
@@ -35,7 +47,6 @@ func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *Decisio
 	}
 	live := log[k:]
 	var used int64
-	var expires int64
 	if n := len(live); n > 0 {
 		used = int64(live[n-1].Total - base)
 		d.ResetAfter = time.Duration(live[n-1].At + m.period - now)
@@ -47,7 +58,7 @@ func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *Decisio
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-		return log, expires
+		return 0, 0, expires
 	case cost > 0 && used+cost > m.limit:
 		// The request fits once enough of the oldest entries have left:
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
@@ -55,20 +66,20 @@ func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *Decisio
 		last := live[len(live)-1].Total
 		j := firstWithin(live, last, m.limit-cost)
 		d.RetryAfter = time.Duration(live[j].At + m.period - now)
-		return log, expires
+		return 0, 0, expires
 	}
 	d.Allowed = true
 	if cost == 0 {
-		return log, expires
+		return 0, 0, expires
 	}
 	d.Remaining -= cost
-	at := now
+	at = now
 	if n := len(live); n > 0 && live[n-1].At > at {
 		at = live[n-1].At // a clock that stepped back: keep the log ordered
 	}
 	used += cost
 	d.ResetAfter = time.Duration(at + m.period - now)
-	return append(log, LogEntry{At: at, Total: base + uint64(used)}), at + m.period
+	return base + uint64(used), at, at + m.period
 }
 
 // firstAfter returns the index of the first entry of log (ordered by At)

@@ -64,11 +64,12 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp slu
 	if t == nil {
 		return false, nil
 	}
-	t.setDen(c.den)
+	sh.recompile(t, c)
 	slot, e := t.find(h, key)
 	if e < 0 {
 		return false, nil
 	}
+	sh.retireIf(t, e) // its row may change
 	next, ok := c.model.Give(t.get(e), stamp, units)
 	if !ok {
 		return false, nil

@@ -34,10 +34,15 @@ type (
 	// before low have left the window and stay only until the array needs
 	// room (makeRoom), so that the array is reused as the window slides
 	// rather than reallocated.
+	//
+	// Once shared (published as a hot key's copy, hot.go), the array's
+	// entries below len(log) are never written again: makeRoom moves the
+	// log into a new array rather than compacting it in place.
 	logSpill struct {
-		count int64 // the base total before log[0]
-		log   []sluice.LogEntry
-		low   int
+		count  int64 // the base total before log[0]
+		log    []sluice.LogEntry
+		low    int
+		shared bool
 	}
 )
 
@@ -88,12 +93,25 @@ func (sp *logSpill) makeRoom(need int) {
 	}
 	if sp.low > 0 {
 		sp.count = int64(sp.log[sp.low-1].Total)
+		if sp.shared {
+			sp.log, sp.low, sp.shared = sp.log[sp.low:], 0, false
+			sp.realloc(need)
+			return
+		}
 		sp.log = sp.log[:copy(sp.log, sp.log[sp.low:])]
 		sp.low = 0
 	}
 	if n := len(sp.log); 4*(n+need) > 3*cap(sp.log) || cap(sp.log) > 32 && 8*(n+need) < cap(sp.log) {
-		sp.log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), sp.log...)
+		sp.realloc(need)
 	}
+}
+
+// realloc moves the log into a new array with room for need more entries
+// and as many again.
+func (sp *logSpill) realloc(need int) {
+	n := len(sp.log)
+	sp.log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), sp.log...)
+	sp.shared = false
 }
 
 // admitted records that the model appended one entry at the end of the

@@ -14,11 +14,22 @@ import (
 // shard is a lock and the tables of the keys that hash to it, one table per
 // policy (indexed by policy id).
 type shard struct {
-	mu    sync.Mutex
-	tabs  []*table
-	n     int // keys held
-	quota int // most keys held; 0: unbounded
-	rng   uint64
+	mu sync.Mutex
+	// The hot key (hot.go): hot for readers without the lock (nil when
+	// none is live); hotp, under the lock, the live or last one; the
+	// candidate's hash and its rejections in a row under the lock; the
+	// count needed after a replacement; the hot key's admissions under the
+	// lock since it turned hot.
+	hot       atomic.Pointer[hotKey]
+	hotp      *hotKey
+	cand      uint64
+	candN     int
+	hotBar    int
+	hotAdmits int
+	tabs   []*table
+	n      int // keys held
+	quota  int // most keys held; 0: unbounded
+	rng    uint64
 
 	// The sweep cursor: table index and entry.
 	curTab, curEnt int
@@ -60,7 +71,7 @@ func (sh *shard) tableFor(c *compiled, seed maphash.Seed) *table {
 		t = newTable(c.pt, c, seed)
 		sh.tabs[id] = t
 	}
-	t.setDen(c.den)
+	sh.recompile(t, c)
 	return t
 }
 
@@ -92,13 +103,19 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	t := sh.table(c.pt.id)
 	slot, e := -1, -1
 	if t != nil {
-		if t.den != c.den {
-			t.setDen(c.den)
+		if he := sh.hotp; he != nil && he.t == t && he.c != c || t.den != c.den {
+			sh.recompile(t, c)
 		}
 		slot, e = t.findHead(h, k, key)
 	}
 	if e >= 0 {
-		sh.takeInPlace(c, t, slot, e, cost, now, d)
+		kept := sh.takeInPlace(c, t, slot, e, cost, now, d)
+		switch {
+		case sh.isHot(t, h, key):
+			sh.tookHot(t, e, kept, d.Allowed && cost > 0)
+		case kept && !d.Allowed && cost > 0:
+			sh.rejected(c, t, e, h, key)
+		}
 		return true
 	}
 	// A key the store does not hold: its state is the zero State.
@@ -122,8 +139,9 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 }
 
 // takeInPlace applies one request to entry e (at slot), running the model
-// on the row's fields in place.
-func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) {
+// on the row's fields in place. It reports whether the entry is kept: false
+// when its state expired, and it was removed.
+func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) bool {
 	var exp int64
 	switch t.lay {
 	case narrowLayout:
@@ -150,9 +168,11 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 		t.remove(slot, e)
 		sh.removed()
 		sh.expired.Add(1)
+		return false
 	case d.Allowed && cost > 0:
 		sh.wrote(exp)
 	}
+	return true
 }
 
 func (sh *shard) rand() uint64 {
@@ -260,6 +280,7 @@ func (sh *shard) makeRoom(now int64, b *batch) bool {
 	if victim == nil {
 		return false
 	}
+	sh.retireIf(victim, ve)
 	victim.remove(victim.slotOf(ve), ve)
 	sh.removed()
 	if vexp <= now {
@@ -290,6 +311,7 @@ func (sh *shard) sweepSome(now int64, budget int) {
 			return
 		}
 		if t.expiresAt(e) <= now {
+			sh.retireIf(t, e)
 			t.remove(t.slotOf(e), e)
 			sh.removed()
 			sh.expired.Add(1)
@@ -315,6 +337,7 @@ func (sh *shard) sweepAll(now int64, counter *atomic.Uint64) int {
 				e++
 				continue
 			}
+			sh.retireIf(t, e)
 			t.remove(t.slotOf(e), e)
 			sh.removed()
 			dropped++

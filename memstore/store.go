@@ -315,9 +315,12 @@ func (s *Store) refused(ctx context.Context, key string, cost int64) error {
 // the key could be stored.
 func (s *Store) take(c *compiled, key string, cost int64, d *sluice.Decision) bool {
 	h := maphash.String(s.seed, key)
-	k := headOf(key)
 	sh := s.shardOf(h)
 	now := s.now()
+	if he := sh.hot.Load(); he != nil && he.h == h && he.c == c && he.key == key && he.reject(now, cost, d) {
+		return true // a hot key's rejection, decided without the lock (hot.go)
+	}
+	k := headOf(key)
 	sh.mu.Lock()
 	ok := sh.take(c, s.seed, h, &k, key, cost, now, d)
 	sh.mu.Unlock()

@@ -142,9 +142,10 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		w := &ws[i]
 		o := &ws[w.owner]
 		if w.owner == i {
-			if t := s.shards[w.sh].table(w.c.pt.id); t != nil {
-				t.setDen(w.c.den)
+			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt.id); t != nil {
+				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
+					sh.retireIf(t, e) // the batch may change its row
 					o.st = t.get(e)
 					if w.c.kind == logKind && o.takes > 0 {
 						if sp := t.lrows[e].spill; sp != nil {
@@ -182,8 +183,8 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			}
 			w := &ws[i]
 			var st sluice.State
-			if t := s.shards[w.sh].table(w.c.pt.id); t != nil {
-				t.setDen(w.c.den)
+			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt.id); t != nil {
+				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					st = t.get(e)
 				}

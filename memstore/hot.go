@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package memstore
+
+import (
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Lock-free rejections of a hot key.
+//
+// A key asked for far over its limit (one client hammering, an attack) is
+// rejected again and again, and a rejection changes nothing: the models
+// write no state when they reject. Yet deciding it under the shard's lock
+// makes every core that asks write the lock's cache line, and the cores
+// queue for it: two cores decide no faster than one. So each shard may
+// publish one key, its hot key, as a copy of the key's row that the shard's
+// writers keep equal to the row; a take of that key first decides on the
+// copy, with no lock and no write, and returns at once if the model rejects.
+// Anything else (an admission, a peek, a state about to expire) is decided
+// under the lock as before. Over the limit, a hot key's decisions then scale
+// with the cores that ask.
+//
+// The copy is a seqlock: seq is odd while the shard's writer (holding the
+// lock) rewrites the copy, and is left odd for good when the copy is
+// retired. A reader reads seq, the words, and seq again, and uses the words
+// only if seq was even and did not change; every field is read and written
+// atomically. The copy is rewritten in the same critical section as any
+// change of the key's row, and retired before any change of the row it does
+// not follow (the key removed, the table's policy recompiled, a batch or a
+// Reset or a Give that touches the shard), so whenever seq is even the words
+// are the row's state. A rejection decided on them is the one the lock would
+// have given at that instant: exact, as every decision of the store.
+//
+// A spilled sliding-log copy points at the spill's array rather than copying
+// it. Entries of an array once published are never written again (makeRoom
+// compacts such an array into a new one; the others only append), so a
+// reader reads them after checking seq, and reads what was published.
+//
+// A key becomes the shard's hot key when it is rejected under the lock
+// hotAfter times in a row among the shard's rejections under the lock; that
+// allocates the copy (about 100 bytes and the key). Replacing one hot key by
+// another doubles the count needed next, up to hotAfterMax, so that two
+// hammered keys that share a shard do not allocate a copy per rejection; the
+// sweeper's pass over the shard halves it back.
+type hotKey struct {
+	// Set once, read without the lock.
+	key string
+	h   uint64
+	c   *compiled
+	lay layout
+	t   *table // under the lock only
+
+	live bool // under the lock: published in the shard's hot
+
+	seq atomic.Uint64
+	// The row's state. bucket: Time, Frac; fixed-window: Time, Count;
+	// sliding-window: Time, Count, Prev; sliding-log, when arr is nil: the
+	// entry count and up to two entries (At, Total) with base 0; else the
+	// base total and the count of entries at arr.
+	w   [5]atomic.Int64
+	arr atomic.Pointer[sluice.LogEntry]
+}
+
+const (
+	hotAfter    = 2
+	hotAfterMax = 1 << 10
+	hotAdmits   = 64
+)
+
+// publish copies the state of entry e of t, the copy's row, into the live
+// copy; the caller holds the shard's lock.
+func (he *hotKey) publish(t *table, e int) {
+	he.seq.Add(1)
+	he.write(t, e)
+	he.seq.Add(1)
+}
+
+// revive makes a retired (or new) copy live again with the state of entry
+// e of t; the caller holds the shard's lock.
+func (he *hotKey) revive(t *table, e int) {
+	he.write(t, e)
+	he.seq.Add(1) // even: readable
+	he.live = true
+}
+
+// write copies the state of entry e of t into the words, while seq is odd.
+func (he *hotKey) write(t *table, e int) {
+	w := &he.w
+	switch t.lay {
+	case narrowLayout:
+		r := &t.nrows[e]
+		w[0].Store(r.time)
+		w[1].Store(int64(r.frac))
+	case wideLayout:
+		r := &t.wrows[e]
+		w[0].Store(r.time)
+		w[1].Store(r.frac)
+	case fixedLayout:
+		r := &t.frows[e]
+		w[0].Store(r.time)
+		w[1].Store(r.count)
+	case slidingLayout:
+		r := &t.srows[e]
+		w[0].Store(r.time)
+		w[1].Store(r.count)
+		w[2].Store(r.prev)
+	default: // logLayout
+		r := &t.lrows[e]
+		if sp := r.spill; sp != nil {
+			if base, live := sp.view(); len(live) > 0 {
+				sp.shared = true
+				w[0].Store(base)
+				w[1].Store(int64(len(live)))
+				he.arr.Store(&live[0])
+				break
+			}
+		}
+		n := int64(r.n)
+		if r.spill != nil {
+			n = 0
+		}
+		w[0].Store(n)
+		for i, x := range r.one {
+			w[1+2*i].Store(x.At)
+			w[2+2*i].Store(int64(x.Total))
+		}
+		he.arr.Store(nil)
+	}
+}
+
+// reject decides a take of cost at now on the copy, and reports whether it
+// set *d to a rejection that leaves the key as it is. false leaves *d
+// unspecified: the caller decides under the lock.
+func (he *hotKey) reject(now, cost int64, d *sluice.Decision) bool {
+	seq := he.seq.Load()
+	if seq&1 != 0 {
+		return false
+	}
+	w := &he.w
+	a, b, c := w[0].Load(), w[1].Load(), w[2].Load()
+	m := he.c.model
+	var exp int64
+	switch he.lay {
+	case narrowLayout, wideLayout:
+		if he.seq.Load() != seq {
+			return false
+		}
+		exp = m.TakeBucket(&a, &b, now, cost, d)
+	case fixedLayout:
+		if he.seq.Load() != seq {
+			return false
+		}
+		exp = m.TakeFixedWindow(&a, &b, now, cost, d)
+	case slidingLayout:
+		if he.seq.Load() != seq {
+			return false
+		}
+		exp = m.TakeSlidingWindow(&a, &b, &c, now, cost, d)
+	default: // logLayout
+		x := w[3].Load()
+		y := w[4].Load()
+		p := he.arr.Load()
+		if he.seq.Load() != seq {
+			return false
+		}
+		if p != nil {
+			// Published entries are never written again (see above).
+			exp = m.JudgeSlidingLog(a, unsafe.Slice(p, b), now, cost, d)
+		} else {
+			one := [2]sluice.LogEntry{{At: b, Total: uint64(c)}, {At: x, Total: uint64(y)}}
+			exp = m.JudgeSlidingLog(0, one[:a], now, cost, d)
+		}
+	}
+	return !d.Allowed && exp > now
+}
+
+// retire makes the shard's hot key, if any, none: readers stop using its
+// copy at once. The copy is kept (hotp) to be revived without allocating
+// if the same key turns hot again. The caller holds the shard's lock.
+func (sh *shard) retire() {
+	if he := sh.hotp; he != nil && he.live {
+		he.seq.Add(1) // odd until revived
+		he.live = false
+		sh.hot.Store(nil)
+	}
+}
+
+// recompile readies table t for takes compiled as c: it re-expresses the
+// rows' fractions for c (table.setDen), and retires the hot key if it is of
+// t and was compiled otherwise, as its rows may be rewritten and its
+// model is not c. The caller holds the shard's lock.
+func (sh *shard) recompile(t *table, c *compiled) {
+	if he := sh.hotp; he != nil && he.t == t && he.c != c {
+		sh.retire()
+	}
+	t.setDen(c.den)
+}
+
+// retireIf retires the hot key if it is entry e of t, which is about to be
+// removed. The caller holds the shard's lock.
+func (sh *shard) retireIf(t *table, e int) {
+	he := sh.hotp
+	if he == nil || !he.live || he.t != t {
+		return
+	}
+	if k := headOf(he.key); t.is(e, &k, he.key) {
+		sh.retire()
+	}
+}
+
+// isHot reports whether key (hash h) of table t is the live hot key.
+func (sh *shard) isHot(t *table, h uint64, key string) bool {
+	he := sh.hotp
+	return he != nil && he.live && he.h == h && he.t == t && he.key == key
+}
+
+// tookHot notes a take of the hot key, entry e of t, under the lock: the
+// reader could not decide it. It republishes the row after an admission
+// and retires the key after hotAdmits of them (a key back under its limit
+// should not keep paying for the copy), or when the take removed it.
+func (sh *shard) tookHot(t *table, e int, kept, admitted bool) {
+	switch {
+	case !kept:
+		sh.retire()
+	case admitted:
+		if sh.hotAdmits++; sh.hotAdmits >= hotAdmits {
+			sh.retire()
+			return
+		}
+		sh.hotp.publish(t, e)
+	}
+}
+
+// rejected notes that entry e of t, key (hash h) under c, was rejected
+// under the lock, and makes it the shard's hot key when it has been
+// rejected hotAfter times in a row. The caller holds the shard's lock.
+func (sh *shard) rejected(c *compiled, t *table, e int, h uint64, key string) {
+	if sh.cand != h {
+		sh.cand, sh.candN = h, 1
+		return
+	}
+	if sh.candN++; sh.candN < max(sh.hotBar, hotAfter) {
+		return
+	}
+	sh.candN, sh.hotAdmits = 0, 0
+	he := sh.hotp
+	if he == nil || he.h != h || he.c != c || he.t != t || he.key != key {
+		if he != nil && he.live {
+			// Another key was hot: make the next replacement harder.
+			sh.hotBar = min(2*max(sh.hotBar, hotAfter), hotAfterMax)
+		}
+		sh.retire()
+		he = &hotKey{key: strings.Clone(key), h: h, c: c, lay: t.lay, t: t}
+		he.seq.Add(1) // odd: not yet published
+		sh.hotp = he
+	}
+	he.revive(t, e)
+	sh.hot.Store(he)
+}
