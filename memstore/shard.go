@@ -26,10 +26,10 @@ type shard struct {
 	candN     int
 	hotBar    int
 	hotAdmits int
-	tabs   []*table
-	n      int // keys held
-	quota  int // most keys held; 0: unbounded
-	rng    uint64
+	tabs      []*table
+	n         int // keys held
+	quota     int // most keys held; 0: unbounded
+	rng       uint64
 
 	// The sweep cursor: table index and entry.
 	curTab, curEnt int
