@@ -40,12 +40,15 @@ import (
 // compacts such an array into a new one; the others only append), so a
 // reader reads them after checking seq, and reads what was published.
 //
-// A key becomes the shard's hot key when it is rejected under the lock
-// hotAfter times in a row among the shard's rejections under the lock; that
-// allocates the copy (about 100 bytes and the key). Replacing one hot key by
-// another doubles the count needed next, up to hotAfterMax, so that two
-// hammered keys that share a shard do not allocate a copy per rejection; the
-// sweeper's pass over the shard halves it back.
+// A key becomes the shard's hot key when it is rejected under the lock and
+// the shard has none; that allocates the copy (about 100 bytes and the key),
+// or revives the last one if it was the same key's. Another key replaces it
+// after hotAfter rejections in a row under the lock (the hot key's own take
+// no lock), and each replacement doubles that count, up to hotAfterMax, so
+// that two hammered keys in one shard do not allocate a copy per rejection;
+// the sweeper halves it back every interval. A hot key admitted hotAdmits
+// times under the lock is retired: back under its limit, it would only pay
+// for the copy.
 type hotKey struct {
 	// Set once, read without the lock.
 	key string
@@ -236,24 +239,25 @@ func (sh *shard) tookHot(t *table, e int, kept, admitted bool) {
 }
 
 // rejected notes that entry e of t, key (hash h) under c, was rejected
-// under the lock, and makes it the shard's hot key when it has been
-// rejected hotAfter times in a row. The caller holds the shard's lock.
+// under the lock. With no live hot key, the key becomes it. Else it replaces
+// the hot key once it has been rejected under the lock hotBar times in a
+// row (the hot key's own rejections take no lock, so they do not break the
+// row), and the next replacement needs twice as many. The caller holds the
+// shard's lock.
 func (sh *shard) rejected(c *compiled, t *table, e int, h uint64, key string) {
-	if sh.cand != h {
-		sh.cand, sh.candN = h, 1
-		return
-	}
-	if sh.candN++; sh.candN < max(sh.hotBar, hotAfter) {
-		return
-	}
-	sh.candN, sh.hotAdmits = 0, 0
 	he := sh.hotp
-	if he == nil || he.h != h || he.c != c || he.t != t || he.key != key {
-		if he != nil && he.live {
-			// Another key was hot: make the next replacement harder.
-			sh.hotBar = min(2*max(sh.hotBar, hotAfter), hotAfterMax)
+	if he != nil && he.live {
+		if sh.cand != h {
+			sh.cand, sh.candN = h, 0
 		}
+		if sh.candN++; sh.candN < max(sh.hotBar, hotAfter) {
+			return
+		}
+		sh.hotBar = min(2*max(sh.hotBar, hotAfter), hotAfterMax)
 		sh.retire()
+	}
+	sh.cand, sh.candN, sh.hotAdmits = 0, 0, 0
+	if he == nil || he.h != h || he.c != c || he.t != t || he.key != key {
 		he = &hotKey{key: strings.Clone(key), h: h, c: c, lay: t.lay, t: t}
 		he.seq.Add(1) // odd: not yet published
 		sh.hotp = he

@@ -159,6 +159,18 @@ func TestLogSpillMakeRoom(t *testing.T) {
 	if sp.makeRoom(1); cap(sp.log) < 8 || !same(sp, want) {
 		t.Errorf("full, none dropped: %+v (cap %d)", sp, cap(sp.log))
 	}
+	// Full with four dropped, but shared with a hot key's readers: the log
+	// moves to a new array, and the shared one is left as it was.
+	sp, want = mk(4, 1, 2, 3, 4, 8, 9, 10, 11), mk(4, 1, 2, 3, 4, 8, 9, 10, 11)
+	sp.shared = true
+	old := sp.log
+	sp.makeRoom(1)
+	if sp.low != 0 || len(sp.log) != 4 || sp.count != 104 || &sp.log[0] == &old[0] || sp.shared || !same(sp, want) {
+		t.Errorf("full, 4 dropped, shared: %+v", sp)
+	}
+	if !slices.Equal(old, want.log) {
+		t.Errorf("the shared array was written: %+v, want %+v", old, want.log)
+	}
 }
 
 // TestSlidingLogMatchesModel: sliding-log Take and TakeAll on a few keys

@@ -413,6 +413,7 @@ func (s *Store) sweeper(interval time.Duration) {
 			sh := &s.shards[i]
 			sh.mu.Lock()
 			sh.sweepSome(now, sweepBudget)
+			sh.hotBar /= 2 // forget hot-key replacements slowly (hot.go)
 			sh.mu.Unlock()
 		}
 		s.sem.sweep(now)
