@@ -25,15 +25,17 @@ import (
 // with the cores that ask.
 //
 // The copy is a seqlock: seq is odd while the shard's writer (holding the
-// lock) rewrites the copy, and is left odd for good when the copy is
-// retired. A reader reads seq, the words, and seq again, and uses the words
-// only if seq was even and did not change; every field is read and written
-// atomically. The copy is rewritten in the same critical section as any
-// change of the key's row, and retired before any change of the row it does
-// not follow (the key removed, the table's policy recompiled, a batch or a
-// Reset or a Give that touches the shard), so whenever seq is even the words
-// are the row's state. A rejection decided on them is the one the lock would
-// have given at that instant: exact, as every decision of the store.
+// lock) rewrites the copy, and stays odd while the copy is retired (a
+// revival rewrites the words, then makes it even). A reader reads seq, the
+// words, and seq again, and uses the words only if seq was even and did not
+// change; every field is read and written atomically, so the race detector
+// checks it too. The copy is rewritten in the same critical section as an
+// admission that changes the key's row, and retired before any other change
+// of the row (the key removed by expiry, a sweep, an eviction or Reset; the
+// table's policy recompiled; a batch or a Give on the key), so whenever seq
+// is even the words are the row's state. A rejection decided on them is the
+// one the lock would have given at that instant: exact, as every decision of
+// the store. Batches (TakeAll) still decide under the locks.
 //
 // A spilled sliding-log copy points at the spill's array rather than copying
 // it. Entries of an array once published are never written again (makeRoom
@@ -43,8 +45,8 @@ import (
 // A key becomes the shard's hot key when it is rejected under the lock and
 // the shard has none; that allocates the copy (about 100 bytes and the key),
 // or revives the last one if it was the same key's. Another key replaces it
-// after hotAfter rejections in a row under the lock (the hot key's own take
-// no lock), and each replacement doubles that count, up to hotAfterMax, so
+// after hotAfter rejections in a row under the lock (the hot key's own
+// rejections take no lock), and each replacement doubles that count, up to hotAfterMax, so
 // that two hammered keys in one shard do not allocate a copy per rejection;
 // the sweeper halves it back every interval. A hot key admitted hotAdmits
 // times under the lock is retired: back under its limit, it would only pay

@@ -16,6 +16,12 @@
 // and its siblings), and a sluice.Limiter binds its policy once
 // (Store.Bind), so Limiter.Allow skips finding the policy's table.
 //
+// A key asked for far over its limit is rejected without the shard's lock:
+// each shard publishes one such hot key as a copy of its row, kept equal to
+// the row, and decides the key's rejections on the copy with no write, so
+// they scale with the cores that ask (hot.go has the protocol). Decisions
+// stay exact.
+//
 // State expires exactly: a key is dropped once its state is equivalent to no
 // state (a full bucket, passed windows), never before. Expired keys are
 // dropped when they are next touched, by a background sweeper that examines
