@@ -75,8 +75,7 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp slu
 		return false, nil
 	}
 	if exp := c.model.ExpiresAt(next); exp <= now {
-		t.remove(slot, e)
-		sh.removed()
+		sh.remove(t, slot, e)
 		sh.expired.Add(1)
 	} else {
 		t.set(e, next)

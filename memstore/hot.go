@@ -205,8 +205,9 @@ func (sh *shard) recompile(t *table, c *compiled) {
 	t.setDen(c.den)
 }
 
-// retireIf retires the hot key if it is entry e of t, which is about to be
-// removed. The caller holds the shard's lock.
+// retireIf retires the hot key if it is entry e of t, whose row is about to
+// change other than by an admission, or be removed. The caller holds the
+// shard's lock.
 func (sh *shard) retireIf(t *table, e int) {
 	he := sh.hotp
 	if he == nil || !he.live || he.t != t {
@@ -223,21 +224,15 @@ func (sh *shard) isHot(t *table, h uint64, key string) bool {
 	return he != nil && he.live && he.h == h && he.t == t && he.key == key
 }
 
-// tookHot notes a take of the hot key, entry e of t, under the lock: the
-// reader could not decide it. It republishes the row after an admission
-// and retires the key after hotAdmits of them (a key back under its limit
-// should not keep paying for the copy), or when the take removed it.
-func (sh *shard) tookHot(t *table, e int, kept, admitted bool) {
-	switch {
-	case !kept:
+// tookHot notes an admission of the hot key, entry e of t, under the lock:
+// it republishes the row, and retires the key after hotAdmits of them (a
+// key back under its limit should not keep paying for the copy).
+func (sh *shard) tookHot(t *table, e int) {
+	if sh.hotAdmits++; sh.hotAdmits >= hotAdmits {
 		sh.retire()
-	case admitted:
-		if sh.hotAdmits++; sh.hotAdmits >= hotAdmits {
-			sh.retire()
-			return
-		}
-		sh.hotp.publish(t, e)
+		return
 	}
+	sh.hotp.publish(t, e)
 }
 
 // rejected notes that entry e of t, key (hash h) under c, was rejected

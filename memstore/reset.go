@@ -30,9 +30,7 @@ func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 	defer sh.mu.Unlock()
 	if t := sh.table(c.pt.id); t != nil {
 		if slot, e := t.find(h, key); e >= 0 {
-			sh.retireIf(t, e)
-			t.remove(slot, e)
-			sh.removed()
+			sh.remove(t, slot, e)
 		}
 	}
 	return nil

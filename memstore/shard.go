@@ -92,7 +92,11 @@ func (sh *shard) added() {
 	sh.keys.Store(int64(sh.n))
 }
 
-func (sh *shard) removed() {
+// remove drops entry e (at slot) of t, retiring the hot key first if it is
+// that entry, so that no path can drop a key its copy still shows.
+func (sh *shard) remove(t *table, slot, e int) {
+	sh.retireIf(t, e)
+	t.remove(slot, e)
 	sh.n--
 	sh.keys.Store(int64(sh.n))
 }
@@ -109,11 +113,16 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 		slot, e = t.findHead(h, k, key)
 	}
 	if e >= 0 {
+		// A take that removes the key retires it (shard.remove); an
+		// admission of the hot key republishes it.
 		kept := sh.takeInPlace(c, t, slot, e, cost, now, d)
 		switch {
-		case sh.isHot(t, h, key):
-			sh.tookHot(t, e, kept, d.Allowed && cost > 0)
-		case kept && !d.Allowed && cost > 0:
+		case !kept || cost == 0:
+		case d.Allowed:
+			if sh.isHot(t, h, key) {
+				sh.tookHot(t, e)
+			}
+		case !sh.isHot(t, h, key):
 			sh.rejected(c, t, e, h, key)
 		}
 		return true
@@ -165,8 +174,7 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 	}
 	switch {
 	case exp <= now:
-		t.remove(slot, e)
-		sh.removed()
+		sh.remove(t, slot, e)
 		sh.expired.Add(1)
 		return false
 	case d.Allowed && cost > 0:
@@ -280,9 +288,7 @@ func (sh *shard) makeRoom(now int64, b *batch) bool {
 	if victim == nil {
 		return false
 	}
-	sh.retireIf(victim, ve)
-	victim.remove(victim.slotOf(ve), ve)
-	sh.removed()
+	sh.remove(victim, victim.slotOf(ve), ve)
 	if vexp <= now {
 		sh.evicted.Add(1)
 	} else {
@@ -311,9 +317,7 @@ func (sh *shard) sweepSome(now int64, budget int) {
 			return
 		}
 		if t.expiresAt(e) <= now {
-			sh.retireIf(t, e)
-			t.remove(t.slotOf(e), e)
-			sh.removed()
+			sh.remove(t, t.slotOf(e), e)
 			sh.expired.Add(1)
 			sh.curEnt = e // the last entry moved into e
 		}
@@ -337,9 +341,7 @@ func (sh *shard) sweepAll(now int64, counter *atomic.Uint64) int {
 				e++
 				continue
 			}
-			sh.retireIf(t, e)
-			t.remove(t.slotOf(e), e)
-			sh.removed()
+			sh.remove(t, t.slotOf(e), e)
 			dropped++
 		}
 	}

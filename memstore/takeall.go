@@ -214,8 +214,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				}
 				switch {
 				case exp <= now:
-					t.remove(slot, e)
-					sh.removed()
+					sh.remove(t, slot, e)
 					sh.expired.Add(1)
 				case w.dirty && w.spill != nil && w.spill == t.lrows[e].spill:
 					w.spill.committed(w.live, w.appended, len(w.st.Log))
