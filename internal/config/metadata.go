@@ -3,8 +3,6 @@
 package config
 
 import (
-	"strings"
-
 	"google.golang.org/protobuf/types/known/structpb"
 	"gopkg.in/yaml.v3"
 )
@@ -20,7 +18,7 @@ func (p *parser) metadata(n *yaml.Node, field string) map[string]any {
 	}
 	var m map[string]any
 	if err := n.Decode(&m); err != nil {
-		p.errorf(n, field, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		p.errorf(n, field, "%s", yamlMessage(err))
 		return nil
 	}
 	if _, err := structpb.NewStruct(m); err != nil {

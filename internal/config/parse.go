@@ -51,6 +51,18 @@ func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf("%s:%d: %s: %s", p.file, line, field, fmt.Sprintf(format, args...)))
 }
 
+// yamlMessage returns the YAML library's error as one line, without its
+// "yaml: " prefix: an error spanning lines ("unmarshal errors:" and one
+// line per error) is joined with spaces, so that every line a caller reports
+// still starts with the file's name.
+func yamlMessage(err error) string {
+	lines := strings.Split(strings.TrimPrefix(err.Error(), "yaml: "), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(lines, " ")
+}
+
 // parseFile decodes and compiles one file. It returns nil and the errors
 // when there are any.
 func parseFile(file string, data []byte) (*parsed, []error) {
@@ -61,13 +73,13 @@ func parseFile(file string, data []byte) (*parsed, []error) {
 		if errors.Is(err, io.EOF) {
 			return nil, []error{fmt.Errorf("%s:1: domain: missing (the file is empty)", file)}
 		}
-		return nil, []error{fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))}
+		return nil, []error{fmt.Errorf("%s: %s", file, yamlMessage(err))}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, []error{fmt.Errorf("%s:%d: a second YAML document: a file holds one domain", file, extra.Line)}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, []error{fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))}
+		return nil, []error{fmt.Errorf("%s: %s", file, yamlMessage(err))}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
