@@ -73,6 +73,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"embed"
 	"errors"
 	"fmt"
@@ -110,6 +111,8 @@ type Config struct {
 	domains map[string]*node
 	files   []string
 	rules   []*Rule
+	// digest hashes the configuration files' names and bytes (SameFiles).
+	digest [sha256.Size]byte
 }
 
 // Rule is one rate_limit of the configuration, at one place in a domain's
@@ -333,6 +336,7 @@ func load(fsys fs.FS, dir string, opts []Option) (*Config, error) {
 	}
 	c := &Config{domains: map[string]*node{}}
 	domainFile := map[string]string{}
+	digest := sha256.New()
 	var errs []error
 	for _, de := range entries {
 		if !IsConfigFile(de.Name()) {
@@ -356,6 +360,8 @@ func load(fsys fs.FS, dir string, opts []Option) (*Config, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", display, err))
 			continue
 		}
+		fmt.Fprintf(digest, "%d:%s%d:", len(name), name, len(data))
+		digest.Write(data)
 		f, ferrs := parseFile(display, data)
 		errs = append(errs, ferrs...)
 		if f == nil {
@@ -403,7 +409,18 @@ func load(fsys fs.FS, dir string, opts []Option) (*Config, error) {
 		}
 		return nil, fmt.Errorf("config: %s: no .yaml or .yml files", where)
 	}
+	digest.Sum(c.digest[:0])
 	return c, nil
+}
+
+// SameFiles reports whether c and o were loaded from the same files with
+// the same bytes, so that putting o in force in place of c would change
+// nothing. A nil configuration is the same as none but itself.
+func (c *Config) SameFiles(o *Config) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return c.digest == o.digest
 }
 
 // units are envoyproxy/ratelimit's units and their lengths (a month is 30

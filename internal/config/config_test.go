@@ -354,3 +354,40 @@ descriptors:
 		t.Errorf("alias bomb: %.300v", err)
 	}
 }
+
+func TestSameFiles(t *testing.T) {
+	a := "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+	b := "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+	load := func(fsys fstest.MapFS) *Config {
+		t.Helper()
+		c, err := Load(fsys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	base := load(fsOf(a, b))
+	if !base.SameFiles(load(fsOf(a, b))) {
+		t.Error("the same files loaded twice differ")
+	}
+	withIgnored := fsOf(a, b)
+	withIgnored["notes.txt"] = &fstest.MapFile{Data: []byte("not configuration")}
+	if !base.SameFiles(load(withIgnored)) {
+		t.Error("a file that is not configuration made a difference")
+	}
+	for name, fsys := range map[string]fstest.MapFS{
+		"one byte more":             fsOf(a, b+"\n"),
+		"files swapped":             fsOf(b, a),
+		"file renamed":              {"f0.yaml": {Data: []byte(a)}, "g1.yaml": {Data: []byte(b)}},
+		"file dropped":              fsOf(a),
+		"bytes moved between files": {"f0.yaml": {Data: []byte(a + "#")}, "f1.yaml": {Data: []byte(b[:len(b)-1])}},
+	} {
+		if base.SameFiles(load(fsys)) {
+			t.Errorf("%s: counts as the same files", name)
+		}
+	}
+	var none *Config
+	if base.SameFiles(none) || none.SameFiles(base) || !none.SameFiles(nil) {
+		t.Error("nil: SameFiles is wrong")
+	}
+}

@@ -457,6 +457,47 @@ func TestReloadUnderLoad(t *testing.T) {
 	wg.Wait()
 }
 
+// TestWatcherCatchesUp: a change made before the watch began raises no
+// event; Watch's catch-up load puts it in force.
+func TestWatcherCatchesUp(t *testing.T) {
+	h := start(t, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"})
+	if h.srv.dirChanged(h.dir) {
+		t.Fatal("the directory just loaded counts as changed")
+	}
+	writeFiles(t, h.dir, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"})
+	if !h.srv.dirChanged(h.dir) {
+		t.Fatal("a rewritten file does not count as a change")
+	}
+	results := make(chan error, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.srv.Watch(ctx, h.dir, 20*time.Millisecond, func(err error) { results <- err }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case err := <-results:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the change made before the watch was never loaded")
+	}
+	if n := h.peek(t, "d", desc("k", "v")).Statuses[0].CurrentLimit.GetRequestsPerUnit(); n != 3 {
+		t.Errorf("limit %d after the catch-up, want 3", n)
+	}
+	if h.srv.dirChanged(h.dir) {
+		t.Error("the directory counts as changed after it was loaded")
+	}
+	writeFiles(t, h.dir, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: x}\n"})
+	if !h.srv.dirChanged(h.dir) {
+		t.Error("a directory that does not load does not count as a change")
+	}
+}
+
 // TestWatcher reloads through the directory watcher, with a bounded wait:
 // an atomic rename, then a Kubernetes-style ..data symlink swap.
 func TestWatcher(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/sluicehq/sluice/internal/config"
 )
 
 // Watch reloads the configuration in dir whenever the directory changes,
@@ -18,6 +19,12 @@ import (
 // configuration is logged and counted and the one in force stays (see
 // ReloadDir). reloaded, if not nil, is called after every reload attempt
 // with its result.
+//
+// A change made after the configuration in force was loaded but before the
+// watch began raises no event, so once watching, Watch loads dir once more
+// (after debounce) and puts it in force if its files differ from those of
+// the configuration in force; if they are the same, nothing is reloaded,
+// logged, counted or reported.
 func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, reloaded func(error)) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -28,9 +35,9 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 		return fmt.Errorf("server: watch %s: %w", dir, err)
 	}
 	s.log.Info("watching the config directory", "dir", dir)
-	timer := time.NewTimer(debounce)
-	timer.Stop()
+	timer := time.NewTimer(debounce) // the catch-up load
 	defer timer.Stop()
+	catchUp := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,10 +55,23 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 			s.log.Warn("config watcher error", "dir", dir, "error", err)
 			timer.Reset(debounce)
 		case <-timer.C:
+			if catchUp {
+				catchUp = false
+				if !s.dirChanged(dir) {
+					continue
+				}
+			}
 			err := s.ReloadDir(dir)
 			if reloaded != nil {
 				reloaded(err)
 			}
 		}
 	}
+}
+
+// dirChanged reports whether loading dir would change the configuration in
+// force: its files differ from those loaded, or it does not load.
+func (s *Server) dirChanged(dir string) bool {
+	c, err := config.LoadDir(dir, s.loadOpts...)
+	return err != nil || !c.SameFiles(s.Config())
 }
