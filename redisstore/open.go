@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/internal/rawconn"
+)
+
+// DefaultMaxFlushDelay is how long Open's client may hold a command back to
+// send it together with other callers' commands in one write.
+const DefaultMaxFlushDelay = 20 * time.Microsecond
+
+// Open connects to Redis as url says and returns a store that owns the
+// connection: Close closes it. Only a bad URL or option is an error: if
+// Redis cannot be reached, the store's calls fail (fast, under the circuit
+// breaker) until it can, and then the store connects. The forms, all with optional user:password@
+// and query parameters as rueidis.ParseURL reads them (db, dial_timeout,
+// skip_verify, ...):
+//
+//	redis://host:port/db                         standalone
+//	rediss://host:port                           standalone over TLS
+//	redis://host1:port1?addr=host2:port2&addr=…  Cluster (detected), from seed nodes
+//	redis+cluster://host1:port1,host2:port2      the same, with the seeds listed
+//	rediss+cluster://host1:port1,host2:port2     Cluster over TLS
+//	redis://s1:26379?addr=s2:26379&master_set=M  Sentinel: the master M
+//
+// With Sentinel, user:password@ are the master's credentials; the
+// sentinels' own (sentinel requirepass) are the parameters
+// sentinel_username and sentinel_password, and rediss:// (and
+// WithTLSConfig) apply to the sentinels as well as to the master.
+//
+// The client keeps one pipelined connection per Redis node and gathers the
+// commands of concurrent callers into its writes (up to
+// DefaultMaxFlushDelay); for other client settings, make the rueidis client
+// yourself and use New.
+func Open(url string, opts ...Option) (*Store, error) {
+	o, err := parseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	if o.Dialer.Timeout == 0 {
+		o.Dialer.Timeout = time.Second
+	}
+	if o.MaxFlushDelay == 0 {
+		// Let the connection's writer gather the commands of concurrent
+		// callers for up to DefaultMaxFlushDelay: fewer write system
+		// calls, measured at +16% decisions/s and lower p50 and p99 with
+		// 64 callers, and no measurable cost with 1 or 16 (BENCHMARKS.md).
+		o.MaxFlushDelay = DefaultMaxFlushDelay
+	}
+	s, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	o.DialCtxFn = dial
+	// One pipelined connection per Redis node, for every kind of client
+	// (rueidis's default for Cluster; its standalone and Sentinel clients
+	// would open up to four, by GOMAXPROCS at the start): Redis runs the
+	// scripts on one thread, at most about 100 k decisions/s here
+	// (BENCHMARKS.md), far below what one connection carries, and one
+	// connection gathers more commands into each write. Measured: sluice
+	// serve on 2 shared vCPUs, Redis at 16 in flight, 38.3 and 40.2 → 35.3
+	// and 35.5 µs of CPU per request; BenchmarkTake unchanged within noise.
+	o.PipelineMultiplex = -1
+	if s.tlsConf != nil {
+		if o.TLSConfig == nil {
+			return nil, fmt.Errorf("redisstore: store URL %s: WithTLSConfig needs a rediss:// or rediss+cluster:// URL", redact(url))
+		}
+		c := s.tlsConf.Clone()
+		if c.ServerName == "" {
+			c.ServerName = o.TLSConfig.ServerName
+		}
+		o.TLSConfig = c
+		if o.Sentinel.MasterSet != "" {
+			o.Sentinel.TLSConfig = c.Clone()
+		}
+	}
+	s.owned = true
+	s.dial = &dialer{opt: o, url: redact(url)}
+	// If Redis is down or unreachable the store still works: its calls
+	// fail (under the breaker) until a connection succeeds.
+	_ = s.connect()
+	return s, nil
+}
+
+// dialer connects Open's client on demand, at most once per
+// DefaultBreakerCooldown while connecting fails.
+type dialer struct {
+	opt     rueidis.ClientOption
+	url     string
+	mu      sync.Mutex
+	lastErr error
+	lastAt  time.Time
+}
+
+// dial connects to a Redis server (or sentinel) as rueidis would, but with
+// the TCP connection's reads and writes made raw (internal/rawconn): with
+// the same for its gRPC connections, that took sluice serve's CPU per
+// request on Redis at 16 in flight from 42.5 to 30 µs, and it took
+// BenchmarkTake's client CPU at 64 callers from 9.6 to 6.0 µs per decision
+// (BENCHMARKS.md). As with tls.Dialer, the dialer's Timeout and Deadline
+// bound the connection and the TLS handshake together, and an empty
+// ServerName is the host's. (rueidis's DisableTCPNoDelay, which looks for a
+// *net.TCPConn, would not apply to these connections; Open does not set it.)
+func dial(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+	if tc == nil {
+		c, err := d.DialContext(ctx, "tcp", dst)
+		if err != nil {
+			return nil, err
+		}
+		return rawconn.Wrap(c), nil
+	}
+	if d.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+	}
+	if !d.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Deadline)
+		defer cancel()
+	}
+	c, err := d.DialContext(ctx, "tcp", dst)
+	if err != nil {
+		return nil, err
+	}
+	if tc.ServerName == "" {
+		host, _, _ := net.SplitHostPort(dst)
+		tc = tc.Clone()
+		tc.ServerName = host
+	}
+	t := tls.Client(rawconn.Wrap(c), tc)
+	if err := t.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// connect makes the client if there is none.
+func (s *Store) connect() error {
+	d := s.dial
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s.conn.Load() != nil {
+		return nil
+	}
+	if d.lastErr != nil && time.Since(d.lastAt) < DefaultBreakerCooldown {
+		return d.lastErr
+	}
+	c, err := rueidis.NewClient(d.opt)
+	if err != nil {
+		s.stats.dialErrors.Add(1)
+		d.lastErr, d.lastAt = fmt.Errorf("connecting to %s: %w", d.url, err), time.Now()
+		return d.lastErr
+	}
+	if s.closed.Load() {
+		c.Close()
+		return errClosed
+	}
+	s.conn.Store(newConn(c))
+	return nil
+}
+
+var errClosed = errors.New("redisstore: store is closed")
+
+// Close releases the store; it closes the client if Open created it.
+// Calls after Close fail.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	if s.owned {
+		if s.dial != nil {
+			s.dial.mu.Lock()
+			defer s.dial.mu.Unlock()
+		}
+		if c := s.conn.Load(); c != nil {
+			c.client.Close()
+		}
+	}
+	return nil
+}
