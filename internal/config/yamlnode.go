@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file holds the parser's readers of YAML nodes: each checks a node's
+// kind and value and reports a problem with the field's path and line.
+
+// fields checks that n is a mapping with only the known keys, each once,
+// and calls each known key's function with its value and field path.
+func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml.Node, string)) bool {
+	where := strings.TrimSuffix(prefix, ".")
+	if where == "" {
+		where = "(top level)"
+	}
+	n = p.deref(n)
+	if n.Kind != yaml.MappingNode {
+		p.errorf(n, where, "want a mapping, got %s", kindName(n))
+		return false
+	}
+	seen := map[string]bool{}
+	for _, kv := range p.pairs(n, where) {
+		k, v := kv[0], kv[1]
+		f := prefix + k.Value
+		fn, ok := known[k.Value]
+		switch {
+		case !ok:
+			p.errorf(k, f, "unknown field")
+			continue
+		case seen[k.Value]:
+			p.errorf(k, f, "duplicate field")
+			continue
+		}
+		seen[k.Value] = true
+		fn(v, f)
+	}
+	return true
+}
+
+// maxWork bounds the nodes a file may make the parser visit, counting
+// every alias expansion, so a small file of nested aliases ("billion
+// laughs") cannot make loading explode.
+const maxWork = 1 << 17
+
+// deref follows aliases, counting the work.
+func (p *parser) deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
+		if i > 100 {
+			break
+		}
+		n = n.Alias
+	}
+	p.work++
+	if p.work > maxWork {
+		if !p.exhausted {
+			p.exhausted = true
+			p.errorf(n, "(file)", "too many alias expansions (more than %d nodes)", maxWork)
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line}
+	}
+	return n
+}
+
+// pairs returns mapping n's key/value pairs with YAML merge keys ("<<:
+// *base") resolved: explicit keys win over merged ones, and among merged
+// mappings the first listed wins.
+func (p *parser) pairs(n *yaml.Node, where string) [][2]*yaml.Node {
+	var out, merged [][2]*yaml.Node
+	explicit := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Value == "<<" && (k.Tag == "!!merge" || k.Tag == "") {
+			v = p.deref(v)
+			sources := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				sources = v.Content
+			}
+			for _, src := range sources {
+				src = p.deref(src)
+				if src.Kind != yaml.MappingNode {
+					p.errorf(src, where+".<<", "want a mapping or a list of mappings to merge, got %s", kindName(src))
+					continue
+				}
+				merged = append(merged, p.pairs(src, where)...)
+			}
+			continue
+		}
+		explicit[k.Value] = true
+		out = append(out, [2]*yaml.Node{k, v})
+	}
+	taken := map[string]bool{}
+	for _, kv := range merged {
+		if !explicit[kv[0].Value] && !taken[kv[0].Value] {
+			taken[kv[0].Value] = true
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "null"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "nothing"
+}
+
+func (p *parser) str(n *yaml.Node, field string) string {
+	n = p.deref(n)
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		p.errorf(n, field, "want a string, got %s", kindName(n))
+		return ""
+	}
+	return n.Value
+}
+
+func (p *parser) boolean(n *yaml.Node, field string) bool {
+	n = p.deref(n)
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		p.errorf(n, field, "want true or false, got %s", kindName(n))
+		return false
+	}
+	b, _ := strconv.ParseBool(strings.ToLower(n.Value))
+	return b
+}
+
+func (p *parser) integer(n *yaml.Node, field string) (int64, bool) {
+	n = p.deref(n)
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		p.errorf(n, field, "want a whole number, got %s", kindName(n))
+		return 0, false
+	}
+	var v int64
+	if err := n.Decode(&v); err != nil {
+		p.errorf(n, field, "%q is not a whole number in range", n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+func (p *parser) list(n *yaml.Node, field string) []*yaml.Node {
+	n = p.deref(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.errorf(n, field, "want a list, got %s", kindName(n))
+		return nil
+	}
+	return n.Content
+}
