@@ -33,7 +33,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -153,102 +152,6 @@ type Stats struct {
 	// Unavailable counts calls failed with Unavailable because the store
 	// failed and a limit fails closed.
 	Unavailable uint64
-}
-
-// Option configures an Interceptor.
-type Option func(*Interceptor) error
-
-// Method limits the calls of one method ("/pkg.Service/Method") or, with a
-// trailing slash, of every method of a service ("/pkg.Service/"), with
-// limits (and the Global ones), each call costing cost units. An exact
-// method wins over its service.
-func Method(name string, cost int64, limits ...Limit) Option {
-	return func(i *Interceptor) error {
-		if !strings.HasPrefix(name, "/") || strings.Count(name, "/") != 2 || name == "//" {
-			return fmt.Errorf("grpclimit: method %q: want \"/package.Service/Method\" or \"/package.Service/\"", name)
-		}
-		if _, dup := i.methods[name]; dup {
-			return fmt.Errorf("grpclimit: method %q given twice", name)
-		}
-		i.methods[name] = &route{name: name, cost: cost, own: limits}
-		return nil
-	}
-}
-
-// Default limits the calls no Method matches with limits (and the Global
-// ones), each costing cost units. Without Default such calls face only the
-// Global limits, at cost 1.
-func Default(cost int64, limits ...Limit) Option {
-	return func(i *Interceptor) error {
-		if i.def != nil {
-			return errors.New("grpclimit: Default given twice")
-		}
-		i.def = &route{cost: cost, own: limits}
-		return nil
-	}
-}
-
-// Global adds limits that apply to every call, at its method's cost.
-func Global(limits ...Limit) Option {
-	return func(i *Interceptor) error {
-		i.global = append(i.global, limits...)
-		return nil
-	}
-}
-
-// WithMaxDelay sets the longest a call is held for a leaky-bucket policy
-// (httplimit.DefaultMaxDelay unless set); a call that would wait longer is
-// refused and takes no place in the queue.
-func WithMaxDelay(d time.Duration) Option {
-	return func(i *Interceptor) error {
-		if d < 0 {
-			return fmt.Errorf("grpclimit: WithMaxDelay: %v: must not be negative", d)
-		}
-		i.maxDelay = d
-		return nil
-	}
-}
-
-// WithRetryJitter adds a random duration in [0, max) to the RetryInfo of
-// refusals, so that clients refused together do not all come back at once.
-// The delay is never shorter than the real wait.
-func WithRetryJitter(max time.Duration) Option {
-	return func(i *Interceptor) error {
-		if max < 0 {
-			return fmt.Errorf("grpclimit: WithRetryJitter: %v: must not be negative", max)
-		}
-		i.jitter = max
-		return nil
-	}
-}
-
-// WithUnavailableRetryAfter sets the RetryInfo delay of the Unavailable
-// error returned when the store fails and a limit fails closed (one second
-// unless set).
-func WithUnavailableRetryAfter(d time.Duration) Option {
-	return func(i *Interceptor) error {
-		if d <= 0 {
-			return fmt.Errorf("grpclimit: WithUnavailableRetryAfter: %v: must be positive", d)
-		}
-		i.unavailable = d
-		return nil
-	}
-}
-
-// OnShadowRefusal calls f for each refusal of a shadow limit.
-func OnShadowRefusal(f func(ctx context.Context, s ShadowRefusal)) Option {
-	return func(i *Interceptor) error {
-		i.onShadow = f
-		return nil
-	}
-}
-
-// OnError calls f with each store error.
-func OnError(f func(ctx context.Context, fullMethod string, err error)) Option {
-	return func(i *Interceptor) error {
-		i.onError = f
-		return nil
-	}
 }
 
 // Interceptor holds the limits of a gRPC server. It is safe for concurrent

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Option configures a Middleware.
+type Option func(*config) error
+
+type routeSpec struct {
+	pattern string
+	cost    int64
+	limits  []Limit
+}
+
+type config struct {
+	routes      []routeSpec
+	def         *routeSpec
+	global      []Limit
+	maxDelay    time.Duration
+	jitter      time.Duration
+	unavailable time.Duration
+	legacy      bool
+	onShadow    func(*http.Request, ShadowRefusal)
+	onError     func(*http.Request, error)
+	inflight    []inflightSpec // InFlight (inflight.go)
+}
+
+// Defaults of a Middleware.
+const (
+	// DefaultMaxDelay is the longest a request is held for a leaky-bucket
+	// policy unless WithMaxDelay says otherwise.
+	DefaultMaxDelay = 10 * time.Second
+	// DefaultUnavailableRetryAfter is the Retry-After of a 503 answered
+	// because the store failed and a limit fails closed.
+	DefaultUnavailableRetryAfter = time.Second
+)
+
+// Route limits the requests that match pattern, a Go 1.22 http.ServeMux
+// pattern ("GET /items/{id}", "POST api.example.com/upload", "/static/"),
+// with limits (and the Global ones); each such request costs cost units
+// (0 only peeks: always admitted, and reports the state). When several
+// patterns match a request, the most specific wins, as in a ServeMux.
+func Route(pattern string, cost int64, limits ...Limit) Option {
+	return func(c *config) error {
+		c.routes = append(c.routes, routeSpec{pattern, cost, limits})
+		return nil
+	}
+}
+
+// Default limits the requests no Route matches with limits (and the Global
+// ones), each costing cost units. Without Default, such requests face only
+// the Global limits, at cost 1.
+func Default(cost int64, limits ...Limit) Option {
+	return func(c *config) error {
+		if c.def != nil {
+			return errors.New("httplimit: Default given twice")
+		}
+		c.def = &routeSpec{"", cost, limits}
+		return nil
+	}
+}
+
+// Global adds limits that apply to every request, at its route's cost.
+func Global(limits ...Limit) Option {
+	return func(c *config) error {
+		c.global = append(c.global, limits...)
+		return nil
+	}
+}
+
+// WithMaxDelay sets the longest a request is held for a leaky-bucket
+// policy (DefaultMaxDelay unless set). A request whose queue delay would be
+// longer is refused with a Retry-After after which it would not be, and
+// takes no place in the queue.
+func WithMaxDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("httplimit: WithMaxDelay: %v: must not be negative", d)
+		}
+		c.maxDelay = d
+		return nil
+	}
+}
+
+// WithRetryJitter adds a random duration in [0, max) to the Retry-After of
+// refusals, so that clients refused together do not all come back in the
+// same second. Retry-After is never earlier than the real wait.
+func WithRetryJitter(max time.Duration) Option {
+	return func(c *config) error {
+		if max < 0 {
+			return fmt.Errorf("httplimit: WithRetryJitter: %v: must not be negative", max)
+		}
+		c.jitter = max
+		return nil
+	}
+}
+
+// WithUnavailableRetryAfter sets the Retry-After of the 503 answered when
+// the store fails and a limit fails closed (DefaultUnavailableRetryAfter
+// unless set).
+func WithUnavailableRetryAfter(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("httplimit: WithUnavailableRetryAfter: %v: must be positive", d)
+		}
+		c.unavailable = d
+		return nil
+	}
+}
+
+// WithLegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (in seconds) to limited responses, describing the most
+// constrained policy, for clients that predate the RateLimit headers.
+func WithLegacyHeaders() Option {
+	return func(c *config) error {
+		c.legacy = true
+		return nil
+	}
+}
+
+// OnShadowRefusal calls f for each refusal of a shadow limit, before the
+// request proceeds. f must be safe for concurrent use and quick.
+func OnShadowRefusal(f func(r *http.Request, s ShadowRefusal)) Option {
+	return func(c *config) error {
+		c.onShadow = f
+		return nil
+	}
+}
+
+// OnError calls f with each store error (the request is then admitted or
+// answered 503 as the failure modes say). f must be safe for concurrent
+// use and quick.
+func OnError(f func(r *http.Request, err error)) Option {
+	return func(c *config) error {
+		c.onError = f
+		return nil
+	}
+}
