@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/server"
+)
+
+// This file holds serve's command line: its usage, its flags and their
+// checks. serve.go runs the service they describe.
+
+const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
+                    [--max-keys auto|N] [--replicas N] [--redis-single-slot NAME]
+                    [--store-timeout D]
+                    [--shutdown-timeout D] [--procs auto|N]
+                    [--response-headers] [--legacy-headers] [--merge-domains] [--shadow-mode]
+                    [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
+
+Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
+envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), the gRPC
+health service and server reflection (for grpcurl) over gRPC, and over HTTP a JSON API (POST /v1/check,
+POST /v1/reset, GET /v1/rules, POST /v1/simulate), Prometheus metrics (/metrics), /healthz, /readyz
+and a live page at / (the rules, their recent decisions, the keys nearest their limits, and a
+panel that runs a burst through a rule on a throwaway store).
+
+Flags:
+
+  --config DIR        a directory of YAML files in the format of Envoy's
+                      ratelimit service, with sluice's extensions; watched
+                      and reloaded on change (a bad change is logged and the
+                      configuration in force stays). Default: the built-in
+                      example configuration (see 'sluice config check').
+  --store URL         memory (also mem:// or memory://), the default; or
+                      redis://host:port/db, rediss://host:port,
+                      redis+cluster://host1:port1,host2:port2 (or rediss+),
+                      redis://s1:26379?addr=s2:26379&master_set=NAME for
+                      Sentinel (user:password@ is the master's; the
+                      sentinels' own is &sentinel_password=...)
+  --merge-domains     let several files add descriptors to one domain
+                      (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a
+                      top-level descriptor two files both define is an
+                      error. Default: a domain is defined in one file
+  --shadow-mode       put every rule in shadow mode (envoyproxy/ratelimit's
+                      SHADOW_MODE): checked, counted and reported, never
+                      refusing; a limit the request carries still applies
+  --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
+  --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
+  --max-keys auto|N   the memory store (and the local fallback store) hold
+                      at most N keys, evicting when full: first keys whose
+                      state is already idle, then (counted in
+                      sluice_store_evictions_total{reason="forced"}) the
+                      soonest-idle keys, forgiving what they still owed,
+                      which loses exactness for those keys. The default,
+                      auto, is 1/4 of the memory (the cgroup's memory
+                      limit if set, else MemAvailable at start) divided
+                      by 128 bytes per key, at least 10000; 0 means no
+                      bound. Idle keys are dropped exactly when they
+                      expire either way
+  --replicas N        how many serve processes share the store, for the
+                      rules that fail local (the default failure mode):
+                      while the store is unreachable each decides alone
+                      with 1/N of each limit. Default: counted by
+                      heartbeats in Redis (1 on the memory store); the
+                      last count is kept during an outage
+  --redis-single-slot NAME  on a Redis Cluster, keep every key in the
+                      hash slot of {NAME}, so that requests with several
+                      descriptors stay all-or-nothing (at the price of one
+                      shard). Without it, such a request whose keys fall in
+                      different slots cannot be decided atomically: it is
+                      answered by the rules' failure modes, and the store
+                      error is logged and counted
+  --store-timeout D   the ceiling on one Redis call (default 3s). A call
+                      is bounded by the caller's deadline (Envoy's gRPC
+                      deadline, its rate limit timeout) less 2ms and a
+                      tenth of the time left, to answer in time (16ms of
+                      Envoy's default 20ms), or by D when that is sooner
+                      or the caller has none. A call that runs out of its
+                      caller's deadline is answered by the rule's failure
+                      mode but is not counted as a Redis failure; errors
+                      and calls that run out of D are, and 5 in a row
+                      open a circuit breaker (probed every 200ms)
+  --response-headers  RLS answers ask Envoy to add RateLimit-Policy and
+                      RateLimit (draft-ietf-httpapi-ratelimit-headers-10)
+                      and, on OVER_LIMIT, Retry-After to the response
+  --legacy-headers    also X-RateLimit-Limit, -Remaining and -Reset
+  --shutdown-timeout D  how long in-flight requests get to finish after
+                      SIGTERM or SIGINT (default 15s)
+  --procs auto|N      run Go code on at most N CPUs at once (GOMAXPROCS).
+                      The default, auto, uses as few as the load needs,
+                      from one up to GOMAXPROCS's default (the CPUs, or
+                      the container's CPU limit, at start), which costs
+                      less CPU per request at moderate load: it adds
+                      CPUs at once when serve's CPU use nears 85% of
+                      them, and takes one away after a second in which
+                      the use fitted one fewer. It sees only serve's own
+                      CPU use: on a host whose CPUs other processes keep
+                      busy, set N. A GOMAXPROCS environment variable
+                      overrides auto.
+
+Gateway mode:
+
+  --upstream URL      also run a reverse proxy to URL that enforces the
+                      HTTP policies of one domain of the configuration
+                      (through httplimit: 429 with RateLimit headers)
+  --gateway-addr ADDR its listen address (default 127.0.0.1:8082)
+  --gateway-domain D  the domain (default gateway). Its rules are counted
+                      by the descriptor key: remote_address (the client
+                      IP) or header:NAME (a request header), at the top
+                      level (every request) or under key route with a Go
+                      ServeMux pattern as the value ("POST /v1/quotes")
+  --trusted-proxies CIDRS  comma-separated proxy networks whose
+                      X-Forwarded-For is believed (default: none; the
+                      client IP is the peer address)
+
+Tracing (OpenTelemetry) is off unless the standard environment asks for
+it: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) turns on
+spans for RLS and HTTP calls and for store calls, exported over OTLP
+(OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc); the
+other OTEL_* variables apply as usual.
+Failure modes (failure_mode in a rule): local, the default, decides with
+this replica's share of the limit while the store fails (the fleet stays
+available and within a bound: at most about one extra limit, or burst, per
+outage shorter than the period; see the sluice package documentation); open
+admits; closed refuses.
+
+Logs go to standard error. On SIGTERM or SIGINT, serve stops accepting new
+requests, lets in-flight ones finish, and exits 0. A bad flag exits 2; a
+configuration that does not load, an unreachable store or an address in use
+exits 1, each problem on one line.
+`
+
+// serveOptions is the parsed command line of serve.
+type serveOptions struct {
+	configDir       string
+	storeURL        string
+	httpAddr        string
+	grpcAddr        string
+	storeTimeout    time.Duration // 0: the store's default
+	maxKeys         int           // memory store bound; 0: auto (defaultMaxKeys); maxKeysNone: none
+	singleSlot      string        // redisstore.WithSingleSlot when not empty
+	upstream        string        // gateway mode when not empty
+	gatewayAddr     string
+	gatewayDomain   string
+	trustedProxies  string // comma-separated CIDRs
+	headers         bool   // RLS response headers
+	legacyHeaders   bool
+	mergeDomains    bool // config.WithMergeDomains
+	shadowMode      bool // server.WithShadowMode
+	shutdownTimeout time.Duration
+	reloadDebounce  time.Duration
+	procs           int // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (tests in process)
+	replicas        int // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
+
+	// For tests: called once both listeners are up, and when shutdown
+	// begins.
+	onListening func(httpAddr, grpcAddr string)
+	onStopping  func()
+	onGateway   func(addr string)
+}
+
+func runServe(e env, args []string) int {
+	const prefix = "sluice serve"
+	fset := flag.NewFlagSet(prefix, flag.ContinueOnError)
+	fset.SetOutput(io.Discard)
+	fset.Usage = func() {}
+	o := serveOptions{reloadDebounce: 250 * time.Millisecond}
+	fset.StringVar(&o.configDir, "config", "", "")
+	fset.StringVar(&o.storeURL, "store", "memory", "")
+	fset.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "")
+	fset.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "")
+	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
+	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
+	maxKeysFlag := fset.String("max-keys", "auto", "")
+	fset.IntVar(&o.replicas, "replicas", 0, "")
+	fset.StringVar(&o.singleSlot, "redis-single-slot", "", "")
+	fset.StringVar(&o.upstream, "upstream", "", "")
+	fset.BoolVar(&o.headers, "response-headers", false, "")
+	fset.BoolVar(&o.legacyHeaders, "legacy-headers", false, "")
+	fset.BoolVar(&o.mergeDomains, "merge-domains", false, "")
+	fset.BoolVar(&o.shadowMode, "shadow-mode", false, "")
+	fset.StringVar(&o.gatewayAddr, "gateway-addr", "127.0.0.1:8082", "")
+	fset.StringVar(&o.gatewayDomain, "gateway-domain", server.GatewayDomain, "")
+	fset.StringVar(&o.trustedProxies, "trusted-proxies", "", "")
+	procsFlag := fset.String("procs", "auto", "")
+	err := fset.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		io.WriteString(e.stdout, serveUsage)
+		return exitOK
+	}
+	if err != nil {
+		return e.fail(exitUsage, prefix, "%v (run 'sluice help serve' for usage)", err)
+	}
+	if fset.NArg() > 0 {
+		return e.fail(exitUsage, prefix, "unexpected argument %q (run 'sluice help serve' for usage)", fset.Arg(0))
+	}
+	if strings.ContainsAny(o.singleSlot, "{}") {
+		return e.fail(exitUsage, prefix, "--redis-single-slot %q: must not contain { or }", o.singleSlot)
+	}
+	if *maxKeysFlag != "auto" {
+		n, err := strconv.Atoi(*maxKeysFlag)
+		switch {
+		case err != nil:
+			return e.fail(exitUsage, prefix, "--max-keys %q: want auto or a whole number (0: no bound)", *maxKeysFlag)
+		case n < 0:
+			return e.fail(exitUsage, prefix, "--max-keys %d: must not be negative", n)
+		case n == 0:
+			o.maxKeys = maxKeysNone
+		default:
+			o.maxKeys = n
+		}
+	}
+	if o.replicas < 0 {
+		return e.fail(exitUsage, prefix, "--replicas %d: must not be negative", o.replicas)
+	}
+	if o.storeTimeout < 0 {
+		return e.fail(exitUsage, prefix, "--store-timeout %v: must not be negative", o.storeTimeout)
+	}
+	if o.upstream != "" {
+		u, err := url.Parse(o.upstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return e.fail(exitUsage, prefix, "--upstream %q: want an http:// or https:// URL with a host", o.upstream)
+		}
+	}
+	if o.shutdownTimeout <= 0 {
+		return e.fail(exitUsage, prefix, "--shutdown-timeout %v: must be positive", o.shutdownTimeout)
+	}
+	o.procs = procsAuto
+	if *procsFlag != "auto" {
+		n, err := strconv.Atoi(*procsFlag)
+		if err != nil || n < 1 {
+			return e.fail(exitUsage, prefix, "--procs %q: want auto or a whole number of at least 1", *procsFlag)
+		}
+		o.procs = n
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return serve(ctx, e, o)
+}
+
+// maxKeysNone is serveOptions.maxKeys for --max-keys 0: no bound.
+const maxKeysNone = -1
+
+// procsAuto is serveOptions.procs for --procs auto.
+const procsAuto = -1
