@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,13 +18,19 @@ import (
 // returns the growth of the heap in use (after a GC) divided by n.
 func bytesPerKey(tb testing.TB, p sluice.Policy, n int) float64 {
 	tb.Helper()
+	return bytesPerKeyOfLen(tb, p, n, 16)
+}
+
+// bytesPerKeyOfLen is bytesPerKey with keys of length bytes (at least 16).
+func bytesPerKeyOfLen(tb testing.TB, p sluice.Policy, n, length int) float64 {
+	tb.Helper()
 	clock := sluicetest.NewClock(time.Unix(0, 0))
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	s := New(WithClock(clock), WithSweepInterval(0))
 	ctx := context.Background()
-	key := []byte("user-0000000000x")
+	key := []byte("user-0000000000x" + strings.Repeat("x", length-16))
 	for i := range n {
 		binary.BigEndian.PutUint64(key[5:13], uint64(i))
 		if _, err := s.Take(ctx, p, string(key), 1); err != nil {

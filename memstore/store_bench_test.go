@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,5 +77,23 @@ func BenchmarkMemory(b *testing.B) {
 			}
 			b.ReportMetric(bpk, "bytes/key")
 		})
+	}
+}
+
+// BenchmarkMemoryKeyLength is BenchmarkMemory with longer keys: a key's
+// bytes past the 16 a row holds go to the arena. (sluice serve stores no
+// key longer than 64 bytes; internal/server's storeKey.)
+func BenchmarkMemoryKeyLength(b *testing.B) {
+	for _, a := range []sluice.Algorithm{sluice.GCRA, sluice.FixedWindow, sluice.SlidingWindow, sluice.SlidingLog} {
+		for _, n := range []int{26, 44, 64, 128} {
+			b.Run("alg="+string(a)+"/key="+strconv.Itoa(n)+"B", func(b *testing.B) {
+				p := sluice.Policy{Algorithm: a, Limit: 3, Period: time.Hour}
+				var bpk float64
+				for range b.N {
+					bpk = bytesPerKeyOfLen(b, p, 1_000_000, n)
+				}
+				b.ReportMetric(bpk, "bytes/key")
+			})
+		}
 	}
 }
