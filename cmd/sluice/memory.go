@@ -29,6 +29,10 @@ const (
 	// 26 bytes on a per-day rule (heap in use after a GC, BENCHMARKS.md):
 	// fixed-window 64.5, gcra 53.6, sliding-window 69.3, sliding-log 99.4
 	// (with one entry in the log); rounded up to leave room for longer keys.
+	// The service stores no key longer than 64 bytes (a longer one as a
+	// 44-byte digest: storeKey in internal/server), and keys of 64 bytes
+	// take 98 to 113 bytes (sliding-log 134 with one entry; its memory grows
+	// with its log anyway).
 	bytesPerKey    = 128
 	minKeys        = 10_000
 	fallbackMemory = 1 << 30 // when no limit and no /proc/meminfo

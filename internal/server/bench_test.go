@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -51,4 +52,18 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 			i += 7919
 		}
 	})
+}
+
+// BenchmarkStoreKey is the cost of a descriptor's store key: verbatim for
+// a short one, the digest form past maxStoreKey bytes.
+func BenchmarkStoreKey(b *testing.B) {
+	for _, n := range []int{8, 100, 60 << 10} {
+		entries := []config.Entry{{Key: "user", Value: strings.Repeat("v", n)}}
+		b.Run("value="+strconv.Itoa(n)+"B", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				storeKey(nil, entries)
+			}
+		})
+	}
 }

@@ -4,6 +4,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -237,17 +239,61 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 // for the value, so every value it matches shares one state; it is written
 // with "*" after its length where a value has ":", so it cannot collide
 // with any value, the pattern's own text included.
+//
+// That verbatim key is the store key when it is at most maxStoreKey bytes
+// long. A longer one is replaced by its digest form (digestKey): '#' and the
+// unpadded base64url SHA-256 of the verbatim key, 44 bytes. A verbatim key
+// starts with a decimal digit (its first entry's key length), so no
+// verbatim key is a digest form, and what a store holds per key is bounded
+// whatever the descriptor's values.
 func storeKey(r *config.Rule, entries []config.Entry) string {
 	n := 0
-	for _, e := range entries {
-		n += len(e.Key) + len(e.Value) + 8
-	}
-	b := make([]byte, 0, n)
 	for i, e := range entries {
-		v, sep := e.Value, byte(':')
-		if r != nil && i < len(r.Levels) && r.Levels[i].ShareThreshold {
-			v, sep = r.Path[i].Value, '*'
-		}
+		v, _ := keyValue(r, i, e)
+		n += decimalLen(len(e.Key)) + 1 + len(e.Key) + decimalLen(len(v)) + 1 + len(v)
+	}
+	if n > maxStoreKey {
+		return digestKey(r, entries)
+	}
+	return string(appendKey(make([]byte, 0, n), r, entries))
+}
+
+// maxStoreKey is the longest verbatim store key; a longer one is stored in
+// its digest form (storeKey). memstore holds a key's bytes past the 16th in
+// an arena beside its row, so a key's memory grows with its length: at 1M
+// keys (heap in use after a GC; memstore's BenchmarkMemoryKeyLength), keys
+// of 64 bytes take 98 bytes each under gcra, 108 under fixed-window and 113
+// under sliding-window, within the 128 bytes per key serve's --max-keys
+// auto budgets (cmd/sluice/memory.go), where keys of 128 bytes would take
+// 176 to 193. (sliding-log takes 134 at 64 bytes with one entry in its log;
+// its memory grows with its log anyway.) A key in digest form is 44 bytes:
+// 77 to 92 bytes per key (113 for sliding-log). 64 bytes still holds the
+// usual descriptors verbatim: a remote_address with an IPv6 address as
+// Envoy writes it (59 bytes at most), a user ID that is a UUID (45 bytes
+// with the key "user").
+const maxStoreKey = 64
+
+// digestMark starts a store key in digest form; a verbatim key starts with
+// a decimal digit.
+const digestMark = '#'
+
+// digestKeyLen is the length of a store key in digest form: the mark
+// and 32 bytes in unpadded base64.
+const digestKeyLen = 1 + (sha256.Size*8+5)/6
+
+// keyValue is what the store key holds for entry i: the value and ':', or
+// at a share_threshold level the configured pattern and '*'.
+func keyValue(r *config.Rule, i int, e config.Entry) (string, byte) {
+	if r != nil && i < len(r.Levels) && r.Levels[i].ShareThreshold {
+		return r.Path[i].Value, '*'
+	}
+	return e.Value, ':'
+}
+
+// appendKey appends the verbatim store key of entries (storeKey) to b.
+func appendKey(b []byte, r *config.Rule, entries []config.Entry) []byte {
+	for i, e := range entries {
+		v, sep := keyValue(r, i, e)
 		b = strconv.AppendInt(b, int64(len(e.Key)), 10)
 		b = append(b, ':')
 		b = append(b, e.Key...)
@@ -255,7 +301,67 @@ func storeKey(r *config.Rule, entries []config.Entry) string {
 		b = append(b, sep)
 		b = append(b, v...)
 	}
-	return string(b)
+	return b
+}
+
+// digestKey is the digest form of the verbatim store key of entries.
+// SHA-256, a cryptographic hash with no seed: every process sharing a store
+// computes the same key, and no client can make two descriptors share one
+// state (and so one budget) on purpose.
+func digestKey(r *config.Rule, entries []config.Entry) string {
+	sum := hashKey(r, entries)
+	var k [digestKeyLen]byte
+	k[0] = digestMark
+	base64.RawURLEncoding.Encode(k[1:], sum[:])
+	return string(k[:])
+}
+
+// hashKey is the SHA-256 of the verbatim store key of entries (appendKey's
+// bytes), written to the hash through a buffer of digestChunk bytes, so that
+// a long value is never copied whole; nothing escapes, so it allocates
+// nothing.
+func hashKey(r *config.Rule, entries []config.Entry) [sha256.Size]byte {
+	h := sha256.New()
+	b := make([]byte, 0, digestChunk)
+	room := func(m int) {
+		if cap(b)-len(b) < m {
+			h.Write(b)
+			b = b[:0]
+		}
+	}
+	write := func(s string) {
+		for len(s) > 0 {
+			room(1)
+			c := copy(b[len(b):cap(b)], s)
+			b, s = b[:len(b)+c], s[c:]
+		}
+	}
+	for i, e := range entries {
+		v, sep := keyValue(r, i, e)
+		room(21)
+		b = append(strconv.AppendInt(b, int64(len(e.Key)), 10), ':')
+		write(e.Key)
+		room(21)
+		b = append(strconv.AppendInt(b, int64(len(v)), 10), sep)
+		write(v)
+	}
+	h.Write(b)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// digestChunk is the size of the buffer hashKey writes through.
+const digestChunk = 512
+
+// decimalLen is the number of decimal digits of n ≥ 0.
+func decimalLen(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 // overrideRule is the rule of a descriptor that carries its own limit: a
