@@ -167,9 +167,25 @@ func (g *Gateway) keyFunc(key string) httplimit.KeyFunc {
 		return g.ip.Key
 	}
 	if name, ok := strings.CutPrefix(key, "header:"); ok && name != "" {
-		return httplimit.Header(name)
+		return headerValue(name)
 	}
 	return nil
+}
+
+// headerValue is httplimit.Header without its hashing of values longer
+// than httplimit.MaxKeyLen: the value goes into the store key (withPath)
+// as an RLS request would send it, and storeKey bounds a long key by the
+// same digest for both.
+func headerValue(name string) httplimit.KeyFunc {
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (string, bool) {
+		vals := r.Header[name]
+		if len(vals) == 0 {
+			return "", false
+		}
+		v := strings.TrimSpace(vals[0])
+		return v, v != ""
+	}
 }
 
 // withPath turns a key function's value into the store key an RLS request

@@ -7,11 +7,15 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -172,3 +176,46 @@ func TestStoreKeyAllocs(t *testing.T) {
 	}
 }
 
+// TestGatewayLongHeaderKey: the gateway keys a long header value by the
+// same digest an RLS request with that value uses, so both share a limit
+// (httplimit.Header's own hashing of values past httplimit.MaxKeyLen would
+// make it another key).
+func TestGatewayLongHeaderKey(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": gatewayYAML})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	ip, err := httplimit.NewClientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	defer gw.Close()
+	apiKey := strings.Repeat("k", 8<<10)
+	req, _ := http.NewRequest("POST", gw.URL+"/v1/quotes", nil)
+	req.Header.Set("X-Api-Key", apiKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("quote with a long API key: %s", resp.Status)
+	}
+	r := h.peek(t, "gateway", desc("route", "POST /v1/quotes", "header:X-Api-Key", apiKey))
+	if got := r.Statuses[0].LimitRemaining; got != 1 {
+		t.Errorf("RLS sees remaining %d after one gateway request, want 1", got)
+	}
+	if got := codesOf(h.should(t, "gateway", desc("route", "POST /v1/quotes", "header:X-Api-Key", apiKey))); got != "OK: OK" {
+		t.Errorf("RLS request: %s", got)
+	}
+	req, _ = http.NewRequest("POST", gw.URL+"/v1/quotes", nil)
+	req.Header.Set("X-Api-Key", apiKey)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("third request, the gateway after RLS: %s, want 429", resp.Status)
+	}
+}
