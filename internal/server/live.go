@@ -3,11 +3,14 @@
 package server
 
 import (
+	"crypto/sha256"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,9 +30,20 @@ import (
 // So a key stays listed until a key strictly nearer its limit comes or it
 // falls idle for a minute; the table never holds more than NearLimitKeys
 // keys (TestNearLimitIsBounded).
+//
+// The table holds a copy of each key's descriptor in which a value longer
+// than NearLimitValueBytes is cut to its first NearLimitValueBytes bytes
+// (fewer, to end on a whole UTF-8 character) followed by "…(cut from N
+// bytes)", N being the value's full length; a descriptor with a cut value
+// is told from others by the SHA-256 of its whole entries. So the table's
+// memory, and GET /v1/rules, are bounded whatever the values
+// (TestNearLimitCutsLongValues).
 const (
 	HistorySeconds = 300
 	NearLimitKeys  = 10
+	// NearLimitValueBytes bounds the bytes of a value the near-limit table
+	// keeps and shows.
+	NearLimitValueBytes = 256
 	// nearLimitStale is how long a key stays in the near-limit table
 	// without a new decision before any other key may replace it.
 	nearLimitStale = time.Minute
@@ -64,7 +78,11 @@ type secondCount struct {
 
 // nearKey is one tracked key: how close its last decision was to the limit.
 type nearKey struct {
-	entries      []config.Entry
+	entries []config.Entry // values cut to NearLimitValueBytes (cutEntries)
+	// cut: some value was cut, and sum (hashKey of the whole entries) tells
+	// the key from others.
+	cut          bool
+	sum          [sha256.Size]byte
 	used         float64 // 1 − remaining/capacity at the last decision; ≥ 1 when over
 	remaining    int64
 	refused      int64 // refusals (or shadow would-be refusals) while tracked
@@ -147,9 +165,14 @@ func (l *live) record(r *config.Rule, entries []config.Entry, o *outcome, now ti
 	}
 	// The near-limit table: update the key's entry, or take the place of
 	// the entry furthest from its limit (a stale one first).
+	cut := longValue(entries)
+	var sum [sha256.Size]byte
+	if cut {
+		sum = hashKey(nil, entries)
+	}
 	for i := range st.near {
 		k := &st.near[i]
-		if slices.Equal(k.entries, entries) {
+		if k.cut == cut && (cut && k.sum == sum || !cut && slices.Equal(k.entries, entries)) {
 			k.used, k.remaining, k.seen, k.seenSec = used, o.decision.Remaining, ns, sec
 			if refused || o.shadowOver {
 				k.refused++
@@ -158,12 +181,12 @@ func (l *live) record(r *config.Rule, entries []config.Entry, o *outcome, now ti
 			return
 		}
 	}
-	nk := nearKey{used: used, remaining: o.decision.Remaining, seen: ns, seenSec: sec}
+	nk := nearKey{cut: cut, sum: sum, used: used, remaining: o.decision.Remaining, seen: ns, seenSec: sec}
 	if refused || o.shadowOver {
 		nk.refused, nk.shadowRefuse = 1, o.shadowOver
 	}
 	if len(st.near) < NearLimitKeys {
-		nk.entries = slices.Clone(entries)
+		nk.entries = cutEntries(entries)
 		st.near = append(st.near, nk)
 		return
 	}
@@ -179,9 +202,43 @@ func (l *live) record(r *config.Rule, entries []config.Entry, o *outcome, now ti
 		}
 	}
 	if worst >= 0 {
-		nk.entries = slices.Clone(entries)
+		nk.entries = cutEntries(entries)
 		st.near[worst] = nk
 	}
+}
+
+// longValue reports whether an entry's value is longer than
+// NearLimitValueBytes.
+func longValue(entries []config.Entry) bool {
+	for _, e := range entries {
+		if len(e.Value) > NearLimitValueBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// cutEntries is the near-limit table's copy of entries: its own strings,
+// none sharing memory with the request's, each value longer than
+// NearLimitValueBytes cut to its first NearLimitValueBytes bytes, less the
+// start of a UTF-8 character the cut would split, followed by "…(cut from N
+// bytes)".
+func cutEntries(entries []config.Entry) []config.Entry {
+	es := make([]config.Entry, len(entries))
+	for i, e := range entries {
+		v := e.Value
+		if len(v) > NearLimitValueBytes {
+			n := NearLimitValueBytes
+			for n > 0 && !utf8.RuneStart(v[n]) {
+				n--
+			}
+			v = v[:n] + "…(cut from " + strconv.Itoa(len(e.Value)) + " bytes)"
+		} else {
+			v = strings.Clone(v)
+		}
+		es[i] = config.Entry{Key: strings.Clone(e.Key), Value: v}
+	}
+	return es
 }
 
 // RulesResponse is the answer to GET /v1/rules.
@@ -246,7 +303,11 @@ type Series struct {
 
 // NearLimit is one key near its rule's limit.
 type NearLimit struct {
-	Key string `json:"key"` // the descriptor: "rider_id=r1"
+	// Key is the descriptor: "rider_id=r1". A value longer than
+	// NearLimitValueBytes is cut: "user=abc…(cut from 61440 bytes)".
+	Key string `json:"key"`
+	// Cut is true when a value in Key was cut.
+	Cut bool `json:"cut,omitempty"`
 	// Used is 1 − remaining/capacity at the key's last decision; 1 or more
 	// when it was refused (or, in shadow mode, would have been).
 	Used      float64   `json:"used"`
@@ -308,7 +369,7 @@ func (s *Server) rulesView(now time.Time) RulesResponse {
 					}
 				}
 				for _, k := range st.near {
-					ri.NearLimit = append(ri.NearLimit, NearLimit{Key: describeEntries(k.entries), Used: k.used, Remaining: k.remaining, Refused: k.refused, LastSeen: time.Unix(0, k.seen).UTC()})
+					ri.NearLimit = append(ri.NearLimit, NearLimit{Key: describeEntries(k.entries), Cut: k.cut, Used: k.used, Remaining: k.remaining, Refused: k.refused, LastSeen: time.Unix(0, k.seen).UTC()})
 				}
 				st.mu.Unlock()
 				slices.SortStableFunc(ri.NearLimit, func(a, b NearLimit) int {

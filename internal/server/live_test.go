@@ -4,9 +4,14 @@ package server
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/config"
 )
 
 const liveYAML = `domain: api
@@ -119,6 +124,78 @@ func TestNearLimitIsBounded(t *testing.T) {
 	}
 	if !found || len(u.NearLimit) != NearLimitKeys {
 		t.Errorf("after a minute, newcomer not tracked: %+v", u.NearLimit)
+	}
+}
+
+// TestNearLimitCutsLongValues: the near-limit table keeps, and GET
+// /v1/rules shows, at most NearLimitValueBytes of a value, marked as cut
+// with the value's length; descriptors that differ only past the cut are
+// still two keys; the table's copy shares no memory with the request.
+func TestNearLimitCutsLongValues(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": liveYAML})
+	// 1 MB values; byte 256 is inside an "é", so the cut keeps 255 bytes.
+	long := func(i int) string { return strconv.Itoa(i) + strings.Repeat("é", 1<<19) }
+	shown := func(v string) string { return "user=" + v[:255] + "…(cut from 1048577 bytes)" }
+	for i := range NearLimitKeys {
+		h.should(t, "api", desc("user", long(i)))
+	}
+	for range 10 { // 11 hits on a burst of 10: one refusal
+		h.should(t, "api", desc("user", long(0)))
+	}
+	// Equal to long(0) but for its last character: another key, nearer its
+	// limit than the eight others at 1 of 10, so it takes one's place.
+	twin := long(0)[:len(long(0))-2] + "zz"
+	for range 5 {
+		h.should(t, "api", desc("user", twin))
+	}
+	body := h.get(t, "/v1/rules")
+	if len(body) > 64<<10 {
+		t.Errorf("/v1/rules is %d bytes, want at most 64 KiB", len(body))
+	}
+	var r RulesResponse
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	u := ruleNamed(t, r, "api.user")
+	if len(u.NearLimit) != NearLimitKeys {
+		t.Fatalf("%d keys tracked, want %d", len(u.NearLimit), NearLimitKeys)
+	}
+	if k := u.NearLimit[0]; k.Key != shown(long(0)) || !k.Cut || k.Refused != 1 || k.Used < 1 {
+		t.Errorf("nearest key %+v, want %q refused once", k, shown(long(0)))
+	}
+	if k := u.NearLimit[1]; k.Key != shown(twin) || !k.Cut || k.Refused != 0 || k.Used != 0.5 {
+		t.Errorf("second key %+v, want the twin of the first at 0.5", k)
+	}
+	for _, k := range u.NearLimit[2:] {
+		if !k.Cut || !strings.HasSuffix(k.Key, "…(cut from 1048577 bytes)") || len(k.Key) != len(shown(long(0))) || !utf8.ValidString(k.Key) || k.Used != 0.1 {
+			t.Errorf("key %+v", k)
+		}
+	}
+
+	// The table's own copy is bounded and shares no memory with the
+	// request's value.
+	v := long(7) + "x"
+	entries := []config.Entry{{Key: "user", Value: v}}
+	rule := h.srv.snap.Load().cfg.Match("api", entries)
+	h.srv.live.record(rule, entries, &outcome{rule: rule, over: true}, h.clock.Now())
+	st := (*h.srv.live.rules.Load())[rule]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	found := false
+	for _, k := range st.near {
+		for _, e := range k.entries {
+			if len(e.Value) > NearLimitValueBytes+len("…(cut from 1048577 bytes)") {
+				t.Errorf("the table holds a value of %d bytes", len(e.Value))
+			}
+			p, base := uintptr(unsafe.Pointer(unsafe.StringData(e.Value))), uintptr(unsafe.Pointer(unsafe.StringData(v)))
+			if p >= base && p < base+uintptr(len(v)) {
+				t.Error("the table's copy points into the request's value")
+			}
+			found = found || e.Value == v[:255]+"…(cut from 1048578 bytes)"
+		}
+	}
+	if !found {
+		t.Error("the refused key was not tracked")
 	}
 }
 
