@@ -171,6 +171,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		checks, idx = checks[:keep], idx[:keep]
 	}
 	allowed = !refused
+	for i := range outs {
+		failedBackoff(&outs[i], descs[i].hits)
+	}
 
 	// Shadow-mode rules: take only if the request was admitted (a refused
 	// request consumes nothing anywhere), otherwise peek.

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -40,4 +41,43 @@ func (s *Server) setupFallback() {
 // limiterOptions are the options of a rule's Limiter with failure mode m.
 func (s *Server) limiterOptions(m sluice.FailureMode) []sluice.Option {
 	return []sluice.Option{sluice.WithFailureMode(m), sluice.WithLocalStore(s.local), sluice.WithReplicas(s.replicas)}
+}
+
+// unavailableRetryAfter is the least wait a refusal decided by a failure
+// mode tells the client, as the middleware's 503 does
+// (httplimit.DefaultUnavailableRetryAfter): with the store down there is no
+// exact wait to give, and a wait of zero would invite an immediate retry
+// from every refused client.
+const unavailableRetryAfter = httplimit.DefaultUnavailableRetryAfter
+
+// failedBackoff gives a refusal the failure mode decided (o.failed: the
+// store failed and the rule fails closed, or fails local and is over its
+// local share) a positive wait: its own when it has one (a local share
+// knows when it admits again), else unavailableRetryAfter; ResetAfter is no
+// shorter, so that RLS's duration_until_reset says the same. hits is what the descriptor
+// asked for: a cost over the local share but within what the store could
+// admit is not impossible (it can be admitted once the store is back).
+func failedBackoff(o *outcome, hits int64) {
+	r := o.rule
+	if !o.failed || !o.over || r == nil || r.Deny {
+		return
+	}
+	d := &o.decision
+	capacity := r.Policy.Limit
+	if r.Policy.Algorithm.IsBucket() && r.Policy.Burst > 0 {
+		capacity = r.Policy.Burst
+	}
+	if n := int64(r.Shards); n > 1 {
+		capacity = capacity/n + capacity%n // the largest shard's
+	}
+	if d.Impossible && hits <= capacity {
+		d.Impossible = false
+	}
+	if d.Impossible {
+		return
+	}
+	if d.RetryAfter <= 0 {
+		d.RetryAfter = unavailableRetryAfter
+	}
+	d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
 }

@@ -4,9 +4,11 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,6 +22,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // deadStore fails every call, as a store whose backend is unreachable.
@@ -154,5 +158,118 @@ func TestLimitOverride(t *testing.T) {
 	huge.Limit.UnitMultiplier = wrapperspb.UInt32(4000000000)
 	if _, err := h.client.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "rides", Descriptors: []*rlcommon.RateLimitDescriptor{huge}}); err == nil || !strings.Contains(err.Error(), "unit_multiplier 4000000000") {
 		t.Errorf("an overflowing unit multiplier: %v", err)
+	}
+}
+
+// TestFailedRefusalWaits: a refusal the failure modes decided, while the
+// store (a real Redis client whose server is gone) fails, tells the client
+// to wait, never to retry at once: in RLS's duration_until_reset, in the
+// response headers and in the JSON API.
+func TestFailedRefusalWaits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every call is refused
+	store, err := redisstore.Open("redis://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	// 3 replicas: "none" (limit 2) has a local share of 0, "bucket" (burst
+	// 3) a share of 1, so that 2 units are over the share but not over
+	// what the store could admit, and 4 are over both.
+	srv, err := New(store, WithResponseHeaders(true), WithFallback(memstore.New(), sluice.FixedReplicas(3)),
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(mapFS("f.yaml", `domain: d
+descriptors:
+  - key: closed
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: closed}
+  - key: none
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: bucket
+    rate_limit: {algorithm: token-bucket, unit: hour, requests_per_unit: 3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	r := rlsServer{s: srv}
+	ask := func(d *rlcommon.RateLimitDescriptor) (wait time.Duration, headers string) {
+		t.Helper()
+		resp, err := r.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := codesOf(resp); got != "OVER: OVER" {
+			t.Fatalf("%v: %s, want a refusal", d, got)
+		}
+		for _, hv := range resp.ResponseHeadersToAdd {
+			headers += hv.Key + ": " + hv.Value + "\n"
+		}
+		return resp.Statuses[0].GetDurationUntilReset().AsDuration(), headers
+	}
+	cost := func(d *rlcommon.RateLimitDescriptor, n uint64) *rlcommon.RateLimitDescriptor {
+		d.HitsAddend = wrapperspb.UInt64(n)
+		return d
+	}
+	for _, tc := range []struct {
+		name    string
+		d       *rlcommon.RateLimitDescriptor
+		wait    time.Duration
+		headers string
+	}{
+		{"failed closed", desc("closed", "x"), time.Second, `RateLimit-Policy: "d.closed";q=5;w=1
+RateLimit: "d.closed";r=0;t=1
+Retry-After: 1
+X-RateLimit-Limit: 5
+X-RateLimit-Remaining: 0
+X-RateLimit-Reset: 1
+`},
+		{"local, no share", desc("none", "x"), time.Second, `RateLimit-Policy: "d.none";q=2;w=3600
+RateLimit: "d.none";r=0;t=1
+Retry-After: 1
+X-RateLimit-Limit: 2
+X-RateLimit-Remaining: 0
+X-RateLimit-Reset: 1
+`},
+		{"local, over the share", cost(desc("bucket", "x"), 2), time.Second, `RateLimit-Policy: "d.bucket";q=3;w=3600
+RateLimit: "d.bucket";r=1;t=1
+Retry-After: 1
+X-RateLimit-Limit: 3
+X-RateLimit-Remaining: 1
+X-RateLimit-Reset: 1
+`},
+		// Over what the store could admit: impossible, no wait helps.
+		{"impossible", cost(desc("bucket", "x"), 4), 0, `RateLimit-Policy: "d.bucket";q=3;w=3600
+RateLimit: "d.bucket";r=1
+X-RateLimit-Limit: 3
+X-RateLimit-Remaining: 1
+X-RateLimit-Reset: 0
+`},
+	} {
+		wait, headers := ask(tc.d)
+		if wait != tc.wait {
+			t.Errorf("%s: duration_until_reset %v, want %v", tc.name, wait, tc.wait)
+		}
+		if headers != tc.headers {
+			t.Errorf("%s: headers\n%s\nwant\n%s", tc.name, headers, tc.headers)
+		}
+	}
+
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/check", strings.NewReader(`{"domain":"d","descriptors":[{"entries":[{"key":"closed","value":"x"}]}]}`)))
+	var resp CheckResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || len(resp.Statuses) != 1 {
+		t.Fatalf("/v1/check: %d %s: %v", rec.Code, rec.Body, err)
+	}
+	if st := resp.Statuses[0]; resp.Allowed || !st.StoreError || st.RetryAfter != 1 || st.ResetAfter != 1 {
+		t.Errorf("/v1/check, failed closed: %s; want a refusal with retry_after and reset_after 1", rec.Body)
 	}
 }
