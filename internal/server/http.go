@@ -26,12 +26,16 @@ import (
 //	GET  /metrics    Prometheus metrics
 //	GET  /v1/rules   the rules in force, their recent decisions and the keys nearest their limits
 //	POST /v1/simulate  run a traffic pattern through a rule on a throwaway store (SVG)
-//	GET  /           the live page (embedded; no external assets)
+//	GET  /           the live page (embedded; no external assets), and its
+//	                 scripts and styles beside it
+//
+// A known path asked with another method answers 405 with an Allow header;
+// an unknown path, 404.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/rules", s.handleRules)
 	mux.HandleFunc("POST /v1/simulate", s.handleSimulate)
-	mux.Handle("GET /", s.pageHandler())
+	s.handlePage(mux)
 	mux.HandleFunc("POST /v1/check", s.handleCheck)
 	mux.HandleFunc("POST /v1/reset", s.handleReset)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })

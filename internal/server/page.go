@@ -23,15 +23,24 @@ var page embed.FS
 // maxSimulated bounds the requests one POST /v1/simulate may run.
 const maxSimulated = 10_000
 
-// handlePage serves the live page's files.
-func (s *Server) pageHandler() http.Handler {
+// handlePage routes the live page's files on mux: the page at "/" exactly
+// and each other file at its own name, so that no catch-all "GET /" turns a
+// wrong method on an API path (GET /v1/check) into a 404 instead of a 405.
+func (s *Server) handlePage(mux *http.ServeMux) {
 	sub, _ := fs.Sub(page, "page")
 	files := http.FileServerFS(sub)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	})
+	mux.Handle("GET /{$}", h)
+	names, _ := fs.ReadDir(sub, ".")
+	for _, e := range names {
+		if !e.IsDir() && e.Name() != "index.html" { // index.html is "/"
+			mux.Handle("GET /"+e.Name(), h)
+		}
+	}
 }
 
 func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {

@@ -720,6 +720,44 @@ func TestHTTPAPI(t *testing.T) {
 	}
 }
 
+// TestHTTPRoutes: a known path asked with the wrong method answers 405 and
+// says which methods it takes; an unknown path answers 404; the live page
+// and its files are served.
+func TestHTTPRoutes(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		allow        string
+	}{
+		{"GET", "/v1/check", http.StatusMethodNotAllowed, "POST"},
+		{"GET", "/v1/reset", http.StatusMethodNotAllowed, "POST"},
+		{"GET", "/v1/simulate", http.StatusMethodNotAllowed, "POST"},
+		{"PUT", "/v1/check", http.StatusMethodNotAllowed, "POST"},
+		{"POST", "/v1/rules", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"POST", "/", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"POST", "/app.js", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/nope", http.StatusNotFound, ""},
+		{"GET", "/v1/nope", http.StatusNotFound, ""},
+		{"GET", "/", http.StatusOK, ""},
+		{"GET", "/app.js", http.StatusOK, ""},
+		{"GET", "/style.css", http.StatusOK, ""},
+	} {
+		req, err := http.NewRequest(tc.method, h.http.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: %s, Allow %q; want %d, Allow %q", tc.method, tc.path, resp.Status, resp.Header.Get("Allow"), tc.code, tc.allow)
+		}
+	}
+}
+
 func TestNotReadyWithoutConfig(t *testing.T) {
 	srv, err := New(memstore.New())
 	if err != nil {
