@@ -720,6 +720,22 @@ func TestHTTPAPI(t *testing.T) {
 	}
 }
 
+// TestHTTPBodyTooLarge: a body over the 1 MiB limit answers 413, saying so.
+func TestHTTPBodyTooLarge(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	big := `{"domain":"` + strings.Repeat("x", maxBody) + `"}`
+	for _, path := range []string{"/v1/check", "/v1/reset", "/v1/simulate"} {
+		code, body := h.post(t, path, big)
+		if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, `"error":"body: http: request body too large"`) {
+			t.Errorf("%s with %d bytes: %d %s", path, len(big), code, body)
+		}
+	}
+	// Just under the limit is read (and then judged on its content).
+	if code, body := h.post(t, "/v1/check", `{"domain":"`+strings.Repeat("x", maxBody-len(`{"domain":""}`))+`"}`); code != http.StatusBadRequest || !strings.Contains(body, "descriptors: must not be empty") {
+		t.Errorf("/v1/check with %d bytes: %d %s", maxBody, code, body)
+	}
+}
+
 // TestHTTPRoutes: a known path asked with the wrong method answers 405 and
 // says which methods it takes; an unknown path answers 404; the live page
 // and its files are served.
