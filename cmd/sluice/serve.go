@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -183,7 +184,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		tracing.GRPCServerOption(), // OTEL_* environment; none by default
 	)
 	srv.RegisterGRPC(g)
+	// Health: the server ("") and the RLS service by name, SERVING until
+	// the shutdown begins (hs.Shutdown turns both NOT_SERVING).
 	hs := health.NewServer()
+	hs.SetServingStatus(rls.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g) // for grpcurl and friends
 	hsrv := &http.Server{Handler: tracing.HTTPHandler(srv.Handler(), "sluice"), ReadHeaderTimeout: 10 * time.Second}

@@ -24,9 +24,11 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test.
@@ -189,6 +191,47 @@ func TestServeDefaults(t *testing.T) {
 	r.cancel()
 	if code := <-r.done; code != exitOK {
 		t.Errorf("exit %d after shutdown", code)
+	}
+	r.done <- exitOK // for the cleanup
+}
+
+// TestServeGRPCHealth: gRPC health knows the server ("") and the RLS
+// service by name, both SERVING until the shutdown begins and NOT_SERVING
+// from then on; any other name is NotFound.
+func TestServeGRPCHealth(t *testing.T) {
+	r := startServe(t, serveOptions{})
+	_, conn := rlsClient(t, r.grpcAddr)
+	hc := healthpb.NewHealthClient(conn)
+	names := []string{"", "envoy.service.ratelimit.v3.RateLimitService"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var watches []healthpb.Health_WatchClient
+	for _, name := range names {
+		h, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
+		if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check(%q): %v %v", name, h, err)
+		}
+		w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, err := w.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Watch(%q): %v %v", name, h, err)
+		}
+		watches = append(watches, w)
+	}
+	if _, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "no.such.Service"}); status.Code(err) != codes.NotFound {
+		t.Errorf("Check of an unknown service: %v, want NotFound", err)
+	}
+	r.cancel()
+	for i, w := range watches {
+		if h, err := w.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Errorf("Watch(%q) after the shutdown began: %v %v, want NOT_SERVING", names[i], h, err)
+		}
+	}
+	cancel() // end the watches: the graceful stop waits for them
+	if code := <-r.done; code != exitOK {
+		t.Errorf("exit %d", code)
 	}
 	r.done <- exitOK // for the cleanup
 }
