@@ -195,29 +195,31 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 		fullKey := parentKey + "." + finalKey
 		next := newNode()
 		next.file, next.line, next.field = p.file, d.Line, f
-		var dup bool
+		var prev *node // the descriptor this one repeats, if any
 		switch {
 		case value == "":
-			_, dup = parent.keyOnly[key]
-			if !dup {
+			prev = parent.keyOnly[key]
+			if prev == nil {
 				parent.keyOnly[key] = next
 			}
 		case isWildcard(value):
 			for _, w := range parent.wildcards {
-				dup = dup || (w.key == key && w.pattern == value)
+				if prev == nil && w.key == key && w.pattern == value {
+					prev = w.next
+				}
 			}
-			if !dup {
+			if prev == nil {
 				parent.wildcards = append(parent.wildcards, newWildcard(key, value, next))
 			}
 		default:
 			k := key + "\x00" + value
-			_, dup = parent.exact[k]
-			if !dup {
+			prev = parent.exact[k]
+			if prev == nil {
 				parent.exact[k] = next
 			}
 		}
-		if dup {
-			p.errorf(d, f, "duplicate descriptor %q at this level", fullKey)
+		if prev != nil {
+			p.errorf(d, f, "duplicate descriptor %q at this level: %s:%d (%s) already defines it", fullKey, prev.file, prev.line, prev.field)
 			continue
 		}
 		here := append(slices.Clip(path), Entry{Key: key, Value: value})
