@@ -271,6 +271,12 @@ func (c *Config) Domains() []string {
 	return ds
 }
 
+// HasDomain reports whether a configuration file defines domain.
+func (c *Config) HasDomain(domain string) bool {
+	_, ok := c.domains[domain]
+	return ok
+}
+
 // Files returns the names of the files the configuration was loaded from,
 // sorted.
 func (c *Config) Files() []string { return c.files }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type outcome struct {
 	// configured is the rule as configured when rule is its shadow-mode
 	// copy (WithShadowMode): the live view counts under it.
 	configured *config.Rule
+	// override: rule is the descriptor's own limit (overrideRule), whose
+	// names come from the request; metrics count it as OverridePolicy.
+	override bool
 }
 
 // errUnavailable is returned while no configuration is in force.
@@ -52,6 +56,12 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	if sn == nil {
 		return false, nil, errUnavailable
 	}
+	// A domain no file configures counts as OtherValue: the domain label,
+	// like the policy label, takes no unbounded value from requests.
+	label := domain
+	if !sn.cfg.HasDomain(domain) {
+		label = OtherValue
+	}
 	outs = make([]outcome, len(descs))
 	limiters := make([]*sluice.Limiter, len(descs))
 	replaced := map[string]bool{}
@@ -62,7 +72,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			if lerr != nil {
 				return false, nil, fmt.Errorf("descriptor %d: limit override: %w", i, lerr)
 			}
-			outs[i].rule, limiters[i] = r, l
+			outs[i].rule, limiters[i], outs[i].override = r, l, true
 			continue
 		}
 		r := sn.cfg.Match(domain, d.entries)
@@ -149,7 +159,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		if aerr != nil && ctx.Err() == nil {
 			// (A caller that has gone, its context cancelled or past its
 			// deadline, is no store failure.)
-			s.storeFailed(domain, "", aerr)
+			s.storeFailed(label, aerr, func() string { return s.ruleNames(outs, idx) })
 		}
 		if res.Allowed {
 			break
@@ -192,7 +202,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		}
 		d, terr := limiters[i].AllowN(ctx, storeKey(r, descs[i].entries), cost)
 		if terr != nil {
-			s.storeFailed(domain, r.FullKey, terr)
+			s.storeFailed(label, terr, func() string { return s.ruleNames(outs, []int{i}) })
 			outs[i].failed = true
 		}
 		outs[i].shadowOver = !d.Allowed
@@ -201,12 +211,13 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	}
 
 	for i := range outs {
-		s.count(domain, descs[i].entries, &outs[i])
+		s.count(label, descs[i].entries, &outs[i])
 	}
 	return allowed, outs, nil
 }
 
-// count records one descriptor's outcome in the decision metrics.
+// count records one descriptor's outcome in the decision metrics, under the
+// domain label domain.
 func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 	r := o.rule
 	if r == nil {
@@ -229,7 +240,11 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 	case o.shadowOver:
 		result = "shadow_over_limit"
 	}
-	s.metrics.decisions.WithLabelValues(domain, s.labels.name(r, entries), result).Inc()
+	policy := OverridePolicy
+	if !o.override {
+		policy = s.labels.name(r, entries)
+	}
+	s.metrics.decisions.WithLabelValues(domain, policy, result).Inc()
 	if o.configured != nil {
 		r = o.configured
 	}
@@ -411,7 +426,8 @@ func clampU32(n int64) uint32 {
 // storeFailed counts a store failure and logs it, at most once a second
 // (with the number of failures since the last line), so a dead store does
 // not flood the log.
-func (s *Server) storeFailed(domain, rule string, err error) {
+// rules names the rules involved; it is called only for a line logged.
+func (s *Server) storeFailed(domain string, err error, rules func() string) {
 	s.metrics.storeErrors.WithLabelValues(domain).Inc()
 	n := s.failures.Add(1)
 	now := time.Now().UnixNano()
@@ -420,7 +436,31 @@ func (s *Server) storeFailed(domain, rule string, err error) {
 		return
 	}
 	s.failures.Add(-n)
-	s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rule", rule, "error", err, "failures_since_last_log", n)
+	s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rules", rules(), "error", err, "failures_since_last_log", n)
+}
+
+// ruleNames lists, comma-separated, the names of the rules of outs[idx]
+// (each once), as the metrics name them.
+func (s *Server) ruleNames(outs []outcome, idx []int) string {
+	var names []string
+	for _, i := range idx {
+		r := outs[i].rule
+		if r == nil {
+			continue
+		}
+		name := OverridePolicy
+		switch {
+		case outs[i].override:
+		case r.Name != "":
+			name = r.Name
+		default:
+			name = r.FullKey
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // quotaCount counts a request's quota-mode descriptors and those of them

@@ -284,6 +284,37 @@ func TestValueToMetric(t *testing.T) {
 	}
 }
 
+// TestOverrideLabels: a descriptor's limit override, whose key, values and
+// limit all come from the request, adds no label value per request: its
+// policy label is OverridePolicy, and a domain no file configures is
+// counted as OtherValue.
+func TestOverrideLabels(t *testing.T) {
+	h := start2026(t)
+	for i := range 3 * MaxMetricValues {
+		for _, domain := range []string{"metrics", fmt.Sprintf("nowhere-%d", i)} {
+			d := desc("remote_address", fmt.Sprintf("10.0.%d.%d", i/256, i%256))
+			d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: uint32(1 + i%7), Unit: envoytype.RateLimitUnit_SECOND}
+			if got := codesOf(h.should(t, domain, d)); got != "OK: OK" {
+				t.Fatalf("%s, override %d: %s", domain, i, got)
+			}
+		}
+	}
+	m := h.get(t, "/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`sluice_decisions_total{domain="metrics",policy="(override)",result="ok"} %d`, 3*MaxMetricValues),
+		fmt.Sprintf(`sluice_decisions_total{domain="(other)",policy="(override)",result="ok"} %d`, 3*MaxMetricValues),
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, leak := range []string{"10.0.", "nowhere-"} {
+		if strings.Contains(m, leak) {
+			t.Errorf("a request value (%q) is in the metrics", leak)
+		}
+	}
+}
+
 // TestUnitMultiplier: 20 requests per 5 minutes, reported as such.
 func TestUnitMultiplierServe(t *testing.T) {
 	h := start2026(t)

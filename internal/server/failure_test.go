@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,7 +39,8 @@ func (deadStore) TakeAll(context.Context, []sluice.Request, []sluice.Decision) e
 }
 
 func TestStoreFailure(t *testing.T) {
-	srv, err := New(deadStore{}, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	var logged strings.Builder // the calls below are synchronous
+	srv, err := New(deadStore{}, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +75,11 @@ descriptors:
 	}
 	if got := ask(desc("closed", "x")); got != "OVER: OVER" {
 		t.Errorf("fail-closed: %s", got)
+	}
+	// The first failure is logged (the next ones within a second are only
+	// counted), naming the rules involved.
+	if want := `msg="store failed; the rules' failure modes decide" domain=d rules=d.open error=`; !strings.Contains(logged.String(), want) {
+		t.Errorf("the log lacks %s:\n%s", want, logged.String())
 	}
 	if got := ask(desc("open", "x"), desc("closed", "x")); got != "OVER: OK OVER" {
 		t.Errorf("both: %s", got)

@@ -20,8 +20,15 @@ import (
 // the rule's FullKey), so reloading cannot grow it past the bound either.
 const MaxMetricValues = 100
 
-// OtherValue stands for request values past a rule's MaxMetricValues.
+// OtherValue stands for request values past a rule's MaxMetricValues, and
+// is the domain label of a domain no configuration file defines (which a
+// request's descriptor limit override can reach).
 const OtherValue = "(other)"
+
+// OverridePolicy is the policy label of a descriptor that carries its own
+// limit (Envoy's limit override): its key, values and limit all come from
+// the request, so none of them is a label.
+const OverridePolicy = "(override)"
 
 // metricNames turns a rule and a request's entries into the policy label,
 // holding each rule's budget of label values from requests.
