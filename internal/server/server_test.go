@@ -498,6 +498,106 @@ func TestWatcherCatchesUp(t *testing.T) {
 	}
 }
 
+// TestWatcherDirReplaced: the config directory removed and made again, then
+// a config path that is a symlink pointed at another directory: each time
+// the watcher watches the new directory and reloads.
+func TestWatcherDirReplaced(t *testing.T) {
+	h := start(t, nil)
+	root := t.TempDir()
+	cfgAt := func(dir string, n int) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, dir, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: " + itoa(n) + "}\n"})
+	}
+	limitOf := func() uint32 {
+		return h.peek(t, "d", desc("k", "v")).Statuses[0].CurrentLimit.GetRequestsPerUnit()
+	}
+	for _, tc := range []struct {
+		name    string
+		dir     string             // what Watch is given
+		prepare func()             // makes dir, with limit 1
+		replace func() (gone bool) // replaces dir, with limit 5
+	}{
+		{"removed and made again", filepath.Join(root, "cfg"),
+			func() { cfgAt(filepath.Join(root, "cfg"), 1) },
+			func() bool {
+				if err := os.RemoveAll(filepath.Join(root, "cfg")); err != nil {
+					t.Fatal(err)
+				}
+				return true
+			}},
+		{"symlink pointed elsewhere", filepath.Join(root, "link"),
+			func() {
+				cfgAt(filepath.Join(root, "v1"), 1)
+				if err := os.Symlink("v1", filepath.Join(root, "link")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			func() bool {
+				cfgAt(filepath.Join(root, "v2"), 5)
+				if err := os.Symlink("v2", filepath.Join(root, "link.tmp")); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(filepath.Join(root, "link.tmp"), filepath.Join(root, "link")); err != nil {
+					t.Fatal(err)
+				}
+				return false
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.prepare()
+			if err := h.srv.ReloadDir(tc.dir); err != nil {
+				t.Fatal(err)
+			}
+			results := make(chan error, 64)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- h.srv.Watch(ctx, tc.dir, 20*time.Millisecond, func(err error) { results <- err }) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			// waitFor waits (bounded) for the limit to be n, consuming
+			// reload results; with failed, for a failed reload.
+			waitFor := func(n uint32, failed bool) {
+				t.Helper()
+				deadline := time.After(20 * time.Second)
+				for limitOf() != n || failed {
+					select {
+					case err := <-results:
+						failed = failed && err == nil
+					case <-deadline:
+						t.Fatalf("no reload to limit %d (now %d; failed reload awaited: %v)", n, limitOf(), failed)
+					}
+				}
+			}
+			// Until the watcher is watching, a rewrite may go unseen:
+			// rewrite until seen.
+			deadline := time.After(20 * time.Second)
+			for limitOf() != 2 {
+				writeFiles(t, tc.dir, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"})
+				select {
+				case <-results:
+				case <-deadline:
+					t.Fatal("the watcher never reloaded")
+				}
+			}
+			if tc.replace() {
+				waitFor(2, true) // gone: a failed reload, and 2 stays
+				cfgAt(tc.dir, 5)
+			}
+			waitFor(5, false)
+			// And it watches the new directory.
+			writeFiles(t, tc.dir, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 6}\n"})
+			waitFor(6, false)
+		})
+	}
+}
+
 // TestWatcher reloads through the directory watcher, with a bounded wait:
 // an atomic rename, then a Kubernetes-style ..data symlink swap.
 func TestWatcher(t *testing.T) {

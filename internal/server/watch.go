@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -25,7 +26,14 @@ import (
 // (after debounce) and puts it in force if its files differ from those of
 // the configuration in force; if they are the same, nothing is reloaded,
 // logged, counted or reported.
+//
+// dir itself may be replaced: removed and made again, renamed over, or, if
+// it is a symlink, pointed elsewhere. Watch also watches dir's parent for
+// that (if it can), and then watches the new directory and reloads as
+// above. While dir is gone, Watch retries every retryGone, and the
+// configuration in force stays.
 func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, reloaded func(error)) error {
+	dir = filepath.Clean(dir)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("server: watch %s: %w", dir, err)
@@ -34,10 +42,31 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("server: watch %s: %w", dir, err)
 	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := w.Add(parent); err != nil {
+			s.log.Warn("cannot watch the config directory's parent: if the directory itself is replaced, reloads resume within "+retryGone.String(), "dir", parent, "error", err)
+		}
+	}
 	s.log.Info("watching the config directory", "dir", dir)
 	timer := time.NewTimer(debounce) // the catch-up load
 	defer timer.Stop()
 	catchUp := true
+	var retry <-chan time.Time // while dir is gone
+	rewatch := func() {
+		_ = w.Remove(dir) // the old directory's watch, if it is still there
+		if err := w.Add(dir); err != nil {
+			if retry == nil {
+				s.log.Warn("the config directory is gone; the configuration in force stays until it is back", "dir", dir, "error", err)
+			}
+			retry = time.After(retryGone)
+			return
+		}
+		if retry != nil {
+			s.log.Info("watching the config directory again", "dir", dir)
+		}
+		retry, catchUp = nil, true
+		timer.Reset(debounce)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,14 +75,22 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 			if !ok {
 				return nil
 			}
-			s.log.Debug("config directory changed", "event", ev.String())
-			timer.Reset(debounce)
+			switch {
+			case filepath.Dir(ev.Name) == dir: // a file of the directory
+				s.log.Debug("config directory changed", "event", ev.String())
+				timer.Reset(debounce)
+			case ev.Name == dir: // the directory itself
+				s.log.Debug("config directory replaced", "event", ev.String())
+				rewatch()
+			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
 			s.log.Warn("config watcher error", "dir", dir, "error", err)
 			timer.Reset(debounce)
+		case <-retry:
+			rewatch()
 		case <-timer.C:
 			if catchUp {
 				catchUp = false
@@ -68,6 +105,9 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 		}
 	}
 }
+
+// retryGone is how often Watch looks for a config directory that is gone.
+const retryGone = time.Second
 
 // dirChanged reports whether loading dir would change the configuration in
 // force: its files differ from those loaded, or it does not load.
