@@ -65,12 +65,9 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp slu
 		return false, nil
 	}
 	state, _ := stateKey(s.prefix, s.slot, c.tag, key)
-	cn := s.conn.Load()
-	if cn == nil {
-		if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
-			return false, fmt.Errorf("redisstore: give %q: %w", key, err)
-		}
-		cn = s.conn.Load()
+	cn, err := s.connection(ctx)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: give %q: %w", key, err)
 	}
 	var done int64
 	err = s.call(ctx, func(ctx context.Context) error {

@@ -147,6 +147,40 @@ func dial(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.C
 	return t, nil
 }
 
+// connection returns the client, first making it (a call under the
+// breaker, bounded as calls are) if there is none yet.
+func (s *Store) connection(ctx context.Context) (*conn, error) {
+	if cn := s.conn.Load(); cn != nil {
+		return cn, nil
+	}
+	if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
+		return nil, err
+	}
+	return s.conn.Load(), nil
+}
+
+// Ping asks Redis for an answer, as a call of the store: under its
+// breaker, within its timeout (and ctx's deadline less the margin), and
+// counted in Stats. It is nil once Redis answers a PING on a connection
+// the store's URL and options made, so it also reports what only a reply
+// shows: a wrong password, a database index out of range. (On a Cluster it
+// asks one node.)
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redisstore: ping: %w", errClosed)
+	}
+	cn, err := s.connection(ctx)
+	if err == nil {
+		err = s.call(ctx, func(ctx context.Context) error {
+			return cn.client.Do(ctx, cn.client.B().Ping().Build()).Error()
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
+}
+
 // connect makes the client if there is none.
 func (s *Store) connect() error {
 	d := s.dial

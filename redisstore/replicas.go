@@ -86,15 +86,12 @@ func (r *Replicas) Beat(ctx context.Context) (int, error) {
 	if s.closed.Load() {
 		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", errClosed)
 	}
-	cn := s.conn.Load()
-	if cn == nil {
-		if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
-			return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", err)
-		}
-		cn = s.conn.Load()
+	cn, err := s.connection(ctx)
+	if err != nil {
+		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
 	var n int64
-	err := s.call(ctx, func(ctx context.Context) error {
+	err = s.call(ctx, func(ctx context.Context) error {
 		var err error
 		n, err = heartbeatScript.Exec(ctx, cn.client, []string{r.key}, []string{r.id, fmt.Sprint(r.ttl.Milliseconds())}).AsInt64()
 		return err

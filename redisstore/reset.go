@@ -22,12 +22,9 @@ func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	state, log := stateKey(s.prefix, s.slot, c.tag, key)
-	cn := s.conn.Load()
-	if cn == nil {
-		if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
-			return fmt.Errorf("redisstore: reset %q: %w", key, err)
-		}
-		cn = s.conn.Load()
+	cn, err := s.connection(ctx)
+	if err != nil {
+		return fmt.Errorf("redisstore: reset %q: %w", key, err)
 	}
 	err = s.call(ctx, func(ctx context.Context) error {
 		return cn.client.Do(ctx, cn.client.B().Del().Key(state, log).Build()).Error()

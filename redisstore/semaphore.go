@@ -91,15 +91,9 @@ func (s *Store) semaphore(ctx context.Context, op, name, key, holder, limit, ttl
 	if s.closed.Load() {
 		return sluice.Slots{}, errClosed
 	}
-	cn := s.conn.Load()
-	if cn == nil {
-		if err := ctx.Err(); err != nil {
-			return sluice.Slots{}, err
-		}
-		if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
-			return sluice.Slots{}, err
-		}
-		cn = s.conn.Load()
+	cn, err := s.connection(ctx)
+	if err != nil {
+		return sluice.Slots{}, err
 	}
 	now := ""
 	if s.clock != nil {

@@ -305,15 +305,9 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 	if s.closed.Load() {
 		return errClosed
 	}
-	cn := s.conn.Load()
-	if cn == nil {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
-			return err
-		}
-		cn = s.conn.Load()
+	cn, err := s.connection(ctx)
+	if err != nil {
+		return err
 	}
 	if cn.cluster && s.slot == "" {
 		slot := keySlot(keys[0])

@@ -143,3 +143,35 @@ func TestStartWhileDown(t *testing.T) {
 		t.Fatal("Take after Close returned no error")
 	}
 }
+
+// TestPing: Ping is nil when Redis answers, and an error when it is down,
+// when it refuses the connection's settings (a database index out of
+// range), and after Close.
+func TestPing(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	s, err := Open("redis://" + srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping of a running Redis: %v", err)
+	}
+	bad, err := Open("redis://" + srv.Addr + "/99")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	if err := bad.Ping(t.Context()); err == nil || !strings.Contains(err.Error(), "DB index") {
+		t.Errorf("Ping with database 99: %v, want Redis's refusal", err)
+	}
+	srv.Kill()
+	if err := s.Ping(t.Context()); err == nil {
+		t.Error("Ping of a Redis that is down: no error")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(t.Context()); err == nil {
+		t.Error("Ping after Close: no error")
+	}
+}

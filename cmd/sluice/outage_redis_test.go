@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,6 +127,40 @@ func TestServeRedisOutage(t *testing.T) {
 				t.Fatalf("replica %d: Redis not used again 30s after its restart", i)
 			}
 			time.Sleep(20 * time.Millisecond) // polling the breaker's probe
+		}
+	}
+}
+
+// TestServeStoreDownAtStart: a Redis that does not answer at start is
+// logged, not fatal, and the rules' failure mode (the default, local)
+// answers; a Redis that refuses the URL's database is logged with its
+// reason.
+func TestServeStoreDownAtStart(t *testing.T) {
+	redis := sluicetest.StartRedisServer(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := startServe(t, serveOptions{configDir: dir, storeURL: "redis://" + redis.Addr + "/99"})
+	if want := `msg="the store does not answer; serving, with each rule's failure mode deciding until it does"`; !strings.Contains(bad.stderr.String(), want) || !strings.Contains(bad.stderr.String(), "DB index") {
+		t.Errorf("database 99: the log lacks %s with Redis's reason:\n%s", want, bad.stderr)
+	}
+	redis.Kill()
+	r := startServe(t, serveOptions{configDir: dir, storeURL: "redis://" + redis.Addr})
+	if !strings.Contains(r.stderr.String(), "the store does not answer") {
+		t.Errorf("Redis down: the log does not say so:\n%s", r.stderr)
+	}
+	if n := metricSum(t, r.httpAddr, "sluice_redis_dial_errors_total"); n < 1 {
+		t.Errorf("Redis down: sluice_redis_dial_errors_total %v, want at least 1", n)
+	}
+	client, _ := rlsClient(t, r.grpcAddr)
+	for i, want := range []rls.RateLimitResponse_Code{rls.RateLimitResponse_OK, rls.RateLimitResponse_OVER_LIMIT} {
+		resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("d", "k", "v"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode != want {
+			t.Errorf("request %d while Redis is down: %v, want %v (the local failure mode)", i, resp.OverallCode, want)
 		}
 	}
 }

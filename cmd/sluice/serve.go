@@ -85,12 +85,20 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		return e.fail(code, prefix, "%v", err)
 	}
 	defer closeStore()
+	if rs, ok := store.(*redisstore.Store); ok {
+		// Not fatal: a fleet must start while Redis restarts, and each
+		// rule's failure mode answers until it is back. But say so.
+		if err := rs.Ping(ctx); err != nil {
+			log.Warn("the store does not answer; serving, with each rule's failure mode deciding until it does", "store", storeName(o.storeURL), "error", err)
+		}
+	}
 	fb, err := startFallback(ctx, store, o.replicas, maxKeys, log)
 	if err != nil {
 		return e.fail(exitFailure, prefix, "%v", err)
 	}
 	defer fb.stop()
 	ms, _ := store.(*memstore.Store)
+	rs, _ := store.(*redisstore.Store)
 
 	tracing, err := startTracing(ctx, log)
 	if err != nil {
@@ -106,6 +114,9 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	opts := []server.Option{server.WithLogger(log), server.WithConfigOptions(loadOpts...), server.WithFallback(fb.local, fb.replicas)}
 	if ms != nil {
 		opts = append(opts, server.WithCollector(newStoreCollector(ms, maxKeys)))
+	}
+	if rs != nil {
+		opts = append(opts, server.WithCollector(newRedisCollector(rs)))
 	}
 	if o.shadowMode {
 		opts = append(opts, server.WithShadowMode())

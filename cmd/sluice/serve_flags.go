@@ -88,9 +88,11 @@ Flags:
                       Envoy's default 20ms), or by D when that is sooner
                       or the caller has none. A call that runs out of its
                       caller's deadline is answered by the rule's failure
-                      mode but is not counted as a Redis failure; errors
-                      and calls that run out of D are, and 5 in a row
-                      open a circuit breaker (probed every 200ms)
+                      mode (and counted in sluice_store_errors_total)
+                      but is not a Redis error and does not move the
+                      circuit breaker; errors and calls that run out of
+                      D are, and 5 in a row open the breaker (probed
+                      every 200ms). sluice_redis_* in /metrics count each
   --response-headers  RLS answers ask Envoy to add RateLimit-Policy and
                       RateLimit (draft-ietf-httpapi-ratelimit-headers-10)
                       and, on OVER_LIMIT, Retry-After to the response
@@ -137,8 +139,11 @@ admits; closed refuses.
 
 Logs go to standard error. On SIGTERM or SIGINT, serve stops accepting new
 requests, lets in-flight ones finish, and exits 0. A bad flag exits 2; a
-configuration that does not load, an unreachable store or an address in use
-exits 1, each problem on one line.
+configuration that does not load, a store URL that does not parse or an
+address in use exits 1, each problem on one line. A store that does not
+answer at start is not fatal: serve logs it and starts, each rule's failure
+mode deciding until the store answers, and /readyz stays ready (the failure
+modes are the answer; a fleet is not taken out of service together).
 `
 
 // serveOptions is the parsed command line of serve.

@@ -179,10 +179,18 @@ func shareRedis(t *testing.T, cfg string) {
 	if ok.Load() != 1000 || over.Load() != total-1000 {
 		t.Errorf("OK %d, OVER_LIMIT %d; want exactly 1000 and %d", ok.Load(), over.Load(), total-1000)
 	}
+	var calls float64
 	for i, p := range procs {
 		if n := metricSum(t, p.httpAddr, "sluice_store_errors_total"); n != 0 {
 			t.Errorf("process %d: sluice_store_errors_total %v, want 0: requests were decided by the failure mode, not by Redis", i, n)
 		}
+		if n := metricSum(t, p.httpAddr, "sluice_redis_errors_total"); n != 0 {
+			t.Errorf("process %d: sluice_redis_errors_total %v, want 0", i, n)
+		}
+		calls += metricSum(t, p.httpAddr, "sluice_redis_calls_total")
+	}
+	if calls < total {
+		t.Errorf("sluice_redis_calls_total over the processes: %v, want at least one per request (%d)", calls, total)
 	}
 	for i, p := range procs {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// redisCollector exports a Redis store's call counters (redisstore.Stats),
+// so that a slow Redis (timeouts, caller deadlines) can be told from a dead
+// one (dial errors, the breaker open).
+type redisCollector struct {
+	store *redisstore.Store
+	descs []*prometheus.Desc
+}
+
+// redisCounters are the metrics, in the order of redisCollector.values.
+var redisCounters = []struct{ name, help string }{
+	{"sluice_redis_calls_total", "Calls to Redis that got past the circuit breaker."},
+	{"sluice_redis_errors_total", "Calls to Redis that failed, those that ran out of --store-timeout included; they move the circuit breaker."},
+	{"sluice_redis_timeouts_total", "Calls to Redis that ran out of --store-timeout."},
+	{"sluice_redis_caller_timeouts_total", "Calls to Redis given up at the caller's deadline less the margin, or not made because less was left; the rules' failure modes answered them, but they are not errors and do not move the circuit breaker."},
+	{"sluice_redis_short_circuited_total", "Calls refused at once because the circuit breaker was open."},
+	{"sluice_redis_breaker_opens_total", "Times the circuit breaker opened."},
+	{"sluice_redis_dial_errors_total", "Failed attempts to connect to Redis."},
+}
+
+func newRedisCollector(s *redisstore.Store) *redisCollector {
+	c := &redisCollector{store: s}
+	for _, m := range redisCounters {
+		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
+	}
+	return c
+}
+
+func (c *redisCollector) values() []uint64 {
+	st := c.store.Stats()
+	return []uint64{st.Calls, st.Errors, st.Timeouts, st.CallerTimeouts, st.ShortCircuited, st.BreakerOpens, st.DialErrors}
+}
+
+func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
+	for i, v := range c.values() {
+		ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, float64(v))
+	}
+}
