@@ -284,6 +284,22 @@ func TestValueToMetric(t *testing.T) {
 	}
 }
 
+// TestLongLabelValues: a request's key and value go into a policy label cut
+// to MaxLabelValueBytes.
+func TestLongLabelValues(t *testing.T) {
+	h := start(t, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: user\n    detailed_metric: true\n    rate_limit: {unit: minute, requests_per_unit: 5}\n"})
+	long := strings.Repeat("é", 1000) // 2000 bytes; the cut must not split a character
+	h.should(t, "d", desc("user", long))
+	m := h.get(t, "/metrics")
+	want := `policy="d.user_` + strings.Repeat("é", MaxLabelValueBytes/2) + `…(cut from 2000 bytes)"`
+	if !strings.Contains(m, want) {
+		t.Errorf("metrics lack %s", want)
+	}
+	if strings.Contains(m, strings.Repeat("é", MaxLabelValueBytes/2+1)) {
+		t.Error("the metrics hold more of the value than the cut")
+	}
+}
+
 // TestOverrideLabels: a descriptor's limit override, whose key, values and
 // limit all come from the request, adds no label value per request: its
 // policy label is OverridePolicy, and a domain no file configures is

@@ -253,7 +253,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)
 		return
 	}
-	s.log.Info("key reset", "domain", req.Domain, "rule", rule.FullKey, "entries", fmt.Sprint(req.Entries))
+	s.log.Info("key reset", "domain", req.Domain, "rule", rule.FullKey, "entries", fmt.Sprint(cutEntries(req.Entries)))
 	writeJSON(w, http.StatusOK, map[string]string{"reset": rule.FullKey})
 }
 

@@ -226,19 +226,22 @@ func longValue(entries []config.Entry) bool {
 func cutEntries(entries []config.Entry) []config.Entry {
 	es := make([]config.Entry, len(entries))
 	for i, e := range entries {
-		v := e.Value
-		if len(v) > NearLimitValueBytes {
-			n := NearLimitValueBytes
-			for n > 0 && !utf8.RuneStart(v[n]) {
-				n--
-			}
-			v = v[:n] + "…(cut from " + strconv.Itoa(len(e.Value)) + " bytes)"
-		} else {
-			v = strings.Clone(v)
-		}
-		es[i] = config.Entry{Key: strings.Clone(e.Key), Value: v}
+		es[i] = config.Entry{Key: strings.Clone(e.Key), Value: strings.Clone(cut(e.Value, NearLimitValueBytes))}
 	}
 	return es
+}
+
+// cut returns s if it is at most n bytes long, else its first n bytes, less
+// the start of a UTF-8 character the cut would split, followed by "…(cut
+// from N bytes)", N being len(s).
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…(cut from " + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // RulesResponse is the answer to GET /v1/rules.

@@ -20,6 +20,12 @@ import (
 // the rule's FullKey), so reloading cannot grow it past the bound either.
 const MaxMetricValues = 100
 
+// MaxLabelValueBytes bounds the bytes of each key and value a request puts
+// in a policy label (detailed_metric, value_to_metric): a longer one is cut
+// there and marked "…(cut from N bytes)" (as the live view cuts values), so
+// the label set is bounded in bytes as well as in number.
+const MaxLabelValueBytes = 64
+
 // OtherValue stands for request values past a rule's MaxMetricValues, and
 // is the domain label of a domain no configuration file defines (which a
 // request's descriptor limit override can reach).
@@ -69,10 +75,10 @@ func (m *metricNames) name(r *config.Rule, entries []config.Entry) string {
 				v = OtherValue
 			}
 			b.WriteByte('.')
-			b.WriteString(e.Key)
+			b.WriteString(cut(e.Key, MaxLabelValueBytes))
 			if v != "" {
 				b.WriteByte('_')
-				b.WriteString(v)
+				b.WriteString(cut(v, MaxLabelValueBytes))
 			}
 		}
 		return b.String()
