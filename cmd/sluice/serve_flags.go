@@ -180,7 +180,7 @@ func runServe(e env, args []string) int {
 	fset := flag.NewFlagSet(prefix, flag.ContinueOnError)
 	fset.SetOutput(io.Discard)
 	fset.Usage = func() {}
-	o := serveOptions{reloadDebounce: 250 * time.Millisecond}
+	o := serveOptions{reloadDebounce: server.DefaultReloadDebounce}
 	fset.StringVar(&o.configDir, "config", "", "")
 	fset.StringVar(&o.storeURL, "store", "memory", "")
 	fset.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "")

@@ -29,6 +29,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test.
@@ -71,7 +73,7 @@ func startServe(t *testing.T, o serveOptions) *running {
 		o.shutdownTimeout = 30 * time.Second
 	}
 	if o.reloadDebounce == 0 {
-		o.reloadDebounce = 20 * time.Millisecond
+		o.reloadDebounce = server.DefaultReloadDebounce
 	}
 	listening := make(chan struct{})
 	o.onListening = func(h, g string) { r.httpAddr, r.grpcAddr = h, g; close(listening) }

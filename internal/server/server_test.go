@@ -457,6 +457,22 @@ func TestReloadUnderLoad(t *testing.T) {
 	wg.Wait()
 }
 
+// watch runs Watch on dir, with serve's default debounce, until the test
+// ends, and returns the results of its reloads.
+func (h *harness) watch(t *testing.T, dir string) <-chan error {
+	results := make(chan error, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.srv.Watch(ctx, dir, DefaultReloadDebounce, func(err error) { results <- err }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return results
+}
+
 // TestWatcherCatchesUp: a change made before the watch began raises no
 // event; Watch's catch-up load puts it in force.
 func TestWatcherCatchesUp(t *testing.T) {
@@ -468,16 +484,7 @@ func TestWatcherCatchesUp(t *testing.T) {
 	if !h.srv.dirChanged(h.dir) {
 		t.Fatal("a rewritten file does not count as a change")
 	}
-	results := make(chan error, 16)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.srv.Watch(ctx, h.dir, 20*time.Millisecond, func(err error) { results <- err }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	results := h.watch(t, h.dir)
 	select {
 	case err := <-results:
 		if err != nil {
@@ -551,16 +558,7 @@ func TestWatcherDirReplaced(t *testing.T) {
 			if err := h.srv.ReloadDir(tc.dir); err != nil {
 				t.Fatal(err)
 			}
-			results := make(chan error, 64)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- h.srv.Watch(ctx, tc.dir, 20*time.Millisecond, func(err error) { results <- err }) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			results := h.watch(t, tc.dir)
 			// waitFor waits (bounded) for the limit to be n, consuming
 			// reload results; with failed, for a failed reload.
 			waitFor := func(n uint32, failed bool) {
@@ -602,16 +600,7 @@ func TestWatcherDirReplaced(t *testing.T) {
 // an atomic rename, then a Kubernetes-style ..data symlink swap.
 func TestWatcher(t *testing.T) {
 	h := start(t, map[string]string{"a.yaml": "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"})
-	results := make(chan error, 16)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.srv.Watch(ctx, h.dir, 20*time.Millisecond, func(err error) { results <- err }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	results := h.watch(t, h.dir)
 	limitOf := func() uint32 {
 		return h.peek(t, "d", desc("k", "v")).Statuses[0].CurrentLimit.GetRequestsPerUnit()
 	}

@@ -106,6 +106,11 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 	}
 }
 
+// DefaultReloadDebounce is the quiet time sluice serve's Watch waits for:
+// long enough for an editor's save or a ConfigMap swap to finish, short
+// enough to feel immediate.
+const DefaultReloadDebounce = 250 * time.Millisecond
+
 // retryGone is how often Watch looks for a config directory that is gone.
 const retryGone = time.Second
 
