@@ -49,7 +49,7 @@ func (r *ref) admit(t, c int64) bool {
 			r.prev, r.cur = 0, 0
 		}
 		r.win = w
-		used := new(big.Rat).SetInt64(r.cur + c)
+		used := new(big.Rat).Add(big.NewRat(r.cur, 1), rc) // in int64, cur+c can overflow
 		if r.alg == SlidingWindow {
 			e := t - w*pn
 			weight := new(big.Rat).Mul(big.NewRat(r.prev, 1), big.NewRat(pn-e, pn))
@@ -67,7 +67,7 @@ func (r *ref) admit(t, c int64) bool {
 				sum += e[1]
 			}
 		}
-		if new(big.Rat).SetInt64(sum+c).Cmp(r.n) > 0 {
+		if new(big.Rat).Add(big.NewRat(sum, 1), rc).Cmp(r.n) > 0 {
 			return false
 		}
 		at := t
@@ -101,6 +101,12 @@ func FuzzModels(f *testing.F) {
 	f.Add(uint8(4), int64(7), int64(3), int64(0), int64(MaxTime-5), []byte("\x00\x03\x01\x04\x02\x07\x00\x01"))
 	f.Add(uint8(2), int64(3000), int64(time.Second), int64(5000), int64(0), []byte("\x00\xff\x00\xff\x80\xff\x00\x10"))
 	f.Add(uint8(1), int64(MaxLimit), int64(1), int64(MaxLimit), int64(7), []byte("\x01\x02\x03\x04"))
+	// Two takes of the whole MaxLimit at one instant: the second must be
+	// refused, on every algorithm (a sum of the count and the cost would
+	// overflow int64).
+	for alg := range Algorithms {
+		f.Add(uint8(alg), int64(MaxLimit), int64(time.Second), int64(0), int64(0), []byte("\x00\xff\x00\xff\x00\x01"))
+	}
 	f.Fuzz(checkModel)
 }
 

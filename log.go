@@ -59,7 +59,7 @@ func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *Decisi
 	case cost > m.limit:
 		d.Impossible = true
 		return 0, 0, expires
-	case cost > 0 && used+cost > m.limit:
+	case cost > 0 && cost > m.limit-used: // not used+cost: at MaxLimit that overflows
 		// The request fits once enough of the oldest entries have left:
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
 		// At(j) + P.

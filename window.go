@@ -30,7 +30,7 @@ func (m *Model) takeFixed(start, count *int64, now, cost int64, d *Decision) {
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-	case cost > 0 && n+cost > m.limit:
+	case cost > 0 && cost > m.limit-n: // not n+cost: at MaxLimit that overflows
 		d.RetryAfter = time.Duration(end - now)
 	default:
 		d.Allowed = true

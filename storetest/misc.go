@@ -186,6 +186,20 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 			r.peek(a, "k")
 		}
 	})
+	t.Run("MaxLimit", func(t *testing.T) {
+		// The largest limit, taken whole at one instant: nothing more fits
+		// (a count plus a cost would overflow int64 if summed).
+		r := newRig(t, newHarness, later)
+		for _, alg := range sluice.Algorithms {
+			p := policyFor(alg, sluice.MaxLimit, time.Second, sluice.MaxLimit)
+			exhaust(r, p, "k")
+			for _, cost := range []int64{capacity(p), 1} {
+				if d := r.check(p, "k", cost); d.Allowed {
+					t.Fatalf("%v: cost %d after the whole limit was taken: %s, want refused", p, cost, fmtDecision(d))
+				}
+			}
+		}
+	})
 	t.Run("Algorithms", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
 		for _, name := range []string{"", "shared"} {
