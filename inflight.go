@@ -257,8 +257,21 @@ func (h *Holder) ID() string { return h.id }
 
 // Release gives the slot back and, for an adaptive limit, reports the
 // request to the Controller (dropped: it failed because the backend is
-// overloaded). Only the first call does anything.
+// overloaded). Only the first call of Release or Cancel does anything.
 func (h *Holder) Release(ctx context.Context, dropped bool) error {
+	return h.release(ctx, true, dropped)
+}
+
+// Cancel gives the slot back without reporting the request to the
+// Controller: for a request that took the slot but never ran (another limit
+// refused it), whose time in flight says nothing of the backend's latency.
+// Only the first call of Release or Cancel does anything.
+func (h *Holder) Cancel(ctx context.Context) error {
+	return h.release(ctx, false, false)
+}
+
+// release is Release, reporting to the Controller only if observe.
+func (h *Holder) release(ctx context.Context, observe, dropped bool) error {
 	if h.f == nil || h.done.Swap(true) {
 		return nil
 	}
@@ -269,7 +282,7 @@ func (h *Holder) Release(ctx context.Context, dropped bool) error {
 	h.mu.Unlock()
 	f := h.f
 	f.inflight.Add(-1)
-	if f.ctrl != nil {
+	if f.ctrl != nil && observe {
 		now := f.clock()
 		f.ctrl.Observe(Sample{At: now, RTT: now.Sub(h.started), InFlight: h.inflight, Dropped: dropped})
 	}

@@ -229,6 +229,21 @@ func TestInFlightController(t *testing.T) {
 		t.Fatal("admitted beyond the lowered limit 1")
 	}
 	a.Release(ctx, false)
+	if len(rec.samples) != 2 {
+		t.Fatalf("%d samples after a's release, want 2", len(rec.samples))
+	}
+	a, _, _ = f.Acquire(ctx, "k", false)
+	if a == nil {
+		t.Fatal("refused with every slot free")
+	}
+	a.Cancel(ctx) // never ran: no sample, the slot back
+	a.Release(ctx, true)
+	if len(rec.samples) != 2 {
+		t.Fatalf("samples %v after Cancel, want none added", rec.samples[2:])
+	}
+	if c, _, _ := f.Acquire(ctx, "k", false); c == nil {
+		t.Fatal("a cancelled holder's slot is not free")
+	}
 }
 
 // An in-flight limit of 2 per key over memstore.

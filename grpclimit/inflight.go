@@ -110,10 +110,12 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 					i.errs.Add(1)
 				}
 				held = append(held, h)
-				h.KeepAlive(ctx)
+				h.KeepAlive(bg) // not ctx: held until the handler returns, even after the client has gone
 				continue
 			}
-			release(nil)
+			for _, h := range held { // refused before it ran: no Controller learns from it
+				h.Cancel(bg)
+			}
 			name := l.InFlight.Name()
 			if err != nil && l.InFlight.FailureMode() == sluice.FailLocal {
 				i.errs.Add(1) // the store failed and the local share is full: a refusal

@@ -133,6 +133,14 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			h.Release(bg, dropped)
 		}
 	}
+	// cancelAll gives back the slots of a request refused before it ran:
+	// no Controller learns from it (a sample of a few microseconds would
+	// drag an adaptive limit down for everyone).
+	cancelAll := func() {
+		for _, h := range held {
+			h.Cancel(bg)
+		}
+	}
 	var policy, state []byte
 	for _, list := range lists {
 		for _, l := range list {
@@ -163,7 +171,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			state = appendSFString(state, l.InFlight.Name())
 			state = append(state, ";r="...)
 			if h == nil {
-				releaseAll(false)
+				cancelAll()
 				state = appendSFInt(state, 0)
 				state = append(state, ";t="...)
 				state = appendSFInt(state, ceilSeconds(DefaultInFlightRetryAfter))
@@ -202,7 +210,9 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			state = appendSFInt(state, limit-sl.Held)
 			held = append(held, h)
 			if l.InFlight.TTL() > 0 {
-				h.KeepAlive(ctx)
+				// Not ctx: the slot is held until the handler returns,
+				// even after the client has gone.
+				h.KeepAlive(bg)
 			}
 		}
 	}
