@@ -9,9 +9,10 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
-const configUsage = `usage: sluice config check [--merge-domains] [DIR]
+const configUsage = `usage: sluice config check [--merge-domains] [--gateway-domain D] [DIR]
 
 Config check loads the rate-limit configuration in DIR (every *.yaml and
 *.yml file, in the format of Envoy's ratelimit service with sluice's
@@ -20,6 +21,12 @@ no DIR it checks the built-in default configuration.
 
 With --merge-domains, several files may add descriptors to one domain, as
 with sluice serve --merge-domains.
+
+The domain named by --gateway-domain (default gateway, as for sluice serve)
+is also checked as gateway mode would build it: its route patterns must
+parse and no two may conflict (sluice serve --upstream refuses such a
+configuration at start and on reload). Other domains' route values are
+opaque to RLS and not checked.
 
 On success it prints one summary line and exits 0. Otherwise it prints
 every problem on its own line on standard error, each naming the file, the
@@ -37,8 +44,9 @@ func runConfig(e env, args []string) int {
 	fset := flag.NewFlagSet("sluice config check", flag.ContinueOnError)
 	fset.SetOutput(io.Discard)
 	merge := fset.Bool("merge-domains", false, "")
+	gatewayDomain := fset.String("gateway-domain", server.GatewayDomain, "")
 	if err := fset.Parse(args); err != nil {
-		return e.fail(exitUsage, "sluice config check", "%v (want 'sluice config check [--merge-domains] [DIR]')", err)
+		return e.fail(exitUsage, "sluice config check", "%v (want 'sluice config check [--merge-domains] [--gateway-domain D] [DIR]')", err)
 	}
 	args = fset.Args()
 	var opts []config.Option
@@ -58,6 +66,9 @@ func runConfig(e env, args []string) int {
 	} else {
 		where = args[0]
 		c, err = config.LoadDir(args[0], opts...)
+	}
+	if err == nil {
+		err = server.CheckGateway(c, *gatewayDomain)
 	}
 	if err != nil {
 		return failEach(e, "sluice config check", err)

@@ -31,6 +31,19 @@ func TestConfigCheck(t *testing.T) {
 		t.Errorf("bad config: code %d, stdout %q, stderr:\n%s", code, out, errOut)
 	}
 
+	// Gateway routes that conflict, in the gateway domain (or the one
+	// --gateway-domain names).
+	gw := t.TempDir()
+	os.WriteFile(filepath.Join(gw, "g.yaml"), []byte(gatewayConflictYAML), 0o644)
+	code, out, errOut = runSluice(t, "", "config", "check", gw)
+	wantLine := `sluice config check: gateway domain "gateway": route "GET /{y}/b" (` + filepath.Join(gw, "g.yaml") + `:12) conflicts with route "GET /a/{x}" (` + filepath.Join(gw, "g.yaml") + `:7): both match some paths, like "/a/b".` + "\n"
+	if code != exitFailure || out != "" || errOut != wantLine {
+		t.Errorf("conflicting gateway routes: code %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	if code, _, errOut = runSluice(t, "", "config", "check", "--gateway-domain", "edge", gw); code != exitOK {
+		t.Errorf("conflicting routes outside the gateway domain: code %d, stderr %q", code, errOut)
+	}
+
 	for _, args := range [][]string{{"config"}, {"config", "lint"}, {"config", "check", "a", "b"}} {
 		code, _, errOut := runSluice(t, "", args...)
 		if code != exitUsage || strings.Count(errOut, "\n") != 1 {

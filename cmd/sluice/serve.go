@@ -128,6 +128,23 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	if err != nil {
 		return e.fail(exitFailure, prefix, "%v", err)
 	}
+	// The gateway before the configuration: Apply builds its policies and
+	// refuses a configuration whose policies do not build.
+	var gw *server.Gateway
+	if o.upstream != "" {
+		u, _ := url.Parse(o.upstream) // checked by runServe
+		var ipOpts []httplimit.IPOption
+		if o.trustedProxies != "" {
+			ipOpts = append(ipOpts, httplimit.TrustProxies(httplimit.XForwardedFor, strings.Split(o.trustedProxies, ",")...))
+		}
+		ip, err := httplimit.NewClientIP(ipOpts...)
+		if err != nil {
+			return e.fail(exitUsage, prefix, "--trusted-proxies: %v", err)
+		}
+		if gw, err = srv.Gateway(u, o.gatewayDomain, ip); err != nil {
+			return e.fail(exitFailure, prefix, "%v", err)
+		}
+	}
 	var cfg *config.Config
 	source := o.configDir
 	if o.configDir == "" {
@@ -158,25 +175,14 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		gwSrv *http.Server
 		gwLis net.Listener
 	)
-	if o.upstream != "" {
-		u, _ := url.Parse(o.upstream) // checked by runServe
-		var ipOpts []httplimit.IPOption
-		if o.trustedProxies != "" {
-			ipOpts = append(ipOpts, httplimit.TrustProxies(httplimit.XForwardedFor, strings.Split(o.trustedProxies, ",")...))
-		}
-		ip, err := httplimit.NewClientIP(ipOpts...)
-		if err != nil {
-			httpLis.Close()
-			grpcLis.Close()
-			return e.fail(exitUsage, prefix, "--trusted-proxies: %v", err)
-		}
+	if gw != nil {
 		gwLis, err = net.Listen("tcp", o.gatewayAddr)
 		if err != nil {
 			httpLis.Close()
 			grpcLis.Close()
 			return e.fail(exitFailure, prefix, "--gateway-addr: %v", err)
 		}
-		gwSrv = &http.Server{Handler: tracing.HTTPHandler(srv.Gateway(u, o.gatewayDomain, ip), "sluice gateway"), ReadHeaderTimeout: 10 * time.Second}
+		gwSrv = &http.Server{Handler: tracing.HTTPHandler(gw, "sluice gateway"), ReadHeaderTimeout: 10 * time.Second}
 	}
 
 	g := grpc.NewServer(

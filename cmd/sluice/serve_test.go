@@ -352,9 +352,25 @@ func waitLog(t *testing.T, log *syncBuffer, s string) {
 	}
 }
 
+const gatewayConflictYAML = `domain: gateway
+descriptors:
+  - key: route
+    value: GET /a/{x}
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: route
+    value: GET /{y}/b
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: minute, requests_per_unit: 5}
+`
+
 func TestServeErrors(t *testing.T) {
 	bad := t.TempDir()
 	os.WriteFile(filepath.Join(bad, "a.yaml"), []byte("domain: a\nx: 1\ny: 2\n"), 0o644)
+	conflict := t.TempDir()
+	os.WriteFile(filepath.Join(conflict, "g.yaml"), []byte(gatewayConflictYAML), 0o644)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -379,6 +395,9 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"--config", bad, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{
 			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":2: x: unknown field",
 			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":3: y: unknown field",
+		}},
+		{[]string{"--config", conflict, "--upstream", "http://127.0.0.1:1", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0"}, exitFailure, []string{
+			`sluice serve: server: gateway domain "gateway": route "GET /{y}/b" (` + filepath.Join(conflict, "g.yaml") + `:12) conflicts with route "GET /a/{x}" (` + filepath.Join(conflict, "g.yaml") + `:7)`,
 		}},
 		{[]string{"--http-addr", taken.Addr().String(), "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{"sluice serve: --http-addr: listen tcp " + taken.Addr().String()}},
 	} {

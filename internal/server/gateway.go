@@ -8,7 +8,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -41,67 +40,60 @@ import (
 const GatewayDomain = "gateway"
 
 // Gateway is a reverse proxy to an upstream that enforces a domain's HTTP
-// policies. It follows the server's configuration: the policies are
-// rebuilt on the first request after a reload.
+// policies. It follows the server's configuration: Apply builds the
+// policies of each configuration before putting it in force, and rejects
+// one whose policies do not build (two route patterns that conflict, a
+// pattern that does not parse), so the configuration in force stays.
 type Gateway struct {
 	s      *Server
 	domain string
 	ip     *httplimit.ClientIP
 	proxy  http.Handler
-	mu     sync.Mutex
 	cur    atomic.Pointer[gatewayState]
 }
 
 type gatewayState struct {
-	snap    *snapshot
 	handler http.Handler
 }
 
 // Gateway returns a reverse proxy to upstream that enforces the HTTP
-// policies of domain, keying remote_address rules by ip.
-func (s *Server) Gateway(upstream *url.URL, domain string, ip *httplimit.ClientIP) *Gateway {
+// policies of domain, keying remote_address rules by ip. Every later
+// Apply builds its policies too. If a configuration is in force, its
+// policies are built now, and an error is returned if they do not build.
+func (s *Server) Gateway(upstream *url.URL, domain string, ip *httplimit.ClientIP) (*Gateway, error) {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
 			pr.SetXForwarded()
 		},
 	}
-	return &Gateway{s: s, domain: domain, ip: ip, proxy: proxy}
-}
-
-// ServeHTTP implements http.Handler.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.handler().ServeHTTP(w, r)
-}
-
-// handler returns the middleware for the configuration in force, building
-// it after a reload. If the new policies do not build, the previous ones
-// stay, and the error is logged.
-func (g *Gateway) handler() http.Handler {
-	sn := g.s.snap.Load()
-	if st := g.cur.Load(); st != nil && st.snap == sn {
-		return st.handler
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	prev := g.cur.Load()
-	if prev != nil && prev.snap == sn {
-		return prev.handler
-	}
-	h, err := g.build(sn)
-	if err != nil {
-		g.s.log.Error("gateway: the new configuration's HTTP policies do not build; keeping the previous ones", "domain", g.domain, "error", err)
-		if prev == nil {
-			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				http.Error(w, "sluice gateway: no valid HTTP policies", http.StatusServiceUnavailable)
-			})
-		} else {
-			h = prev.handler
+	g := &Gateway{s: s, domain: domain, ip: ip, proxy: proxy}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	if sn := s.snap.Load(); sn != nil {
+		h, err := g.build(sn)
+		if err != nil {
+			return nil, err
 		}
+		g.cur.Store(&gatewayState{handler: h})
 	}
-	g.cur.Store(&gatewayState{snap: sn, handler: h})
-	return h
+	s.gateways = append(s.gateways, g)
+	return g, nil
 }
+
+// ServeHTTP implements http.Handler. Before the first configuration it
+// answers 503.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	st := g.cur.Load()
+	if st == nil {
+		http.Error(w, "sluice gateway: no configuration loaded yet", http.StatusServiceUnavailable)
+		return
+	}
+	st.handler.ServeHTTP(w, r)
+}
+
+// ready reports whether the gateway has policies in force.
+func (g *Gateway) ready() bool { return g.cur.Load() != nil }
 
 // build compiles the domain's rules into an httplimit middleware in front
 // of the proxy.
@@ -114,6 +106,8 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		routes = map[string][]httplimit.Limit{}
 		order  []string
 		extra  []httplimit.Option // in-flight rules (gateway_inflight.go)
+		// The first rule of each route pattern, in order, for errors.
+		origin, inflightOrigin []routeOrigin
 	)
 	for _, r := range sn.cfg.Rules() {
 		if r.Domain != g.domain {
@@ -122,6 +116,9 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		if r.InFlight != nil {
 			if o := g.inflightOption(r); o != nil {
 				extra = append(extra, o)
+				if p := inflightPattern(r); p != "" {
+					inflightOrigin = addOrigin(inflightOrigin, p, r)
+				}
 			}
 			continue
 		}
@@ -142,6 +139,7 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 			pattern := r.Path[0].Value
 			if _, ok := routes[pattern]; !ok {
 				order = append(order, pattern)
+				origin = addOrigin(origin, pattern, r)
 			}
 			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: shadow})
 			continue
@@ -153,11 +151,108 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		opts = append(opts, httplimit.Route(p, 1, routes[p]...))
 	}
 	opts = append(opts, extra...)
+	if err := checkRoutes(g.domain, origin); err != nil {
+		return nil, err
+	}
+	if err := checkRoutes(g.domain, inflightOrigin); err != nil {
+		return nil, err
+	}
 	m, err := httplimit.New(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, fmt.Errorf("gateway domain %q: %w", g.domain, err)
 	}
 	return m.Handler(g.proxy), nil
+}
+
+// routeOrigin is a gateway route pattern and the first rule that names it.
+type routeOrigin struct {
+	pattern string
+	rule    *config.Rule
+}
+
+func addOrigin(os []routeOrigin, pattern string, r *config.Rule) []routeOrigin {
+	for _, o := range os {
+		if o.pattern == pattern {
+			return os
+		}
+	}
+	return append(os, routeOrigin{pattern, r})
+}
+
+// checkRoutes reports the first route pattern of routes that does not
+// parse or that conflicts with an earlier one (ServeMux panics on both),
+// naming both patterns and the file and line of their rules.
+func checkRoutes(domain string, routes []routeOrigin) error {
+	mux := http.NewServeMux()
+	for i, o := range routes {
+		if muxPanic(mux, o.pattern) == nil {
+			continue
+		}
+		for _, prev := range routes[:i] {
+			pair := http.NewServeMux()
+			muxPanic(pair, prev.pattern)
+			if p := muxPanic(pair, o.pattern); p != nil {
+				return fmt.Errorf("gateway domain %q: route %q (%s:%d) conflicts with route %q (%s:%d)%s",
+					domain, o.pattern, o.rule.File, o.rule.Line, prev.pattern, prev.rule.File, prev.rule.Line, conflictExample(p))
+			}
+		}
+		return fmt.Errorf("gateway domain %q: route %q (%s:%d): %s", domain, o.pattern, o.rule.File, o.rule.Line, firstLine(muxPanic(http.NewServeMux(), o.pattern)))
+	}
+	return nil
+}
+
+// muxPanic registers pattern in mux and returns what ServeMux panicked
+// with, or nil.
+func muxPanic(mux *http.ServeMux, pattern string) (p any) {
+	defer func() { p = recover() }()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}
+
+// conflictExample is the line of ServeMux's conflict message that names a
+// path both patterns match, as ": both match some paths, like ...", or "".
+func conflictExample(p any) string {
+	for _, line := range strings.Split(fmt.Sprint(p), "\n") {
+		if _, after, ok := strings.Cut(line, " both match "); ok {
+			return ": both match " + after
+		}
+	}
+	return ""
+}
+
+func firstLine(p any) string {
+	line, _, _ := strings.Cut(fmt.Sprint(p), "\n")
+	return line
+}
+
+// CheckGateway reports whether the HTTP policies of domain in c would
+// build in gateway mode: that its route patterns parse and do not
+// conflict. It is what sluice config check runs; Apply checks the same
+// (and more) for a running gateway.
+func CheckGateway(c *config.Config, domain string) error {
+	var origin, inflightOrigin []routeOrigin
+	for _, r := range c.Rules() {
+		if r.Domain != domain {
+			continue
+		}
+		if r.InFlight != nil {
+			if p := inflightPattern(r); p != "" {
+				inflightOrigin = addOrigin(inflightOrigin, p, r)
+			}
+			continue
+		}
+		if r.Unlimited || r.Deny || len(r.Path) != 2 || r.Path[0].Key != "route" || r.Path[0].Value == "" || strings.Contains(r.Path[0].Value, "*") {
+			continue
+		}
+		if last := r.Path[1]; last.Value != "" || (last.Key != "remote_address" && !strings.HasPrefix(last.Key, "header:")) || last.Key == "header:" {
+			continue
+		}
+		origin = addOrigin(origin, r.Path[0].Value, r)
+	}
+	if err := checkRoutes(domain, origin); err != nil {
+		return err
+	}
+	return checkRoutes(domain, inflightOrigin)
 }
 
 // keyFunc returns what a gateway descriptor key counts a request by, or

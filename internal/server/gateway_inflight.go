@@ -32,6 +32,21 @@ import (
 // answered as if no rule matched. shadow_mode is not supported on them
 // (logged; the rule is enforced).
 
+func isRoute(e config.Entry) bool {
+	return e.Key == "route" && e.Value != "" && !strings.HasSuffix(e.Value, "*")
+}
+
+// inflightPattern is the route pattern of an in-flight rule, or "".
+func inflightPattern(r *config.Rule) string {
+	switch {
+	case len(r.Path) == 1 && isRoute(r.Path[0]):
+		return r.Path[0].Value
+	case len(r.Path) == 2 && isRoute(r.Path[0]):
+		return r.Path[0].Value
+	}
+	return ""
+}
+
 // inflightOption compiles an in-flight rule into an httplimit option, or
 // nil (logged) when it cannot apply.
 func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
@@ -69,9 +84,6 @@ func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
 		return nil
 	}
 	last := r.Path[len(r.Path)-1]
-	isRoute := func(e config.Entry) bool {
-		return e.Key == "route" && e.Value != "" && !strings.HasSuffix(e.Value, "*")
-	}
 	switch {
 	case len(r.Path) == 1 && isRoute(last):
 		return httplimit.InFlight(last.Value, httplimit.InFlightLimit{InFlight: f})

@@ -51,7 +51,7 @@ func TestGatewayInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
 	defer gw.Close()
 	do := func(key string) *http.Response {
 		req, _ := http.NewRequest("GET", gw.URL+"/slow", nil)

@@ -38,7 +38,7 @@ func TestGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
 	defer gw.Close()
 
 	do := func(method, path, apiKey string) (int, string, http.Header) {
@@ -92,19 +92,88 @@ func TestGateway(t *testing.T) {
 	if code, _, _ := do("GET", "/v1/trips", ""); code != 200 {
 		t.Errorf("after raising the limit: %d", code)
 	}
-	// A configuration whose HTTP policies do not build keeps the previous.
+	// A configuration whose HTTP policies do not build is refused, and
+	// the one in force stays.
 	c, err = config.Load(mapFS("g.yaml", "domain: gateway\ndescriptors:\n  - key: route\n    value: NOT A PATTERN\n    descriptors:\n      - key: remote_address\n        rate_limit: {unit: minute, requests_per_unit: 1000}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.srv.Apply(c); err != nil {
-		t.Fatal(err)
+	if err := h.srv.Apply(c); err == nil || !strings.Contains(err.Error(), `route "NOT A PATTERN" (g.yaml:7)`) {
+		t.Errorf("Apply of an unparsable route: %v", err)
 	}
 	if code, _, _ := do("GET", "/v1/trips", ""); code != 200 {
 		t.Errorf("7th request under the kept policies: %d", code)
 	}
 	if code, _, _ := do("GET", "/v1/trips", ""); code != http.StatusTooManyRequests {
 		t.Errorf("8th request under the kept policies: %d", code)
+	}
+}
+
+const conflictYAML = `domain: gateway
+descriptors:
+  - key: route
+    value: GET /a/{x}
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: route
+    value: GET /{y}/b
+    descriptors:
+      - key: remote_address
+        rate_limit: {unit: minute, requests_per_unit: 5}
+`
+
+// TestGatewayRouteConflict: two route patterns that conflict are an error
+// when the configuration is applied, naming both and their lines; the
+// configuration in force stays and keeps being enforced.
+func TestGatewayRouteConflict(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": gatewayYAML})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	ip, err := httplimit.NewClientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
+	defer gw.Close()
+	c, err := config.Load(mapFS("g.yaml", conflictYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `server: gateway domain "gateway": route "GET /{y}/b" (g.yaml:12) conflicts with route "GET /a/{x}" (g.yaml:7): both match some paths, like "/a/b".`
+	if err := h.srv.Apply(c); err == nil || err.Error() != want {
+		t.Fatalf("Apply of conflicting routes: %v\nwant %s", err, want)
+	}
+	if h.srv.Config() == c {
+		t.Error("the conflicting configuration is in force")
+	}
+	if err := CheckGateway(c, GatewayDomain); err == nil || "server: "+err.Error() != want {
+		t.Errorf("CheckGateway: %v", err)
+	}
+	if err := CheckGateway(c, "other"); err != nil {
+		t.Errorf("CheckGateway of a domain without the routes: %v", err)
+	}
+	// The previous policies (5 per IP per minute) are still enforced.
+	for i := range 6 {
+		resp, err := http.Get(gw.URL + "/a/b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: 200, false: 429}[i < 5]; resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	if got := h.get(t, "/readyz"); !strings.HasPrefix(got, "ready") {
+		t.Errorf("/readyz: %q", got)
+	}
+
+	// A gateway added while the conflicting configuration is in force (no
+	// gateway yet to refuse it) is an error.
+	h2 := start(t, map[string]string{"gateway.yaml": conflictYAML})
+	if _, err := h2.srv.Gateway(u, GatewayDomain, ip); err == nil || !strings.Contains(err.Error(), "conflicts with") {
+		t.Errorf("Gateway over a conflicting configuration: %v", err)
 	}
 }
 
@@ -119,7 +188,7 @@ func TestGatewayGlobalShadowMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
 	defer gw.Close()
 	for i := range 8 { // the per-IP limit is 5
 		resp, err := http.Get(gw.URL + "/v1/trips")
@@ -131,4 +200,14 @@ func TestGatewayGlobalShadowMode(t *testing.T) {
 			t.Fatalf("request %d: %d, want 200 (every rule in shadow mode)", i, resp.StatusCode)
 		}
 	}
+}
+
+// mustGateway is srv.Gateway, failing the test on an error.
+func mustGateway(t *testing.T, srv *Server, u *url.URL, domain string, ip *httplimit.ClientIP) *Gateway {
+	t.Helper()
+	g, err := srv.Gateway(u, domain, ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

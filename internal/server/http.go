@@ -269,6 +269,15 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no configuration loaded yet", http.StatusServiceUnavailable)
 		return
 	}
+	s.applyMu.Lock()
+	gateways := s.gateways
+	s.applyMu.Unlock()
+	for _, g := range gateways {
+		if !g.ready() {
+			http.Error(w, "gateway domain "+g.domain+": no HTTP policies in force", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	if _, err := s.store.Take(ctx, readyProbe, "probe", 0); err != nil {

@@ -189,7 +189,7 @@ func TestGatewayLongHeaderKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := httptest.NewServer(h.srv.Gateway(u, GatewayDomain, ip))
+	gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
 	defer gw.Close()
 	apiKey := strings.Repeat("k", 8<<10)
 	req, _ := http.NewRequest("POST", gw.URL+"/v1/quotes", nil)

@@ -30,7 +30,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +67,9 @@ type Server struct {
 	replicas sluice.ReplicaCounter // WithFallback
 
 	collectors []prometheus.Collector // WithCollector
+
+	applyMu  sync.Mutex // serializes Apply and Gateway
+	gateways []*Gateway // built by Apply for each configuration
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -141,7 +146,10 @@ func (s *Server) Config() *config.Config {
 }
 
 // Apply puts c in force and counts a successful reload. Requests already
-// being decided finish with the configuration they started with.
+// being decided finish with the configuration they started with. With a
+// gateway (Server.Gateway), c's HTTP policies are built first, and if they
+// do not build (two route patterns that conflict), c is not put in force
+// and the error says why.
 func (s *Server) Apply(c *config.Config) error {
 	if c == nil {
 		return errors.New("server: Apply: nil configuration")
@@ -173,7 +181,20 @@ func (s *Server) Apply(c *config.Config) error {
 			sn.shadowed[r] = &sr
 		}
 	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	handlers := make([]http.Handler, len(s.gateways))
+	for i, g := range s.gateways {
+		h, err := g.build(sn)
+		if err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+		handlers[i] = h
+	}
 	prev := s.snap.Swap(sn)
+	for i, g := range s.gateways {
+		g.cur.Store(&gatewayState{handler: handlers[i]})
+	}
 	s.retire(prev, sn)
 	s.live.applied(c, sn.loaded)
 	s.metrics.reloaded(true, sn.loaded)
