@@ -216,6 +216,14 @@ func (c *ClientIP) Key(r *http.Request) (string, bool) {
 	return netip.PrefixFrom(a, bits).Masked().String(), true
 }
 
+// TrustsPeer reports whether the request's peer (RemoteAddr) is one of the
+// proxies TrustProxies names: whether the headers it set about its client
+// (the forwarded chain, httplimit's CriticalHeader) may be believed.
+func (c *ClientIP) TrustsPeer(r *http.Request) bool {
+	peer, ok := parseRemoteAddr(r.RemoteAddr)
+	return ok && c.source != 0 && c.isTrusted(peer)
+}
+
 func (c *ClientIP) isTrusted(a netip.Addr) bool {
 	for _, p := range c.trusted {
 		if p.Contains(a) {

@@ -124,7 +124,9 @@ Gateway mode:
                       ServeMux pattern as the value ("POST /v1/quotes")
   --trusted-proxies CIDRS  comma-separated proxy networks whose
                       X-Forwarded-For is believed (default: none; the
-                      client IP is the peer address)
+                      client IP is the peer address). The upstream gets
+                      X-Forwarded-For: a trusted peer's chain with the
+                      peer appended, or from another peer the peer alone
 
 Tracing (OpenTelemetry) is off unless the standard environment asks for
 it: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) turns on

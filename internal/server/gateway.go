@@ -57,13 +57,21 @@ type gatewayState struct {
 }
 
 // Gateway returns a reverse proxy to upstream that enforces the HTTP
-// policies of domain, keying remote_address rules by ip. Every later
+// policies of domain, keying remote_address rules by ip. The upstream
+// gets X-Forwarded-For (the inbound chain when the peer is a proxy ip
+// trusts, then the peer), X-Forwarded-Host and X-Forwarded-Proto. Every later
 // Apply builds its policies too. If a configuration is in force, its
 // policies are built now, and an error is returned if they do not build.
 func (s *Server) Gateway(upstream *url.URL, domain string, ip *httplimit.ClientIP) (*Gateway, error) {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
+			// Rewrite drops the inbound X-Forwarded-For: a trusted
+			// proxy's chain is passed on, with the peer appended; an
+			// untrusted client's is not (it could be anything).
+			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 && ip.TrustsPeer(pr.In) {
+				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
+			}
 			pr.SetXForwarded()
 		},
 	}

@@ -202,6 +202,43 @@ func TestGatewayGlobalShadowMode(t *testing.T) {
 	}
 }
 
+// TestGatewayForwardedFor: the upstream gets the X-Forwarded-For chain of
+// a trusted proxy with the proxy appended, and only the peer from an
+// untrusted one (whose chain could be forged).
+func TestGatewayForwardedFor(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": gatewayYAML})
+	seen := make(chan string, 1)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- strings.Join(r.Header.Values("X-Forwarded-For"), "|")
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	for _, tc := range []struct{ trusted, want string }{
+		{"127.0.0.1/32", "5.5.5.5, 13.1.1.1, 127.0.0.1"},
+		{"10.0.0.0/8", "127.0.0.1"},
+	} {
+		ip, err := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, tc.trusted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
+		req, _ := http.NewRequest("GET", gw.URL+"/x", nil)
+		req.Header.Set("X-Forwarded-For", "5.5.5.5, 13.1.1.1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		gw.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("trusting %s: %d", tc.trusted, resp.StatusCode)
+		}
+		if got := <-seen; got != tc.want {
+			t.Errorf("trusting %s: upstream got X-Forwarded-For %q, want %q", tc.trusted, got, tc.want)
+		}
+	}
+}
+
 // mustGateway is srv.Gateway, failing the test on an error.
 func mustGateway(t *testing.T, srv *Server, u *url.URL, domain string, ip *httplimit.ClientIP) *Gateway {
 	t.Helper()
