@@ -32,7 +32,8 @@ type InFlightLimit struct {
 
 // CriticalHeader is the request header that marks a request critical for
 // the reserve of in-flight limits (sluice.WithReserve): "Sluice-Priority:
-// critical". Behind a gateway, strip it from untrusted clients.
+// critical". Behind a gateway, strip it from untrusted clients (sluice
+// serve's gateway mode keeps it only from ClientIP.TrustsPeer peers).
 const CriticalHeader = "Sluice-Priority"
 
 // DefaultInFlightRetryAfter is the Retry-After of a request refused by an

@@ -126,7 +126,10 @@ Gateway mode:
                       X-Forwarded-For is believed (default: none; the
                       client IP is the peer address). The upstream gets
                       X-Forwarded-For: a trusted peer's chain with the
-                      peer appended, or from another peer the peer alone
+                      peer appended, or from another peer the peer alone.
+                      Sluice-Priority: critical (the claim on an in-flight
+                      rule's critical_reserve) is believed only from a
+                      trusted peer, and removed from other peers' requests
 
 Tracing (OpenTelemetry) is off unless the standard environment asks for
 it: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) turns on

@@ -90,12 +90,19 @@ func (s *Server) Gateway(upstream *url.URL, domain string, ip *httplimit.ClientI
 }
 
 // ServeHTTP implements http.Handler. Before the first configuration it
-// answers 503.
+// answers 503. A request's httplimit.CriticalHeader (the claim on the
+// in-flight reserve) is believed only from a peer ip trusts
+// (--trusted-proxies); from any other it is removed before the limits see
+// the request, and is not passed upstream.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := g.cur.Load()
 	if st == nil {
 		http.Error(w, "sluice gateway: no configuration loaded yet", http.StatusServiceUnavailable)
 		return
+	}
+	if _, ok := r.Header[httplimit.CriticalHeader]; ok && !g.ip.TrustsPeer(r) {
+		// Only a trusted proxy may claim the in-flight reserve.
+		r.Header.Del(httplimit.CriticalHeader)
 	}
 	st.handler.ServeHTTP(w, r)
 }

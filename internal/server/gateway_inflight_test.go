@@ -117,3 +117,77 @@ func TestGatewayInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayCriticalTrustedOnly: the in-flight reserve is claimed with
+// Sluice-Priority: critical only from a trusted proxy; from another peer
+// the header is dropped before the limits and the upstream see it.
+func TestGatewayCriticalTrustedOnly(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": `domain: gateway
+descriptors:
+  - key: route
+    value: GET /slow
+    rate_limit: {algorithm: concurrency, requests_per_unit: 2, critical_reserve: 0.5}
+`})
+	entered := make(chan chan struct{}, 1) // a held request's release
+	seen := make(chan string, 4)           // never blocks the upstream
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			release := make(chan struct{})
+			entered <- release
+			<-release
+			return
+		}
+		seen <- r.Header.Get(httplimit.CriticalHeader)
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	for _, tc := range []struct {
+		trusted  string
+		code     int
+		upstream string
+	}{
+		{"10.0.0.0/8", http.StatusServiceUnavailable, ""},
+		{"127.0.0.1/32", http.StatusOK, "critical"},
+	} {
+		ip, err := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, tc.trusted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
+		do := func(hdr, val string) int {
+			req, _ := http.NewRequest("GET", gw.URL+"/slow", nil)
+			req.Header.Set(hdr, val)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		// The one ordinary slot (the other is the reserve) is held.
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); do("X-Hold", "1") }()
+		release := <-entered
+		if code := do(httplimit.CriticalHeader, "critical"); code != tc.code {
+			t.Errorf("trusting %s: a critical request with the ordinary slot taken: %d, want %d", tc.trusted, code, tc.code)
+		}
+		if tc.code == http.StatusOK {
+			if got := <-seen; got != tc.upstream {
+				t.Errorf("trusting %s: upstream got %s %q, want %q", tc.trusted, httplimit.CriticalHeader, got, tc.upstream)
+			}
+		}
+		close(release)
+		wg.Wait()
+		// With the slot back, the untrusted request reaches the upstream
+		// without the header.
+		if code := do(httplimit.CriticalHeader, "critical"); code != http.StatusOK {
+			t.Errorf("trusting %s: a critical request with the slots free: %d", tc.trusted, code)
+		}
+		if got := <-seen; got != tc.upstream {
+			t.Errorf("trusting %s: upstream got %s %q, want %q", tc.trusted, httplimit.CriticalHeader, got, tc.upstream)
+		}
+		gw.Close()
+	}
+}
