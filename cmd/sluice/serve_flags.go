@@ -212,6 +212,8 @@ func runServe(e env, args []string) int {
 	if err != nil {
 		return e.fail(exitUsage, prefix, "%v (run 'sluice help serve' for usage)", err)
 	}
+	set := map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if fset.NArg() > 0 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q (run 'sluice help serve' for usage)", fset.Arg(0))
 	}
@@ -236,6 +238,13 @@ func runServe(e env, args []string) int {
 	}
 	if o.storeTimeout < 0 {
 		return e.fail(exitUsage, prefix, "--store-timeout %v: must not be negative", o.storeTimeout)
+	}
+	if o.upstream == "" {
+		for _, name := range []string{"gateway-addr", "gateway-domain", "trusted-proxies"} {
+			if set[name] {
+				return e.fail(exitUsage, prefix, "--%s: needs --upstream (gateway mode)", name)
+			}
+		}
 	}
 	if o.upstream != "" {
 		u, err := url.Parse(o.upstream)

@@ -391,6 +391,9 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"--store-timeout", "-1s"}, exitUsage, []string{"sluice serve: --store-timeout -1s: must not be negative"}},
 		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},
 		{[]string{"--procs", "0"}, exitUsage, []string{`sluice serve: --procs "0": want auto or a whole number of at least 1`}},
+		{[]string{"--gateway-addr", "127.0.0.1:0"}, exitUsage, []string{"sluice serve: --gateway-addr: needs --upstream (gateway mode)"}},
+		{[]string{"--gateway-domain", "edge"}, exitUsage, []string{"sluice serve: --gateway-domain: needs --upstream (gateway mode)"}},
+		{[]string{"--trusted-proxies", "10.0.0.0/8"}, exitUsage, []string{"sluice serve: --trusted-proxies: needs --upstream (gateway mode)"}},
 		{[]string{"--procs", "many"}, exitUsage, []string{`sluice serve: --procs "many": want auto or a whole number of at least 1`}},
 		{[]string{"--config", bad, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, exitFailure, []string{
 			"sluice serve: " + filepath.Join(bad, "a.yaml") + ":2: x: unknown field",
