@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
@@ -48,8 +49,11 @@ type Gateway struct {
 	s      *Server
 	domain string
 	ip     *httplimit.ClientIP
-	proxy  http.Handler
+	proxy  *httputil.ReverseProxy
 	cur    atomic.Pointer[gatewayState]
+
+	failures    atomic.Int64 // upstream failures not yet logged
+	lastFailLog atomic.Int64 // UnixNano of the last proxyFailed log line
 }
 
 type gatewayState struct {
@@ -76,6 +80,7 @@ func (s *Server) Gateway(upstream *url.URL, domain string, ip *httplimit.ClientI
 		},
 	}
 	g := &Gateway{s: s, domain: domain, ip: ip, proxy: proxy}
+	proxy.ErrorHandler = g.proxyFailed
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if sn := s.snap.Load(); sn != nil {
@@ -105,6 +110,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(httplimit.CriticalHeader)
 	}
 	st.handler.ServeHTTP(w, r)
+}
+
+// proxyFailed is the proxy's ErrorHandler: the upstream did not answer
+// (down, refused, reset). It answers 502, as ReverseProxy does, and logs
+// at most one line a second, with the failures since the last one,
+// rather than the standard library's line per request.
+func (g *Gateway) proxyFailed(w http.ResponseWriter, r *http.Request, err error) {
+	w.WriteHeader(http.StatusBadGateway)
+	n := g.failures.Add(1)
+	now := g.s.now().UnixNano()
+	last := g.lastFailLog.Load()
+	if now-last < int64(time.Second) || !g.lastFailLog.CompareAndSwap(last, now) {
+		return
+	}
+	g.failures.Add(-n)
+	g.s.log.Warn("gateway: upstream failed; answering 502", "domain", g.domain, "method", r.Method, "path", cut(r.URL.Path, 256), "error", err, "failures_since_last_log", n)
 }
 
 // ready reports whether the gateway has policies in force.

@@ -3,12 +3,17 @@
 package server
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
@@ -247,4 +252,74 @@ func mustGateway(t *testing.T, srv *Server, u *url.URL, domain string, ip *httpl
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestGatewayUpstreamDown: a request the upstream does not answer gets
+// 502, and the failures are logged through the server's logger at most
+// once a second, with a count, not a standard library line each.
+func TestGatewayUpstreamDown(t *testing.T) {
+	var logs lockedBuffer
+	h := start(t, map[string]string{"gateway.yaml": "domain: gateway\n"}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://" + ln.Addr().String())
+	ln.Close() // nothing listens there now: every dial is refused
+	ip, err := httplimit.NewClientIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
+	defer gw.Close()
+	get := func() {
+		t.Helper()
+		resp, err := http.Get(gw.URL + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway {
+			t.Fatalf("upstream down: %d, want 502", resp.StatusCode)
+		}
+	}
+	lines := func() []string {
+		var out []string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "upstream failed") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	h.clock.Advance(time.Hour) // away from the Unix epoch, where the clock starts
+	for range 3 {
+		get()
+	}
+	if l := lines(); len(l) != 1 || !strings.Contains(l[0], "failures_since_last_log=1") || !strings.Contains(l[0], "connection refused") {
+		t.Fatalf("after 3 failures in one second: %q\n%s", l, logs.String())
+	}
+	h.clock.Advance(time.Second)
+	get()
+	if l := lines(); len(l) != 2 || !strings.Contains(l[1], "failures_since_last_log=3") {
+		t.Fatalf("a second later: %q", l)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use (a log's).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
