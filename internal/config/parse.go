@@ -26,13 +26,11 @@ type parsed struct {
 
 // parser walks one file's YAML tree, collecting every error.
 type parser struct {
-	file      string
-	errs      []error
-	dropped   int  // errors beyond maxErrors
-	work      int  // nodes visited, aliases expanded
-	exhausted bool // work exceeded maxWork
-	domain    string
-	rules     []*Rule
+	file    string
+	errs    []error
+	dropped int // errors beyond maxErrors
+	domain  string
+	rules   []*Rule
 }
 
 // maxErrors is the most errors reported per file; the rest are counted.
@@ -83,6 +81,9 @@ func parseFile(file string, data []byte) (*parsed, []error) {
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
+	}
+	if !p.aliasWork(root) {
+		return nil, p.errs
 	}
 	out := &parsed{root: newNode()}
 	var descriptors *yaml.Node
@@ -139,9 +140,6 @@ type rawLimit struct {
 // descriptors compiles a descriptors list into parent.
 func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry, levels []Level, parent *node) {
 	for i, d := range p.list(n, field) {
-		if p.exhausted {
-			return
-		}
 		f := fmt.Sprintf("%s[%d]", field, i)
 		var (
 			key, value       string

@@ -44,26 +44,56 @@ func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml
 	return true
 }
 
-// maxWork bounds the nodes a file may make the parser visit, counting
-// every alias expansion, so a small file of nested aliases ("billion
-// laughs") cannot make loading explode.
+// maxWork bounds the nodes that alias expansion may add to a file: the
+// nodes the parser would visit with every alias (and merge key) expanded,
+// less the nodes written in the file. A large file with no aliases costs
+// nothing here; a small file of nested aliases ("billion laughs") is
+// refused before it is walked.
 const maxWork = 1 << 17
 
-// deref follows aliases, counting the work.
-func (p *parser) deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil; i++ {
-		if i > 100 {
-			break
+// aliasWork counts the nodes that expanding every alias under n adds, and
+// reports the first alias that takes the count past maxWork. It returns
+// false then: the file is refused with that one error, so that nothing
+// walks the expansion and no follow-on errors are reported.
+func (p *parser) aliasWork(root *yaml.Node) bool {
+	size := map[*yaml.Node]int{} // expanded size of a node, capped at maxWork+1
+	work := 0
+	var walk func(n *yaml.Node) int
+	walk = func(n *yaml.Node) int {
+		if s, ok := size[n]; ok {
+			return s
 		}
-		n = n.Alias
+		size[n] = maxWork + 1 // a node that contains itself counts as too big
+		s := 1
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			s = walk(n.Alias)
+			if work > maxWork {
+				return s
+			}
+			work = min(work+s, maxWork+1)
+			if work > maxWork {
+				p.errorf(n, "(file)", "too many alias expansions (more than %d nodes)", maxWork)
+				return s
+			}
+		} else {
+			for _, c := range n.Content {
+				s = min(s+walk(c), maxWork+1)
+				if work > maxWork {
+					return s
+				}
+			}
+		}
+		size[n] = s
+		return s
 	}
-	p.work++
-	if p.work > maxWork {
-		if !p.exhausted {
-			p.exhausted = true
-			p.errorf(n, "(file)", "too many alias expansions (more than %d nodes)", maxWork)
-		}
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line}
+	walk(root)
+	return work <= maxWork
+}
+
+// deref follows aliases.
+func (p *parser) deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i <= 100; i++ {
+		n = n.Alias
 	}
 	return n
 }
