@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -110,6 +111,18 @@ func runCalibrate(e env, args []string) int {
 			return e.fail(exitUsage, prefix, "--windows %q: %q is not a positive duration", *windows, w)
 		}
 		cfg.Windows = append(cfg.Windows, d)
+	}
+	if *yamlFile != "" {
+		// The YAML needs both names: sluice serve refuses an empty domain
+		// or descriptor key.
+		if *domain == "" {
+			return e.fail(exitUsage, prefix, "--domain %q: the --yaml file's domain must not be empty", *domain)
+		}
+		descriptorSet := false
+		fset.Visit(func(f *flag.Flag) { descriptorSet = descriptorSet || f.Name == "descriptor" })
+		if descriptorSet && *descriptor == "" {
+			return e.fail(exitUsage, prefix, "--descriptor %q: the --yaml file's descriptor key must not be empty", *descriptor)
+		}
 	}
 	var f calibrate.Format
 	switch *format {

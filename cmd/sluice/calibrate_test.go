@@ -65,6 +65,8 @@ func TestCalibrateErrors(t *testing.T) {
 		{"", []string{"--algorithm", "gcra"}, 1, "no requests"},
 		{"0 a\nzero b\n", []string{"--algorithm", "gcra"}, 1, `line 2: time "zero"`},
 		{`{"t":1}` + "\n", []string{"--algorithm", "gcra", "--format", "jsonl", "--time-field", "t"}, 1, `line 1: missing key field "key"`},
+		{"0 a\n", []string{"--algorithm", "gcra", "--yaml", os.DevNull, "--domain", ""}, 2, `--domain "": the --yaml file's domain must not be empty`},
+		{"0 a\n", []string{"--algorithm", "gcra", "--yaml", os.DevNull, "--descriptor", ""}, 2, `--descriptor "": the --yaml file's descriptor key must not be empty`},
 	} {
 		code, _, errOut := runSluice(t, tt.stdin, append([]string{"calibrate"}, tt.args...)...)
 		if code != tt.code || !strings.Contains(errOut, tt.want) || strings.Count(errOut, "\n") != 1 {
