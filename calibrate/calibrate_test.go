@@ -182,6 +182,54 @@ func TestJSONLErrors(t *testing.T) {
 	}
 }
 
+// TestJSONLExponents: the time field may be any JSON number, exponents
+// included, read exactly (no floating point) to the nanosecond.
+func TestJSONLExponents(t *testing.T) {
+	f := Format{JSONL: true, TimeField: "ts", KeyField: "user"}
+	for _, tc := range []struct {
+		ts   string
+		want int64 // nanoseconds, or -1 for an error
+		err  string
+	}{
+		{`1e3`, 1000e9, ""},
+		{`1E3`, 1000e9, ""},
+		{`1e+3`, 1000e9, ""},
+		{`1.5e-3`, 1.5e6, ""},
+		{`1.5E+2`, 150e9, ""},
+		{`0e7`, 0, ""},
+		{`0.0e-400`, 0, ""},
+		{`0.000000001e9`, 1e9, ""},
+		{`123456789e-9`, 123456789, ""},
+		{`1e-9`, 1, ""},
+		{`17672256001234567890e-10`, 1767225600123456789, ""}, // beyond a float64's precision
+		{`1767225600.123456789e0`, 1767225600123456789, ""},
+		{`1.7672256001234567890E9`, 1767225600123456789, ""},
+		{`"1e3"`, 1000e9, ""},
+		{`1.5`, 1.5e9, ""},
+		{`1e-10`, -1, "more than 9 digits after the decimal point"},
+		{`1.0000000001e0`, -1, "more than 9 digits after the decimal point"},
+		{`1e30`, -1, "later than the latest supported offset"},
+		{`1e999999999999`, -1, "later than the latest supported offset"},
+		{`1e-999999999999`, -1, "more than 9 digits"},
+		{`-1e3`, -1, "negative"},
+		{`1e`, -1, "not a JSON number"},
+		{`1e+`, -1, "not a JSON number"},
+		{`01e3`, -1, "not a JSON number"},
+		{`1.e3`, -1, "not a JSON number"},
+		{`.5e1`, -1, "not a JSON number"},
+		{`1e3.5`, -1, "not a JSON number"},
+	} {
+		r, _ := NewReader(strings.NewReader(`{"ts":`+tc.ts+`,"user":"a"}`), f)
+		q, err := r.Read()
+		switch {
+		case tc.want >= 0 && (err != nil || q.At != tc.want):
+			t.Errorf("%s: at %d, error %v; want %d", tc.ts, q.At, err, tc.want)
+		case tc.want < 0 && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: at %d, error %v; want an error containing %q", tc.ts, q.At, err, tc.err)
+		}
+	}
+}
+
 func TestYAMLLoads(t *testing.T) {
 	for _, alg := range sluice.Algorithms {
 		p := sluice.Policy{Name: "calibrated", Algorithm: alg, Limit: 12, Period: 1500 * time.Millisecond}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/replay"
@@ -130,7 +131,7 @@ func parseTime(v []byte) (int64, error) {
 		t, err := time.Parse(time.RFC3339Nano, string(v[1:len(v)-1]))
 		if err != nil {
 			// A number of seconds in a string ("1767225600.25").
-			if d, derr := replay.ParseSeconds(string(v[1 : len(v)-1])); derr == nil {
+			if d, derr := parseSeconds(string(v[1 : len(v)-1])); derr == nil {
 				return int64(d), nil
 			}
 			return 0, fmt.Errorf("time %s: want RFC 3339 (2006-01-02T15:04:05.999Z07:00) or a number of seconds since the Unix epoch", v)
@@ -141,11 +142,89 @@ func parseTime(v []byte) (int64, error) {
 		}
 		return ns, nil
 	}
-	d, err := replay.ParseSeconds(string(v))
+	d, err := parseSeconds(string(v))
 	if err != nil {
 		return 0, fmt.Errorf("%w (want RFC 3339 or a number of seconds since the Unix epoch)", err)
 	}
 	return int64(d), nil
+}
+
+// parseSeconds parses a number of seconds exactly, with integer arithmetic:
+// a plain decimal as replay.ParseSeconds does, or a JSON number with an
+// exponent ("1e3", "1.5E-3"), which it rewrites as the plain decimal of the
+// same value. Like a plain decimal, a value that is not a whole number of
+// nanoseconds is an error, never rounded.
+func parseSeconds(s string) (time.Duration, error) {
+	e := strings.IndexAny(s, "eE")
+	if e < 0 {
+		return replay.ParseSeconds(s)
+	}
+	bad := func(why string) (time.Duration, error) {
+		q := s
+		if len(q) > 40 {
+			q = q[:40] + "…"
+		}
+		return 0, fmt.Errorf("time %q: %s", q, why)
+	}
+	// JSON: -? (0 | [1-9][0-9]*) (. [0-9]+)? [eE] [+-]? [0-9]+
+	mant, exp := s[:e], s[e+1:]
+	if strings.HasPrefix(mant, "-") {
+		return bad("negative (want seconds since the Unix epoch)")
+	}
+	intPart, fracPart, hasDot := strings.Cut(mant, ".")
+	if !allDigits(intPart) || (len(intPart) > 1 && intPart[0] == '0') || (hasDot && !allDigits(fracPart)) {
+		return bad("not a JSON number")
+	}
+	neg := false
+	if exp != "" && (exp[0] == '+' || exp[0] == '-') {
+		neg, exp = exp[0] == '-', exp[1:]
+	}
+	if !allDigits(exp) {
+		return bad("not a JSON number")
+	}
+	// The value is digits × 10^(point − len(digits)): point is where the
+	// decimal point falls in digits.
+	all := intPart + fracPart
+	digits := strings.TrimLeft(all, "0")
+	lead := len(all) - len(digits)
+	if digits = strings.TrimRight(digits, "0"); digits == "" {
+		return 0, nil
+	}
+	x := strings.TrimLeft(exp, "0")
+	if len(x) > 6 { // |exponent| ≥ 10⁶: far out of range either way
+		x = "1000000"
+	}
+	n, _ := strconv.Atoi(x)
+	if neg {
+		n = -n
+	}
+	point := len(intPart) + n - lead
+	switch {
+	case point > 20:
+		return bad(fmt.Sprintf("later than the latest supported offset, %s seconds", replay.AppendSeconds(nil, replay.MaxOffset)))
+	case len(digits)-point > 9:
+		return bad("more than 9 digits after the decimal point (times are whole nanoseconds)")
+	case point <= 0:
+		digits = "0." + strings.Repeat("0", -point) + digits
+	case point >= len(digits):
+		digits += strings.Repeat("0", point-len(digits))
+	default:
+		digits = digits[:point] + "." + digits[point:]
+	}
+	d, err := replay.ParseSeconds(digits)
+	if err != nil {
+		return bad(fmt.Sprintf("later than the latest supported offset, %s seconds", replay.AppendSeconds(nil, replay.MaxOffset)))
+	}
+	return d, nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func skipSpace(b []byte, i int) int {
