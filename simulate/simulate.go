@@ -16,6 +16,11 @@
 // against the limit (limit − Remaining). It is sampled with cost-0 peeks,
 // which change nothing, at Samples evenly spaced instants and just after
 // every request.
+//
+// WriteSVG writes well-formed XML 1.0 whatever the keys, title and
+// description hold: bytes that are not valid UTF-8, and characters XML 1.0
+// does not allow (the C0 controls other than tab, newline and carriage
+// return, the surrogates, U+FFFE and U+FFFF), are drawn as U+FFFD.
 package simulate
 
 import (

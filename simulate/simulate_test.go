@@ -188,3 +188,29 @@ func TestStateLevels(t *testing.T) {
 		t.Errorf("last sample %+v, want the full bucket (5) at the end %v", last, r.End)
 	}
 }
+
+// TestSVGWellFormedForAnyText: keys, the title and the description may hold
+// any bytes; the picture is still well-formed XML 1.0, with invalid UTF-8
+// and the characters XML does not allow drawn as U+FFFD.
+func TestSVGWellFormedForAnyText(t *testing.T) {
+	odd := []string{"k\x01x", "\xff", "a\x00b", "\x1b[31m", "\xed\xa0\x80", "\uFFFE", "\uFFFF", "t\tab", "<&'\">", "ok\uFFFD"}
+	reqs := make([]Request, len(odd))
+	for i, k := range odd {
+		reqs[i] = Request{At: time.Duration(i) * time.Second, Key: k, Cost: 1}
+	}
+	r, err := Run(context.Background(), sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second, Burst: 5}, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Desc = "sluice simulate --title 'a\x01b\xfe'"
+	var buf bytes.Buffer
+	if err := r.WriteSVG(&buf, "a\x01b\xff\x00"); err != nil {
+		t.Fatal(err)
+	}
+	decodeSVG(t, buf.Bytes())
+	for _, want := range []string{"a\uFFFDb\uFFFD\uFFFD", "k\uFFFDx", "t\tab", "ok\uFFFD", "&lt;&amp;&#39;&#34;&gt;"} {
+		if !bytes.Contains(buf.Bytes(), []byte(want)) {
+			t.Errorf("picture lacks %q", want)
+		}
+	}
+}

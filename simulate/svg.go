@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/replay"
 )
@@ -48,12 +49,12 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	if r.Desc != "" {
-		fmt.Fprintf(&b, "<desc>%s</desc>\n", descEscaper.Replace(r.Desc))
+		fmt.Fprintf(&b, "<desc>%s</desc>\n", descEscaper.Replace(xmlChars(r.Desc)))
 	}
 	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
 	adm, del, ref := r.Counts()
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(title))
-	fmt.Fprintf(&b, `<text x="%d" y="38">%s: %d admitted, %d delayed, %d refused of %d requests</text>`+"\n", left, html.EscapeString(p.String()), adm, del, ref, len(r.Steps))
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(xmlChars(title)))
+	fmt.Fprintf(&b, `<text x="%d" y="38">%s: %d admitted, %d delayed, %d refused of %d requests</text>`+"\n", left, html.EscapeString(xmlChars(p.String())), adm, del, ref, len(r.Steps))
 
 	// Time axis and grid, shared by both panels.
 	tick := niceTick(end)
@@ -97,7 +98,7 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 			fmt.Fprintf(&b, `<line class="release" stroke="#ef6c00" opacity="0.5" x1="%.2f" y1="%.2f" x2="%.2f" y2="%.2f"/>`, x(s.At), y+h/2, x(s.At+s.Decision.Delay), y+h/2)
 		}
 		fmt.Fprintf(&b, `<rect class="req %s" fill="%s" x="%.2f" y="%.2f" width="%.2f" height="%.2f" data-t="%s" data-cost="%d"><title>%ss %s cost %d: %s</title></rect>`+"\n",
-			class, legendColor[class], x(s.At)-mw/2, y, mw, math.Max(h*0.8, 0.5), replay.AppendSeconds(nil, s.At), s.Cost, replay.AppendSeconds(nil, s.At), html.EscapeString(s.Key), s.Cost, class)
+			class, legendColor[class], x(s.At)-mw/2, y, mw, math.Max(h*0.8, 0.5), replay.AppendSeconds(nil, s.At), s.Cost, replay.AppendSeconds(nil, s.At), html.EscapeString(xmlChars(s.Key)), s.Cost, class)
 	}
 
 	// The state.
@@ -105,7 +106,7 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 	yl := func(v int64) float64 {
 		return float64(stateBottom) - float64(stateBottom-stateTop)*float64(v)/float64(max(capacity, 1))
 	}
-	fmt.Fprintf(&b, `<text x="8" y="%d">%s</text>`+"\n", stateTop-8, html.EscapeString(StateName(p)))
+	fmt.Fprintf(&b, `<text x="8" y="%d">%s</text>`+"\n", stateTop-8, html.EscapeString(xmlChars(StateName(p))))
 	fmt.Fprintf(&b, `<line class="cap" stroke="#1565c0" stroke-dasharray="4 3" opacity="0.6" x1="%d" y1="%.1f" x2="%d" y2="%.1f"/><text x="%d" y="%.1f" text-anchor="end">%d</text>`+"\n", left, yl(capacity), right, yl(capacity), left-4, yl(capacity)+4, capacity)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">0</text>`+"\n", left-4, stateBottom+4)
 	if len(r.Samples) > 0 {
@@ -127,6 +128,33 @@ func (r *Result) WriteSVG(w io.Writer, title string) error {
 	b.WriteString("\n</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// xmlChars returns s with every byte that is not valid UTF-8, and every
+// character XML 1.0 does not allow in a document (the C0 controls other than
+// tab, newline and carriage return; the surrogates; U+FFFE and U+FFFF),
+// replaced by U+FFFD, so that escaping it gives well-formed XML.
+func xmlChars(s string) string {
+	ok := func(r rune) bool {
+		return r == '\t' || r == '\n' || r == '\r' ||
+			r >= 0x20 && r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
+	}
+	clean := true
+	for i, r := range s {
+		if !ok(r) || r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD") {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if !ok(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 var descEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -105,6 +106,19 @@ func TestSimulate(t *testing.T) {
 	code, svg, errOut := runSluice(t, "", "simulate", "--algorithm", "fixed-window", "--limit", "2", "--period", "1s", "--pattern", "burst 3 at 0")
 	if code != 0 || !strings.Contains(svg, `class="req refused"`) || !strings.HasPrefix(svg, "<svg") {
 		t.Errorf("exit %d, stderr %s, svg %.80s", code, errOut, svg)
+	}
+	// Keys and titles with control characters or invalid UTF-8 still make
+	// well-formed XML.
+	for _, tc := range []struct{ stdin, title string }{{"0 k\x01x\n", "t"}, {"0 \xff\n", "t"}, {"0 k\n", "a\x01b"}} {
+		code, svg, errOut := runSluice(t, tc.stdin, "simulate", "--algorithm", "token-bucket", "--limit", "5", "--period", "1s", "--title", tc.title, "-")
+		d := xml.NewDecoder(strings.NewReader(svg))
+		var err error
+		for err == nil {
+			_, err = d.Token()
+		}
+		if code != 0 || err != io.EOF {
+			t.Errorf("%q, title %q: exit %d, stderr %q, XML error %v", tc.stdin, tc.title, code, errOut, err)
+		}
 	}
 	for _, args := range [][]string{
 		{"--algorithm", "gcra", "--limit", "1", "--period", "1s"},
