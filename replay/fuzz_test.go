@@ -8,9 +8,11 @@ import (
 	"errors"
 	"io"
 	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 )
@@ -64,11 +66,19 @@ func FuzzParseTrace(f *testing.F) {
 			}
 			rec := appendRecord(nil, req, sluice.Decision{Limit: 1, RetryAfter: req.At}, false)
 			var got struct {
-				T   json.Number
-				Key string
+				T         json.Number
+				Key       string
+				KeyQuoted *string `json:"key_quoted"`
 			}
 			if err := json.Unmarshal(rec, &got); err != nil {
 				t.Fatalf("record %s is not valid JSON: %v", rec, err)
+			}
+			if valid := utf8.ValidString(req.Key); valid != (got.KeyQuoted == nil) {
+				t.Fatalf("record %s: key %q: key_quoted present %v, want it iff the key is not valid UTF-8", rec, req.Key, got.KeyQuoted != nil)
+			} else if !valid {
+				if k, err := strconv.Unquote(*got.KeyQuoted); err != nil || k != req.Key {
+					t.Fatalf("record %s: key_quoted unquotes to %q, %v; want %q", rec, k, err, req.Key)
+				}
 			}
 			checkJSONString(t, req.Key)
 			last = req

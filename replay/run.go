@@ -41,7 +41,11 @@ type Config struct {
 // waiting can admit it, and "impossible":true instead if its cost exceeds the
 // policy's capacity (sluice.Decision.Impossible). An admitted leaky-bucket
 // request carries its "delay". Bytes of a key that are not valid UTF-8 are
-// written as U+FFFD, as encoding/json does.
+// written as U+FFFD, as encoding/json does, so such a key also carries
+// "key_quoted": the key as a Go string literal (strconv.Quote), in which each
+// such byte is a \x escape, so that different keys look different:
+//
+//	{"t":0,"key":"a\ufffd","key_quoted":"\"a\\xff\"","cost":1,...}
 //
 // Output is buffered and flushed before Run returns, also on error, so the
 // decisions for the lines before a bad one are written. A problem with the
@@ -97,6 +101,10 @@ func appendRecord(b []byte, req Request, d sluice.Decision, leaky bool) []byte {
 	b = AppendSeconds(b, req.At)
 	b = append(b, `,"key":`...)
 	b = appendString(b, req.Key)
+	if !utf8.ValidString(req.Key) {
+		b = append(b, `,"key_quoted":`...)
+		b = appendString(b, strconv.Quote(req.Key))
+	}
 	b = append(b, `,"cost":`...)
 	b = strconv.AppendInt(b, req.Cost, 10)
 	b = append(b, `,"allowed":`...)

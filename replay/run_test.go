@@ -70,7 +70,7 @@ func TestRunOutput(t *testing.T) {
 		trace:  "0 \"a\\\"\n0 \"a\\\"\n0.5 b\u2028\x01\xff\n",
 		want: `{"t":0,"key":"\"a\\\"","cost":1,"allowed":true,"limit":1,"remaining":0,"reset_after":1}
 {"t":0,"key":"\"a\\\"","cost":1,"allowed":false,"limit":1,"remaining":0,"retry_after":1,"reset_after":1}
-{"t":0.5,"key":"b\u2028\u0001\ufffd","cost":1,"allowed":true,"limit":1,"remaining":0,"reset_after":1}
+{"t":0.5,"key":"b\u2028\u0001\ufffd","key_quoted":"\"b\\u2028\\x01\\xff\"","cost":1,"allowed":true,"limit":1,"remaining":0,"reset_after":1}
 `,
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -262,4 +262,23 @@ func (f storeFunc) Take(_ context.Context, p sluice.Policy, key string, cost int
 
 func (f storeFunc) TakeAll(context.Context, []sluice.Request, []sluice.Decision) error {
 	return errors.New("storeFunc: TakeAll is not implemented")
+}
+
+// TestInvalidUTF8KeysDistinct: keys that differ only in bytes that are not
+// valid UTF-8 both print as U+FFFD in "key", and "key_quoted" tells them
+// apart; a valid key has no "key_quoted".
+func TestInvalidUTF8KeysDistinct(t *testing.T) {
+	var got []string
+	for _, k := range []string{"a\xff", "a\xfe", "a\ufffd", "ok"} {
+		rec := appendRecord(nil, Request{Key: k, Cost: 1}, sluice.Decision{Allowed: true, Limit: 1}, false)
+		var r map[string]any
+		if err := json.Unmarshal(rec, &r); err != nil {
+			t.Fatalf("%s: %v", rec, err)
+		}
+		got = append(got, fmt.Sprintf("%v|%v", r["key"], r["key_quoted"]))
+	}
+	want := []string{"a\ufffd|\"a\\xff\"", "a\ufffd|\"a\\xfe\"", "a\ufffd|<nil>", "ok|<nil>"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }
