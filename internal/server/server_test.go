@@ -473,6 +473,18 @@ func (h *harness) watch(t *testing.T, dir string) <-chan error {
 	return results
 }
 
+// TestWatchRelevant: what the watcher reloads for.
+func TestWatchRelevant(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a.yaml": true, "b.yml": true, "..data": true, "..2026_11_25_07_00_00.123": true, "..data_tmp": true,
+		"sluice.log": false, ".a.yaml.swp": false, "a.yaml~": false, "4913": false, ".a.yaml.tmp": false,
+	} {
+		if got := relevant(name); got != want {
+			t.Errorf("relevant(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 // TestWatcherCatchesUp: a change made before the watch began raises no
 // event; Watch's catch-up load puts it in force.
 func TestWatcherCatchesUp(t *testing.T) {

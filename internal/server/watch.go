@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -14,7 +15,9 @@ import (
 
 // Watch reloads the configuration in dir whenever the directory changes,
 // until ctx ends. It watches the directory itself, not the files, and
-// reloads on any event once the directory has been quiet for debounce, so
+// reloads on any event of a configuration file (config.IsConfigFile) or of
+// a ConfigMap's ".." entries once the directory has been quiet for
+// debounce (other files, a log say, are ignored), so
 // editors' save dances, atomic renames and a Kubernetes ConfigMap's
 // "..data" symlink swap each cause one reload of the finished state. A bad
 // configuration is logged and counted and the one in force stays (see
@@ -76,7 +79,7 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 				return nil
 			}
 			switch {
-			case filepath.Dir(ev.Name) == dir: // a file of the directory
+			case filepath.Dir(ev.Name) == dir && relevant(filepath.Base(ev.Name)):
 				s.log.Debug("config directory changed", "event", ev.String())
 				timer.Reset(debounce)
 			case ev.Name == dir: // the directory itself
@@ -110,6 +113,15 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 // long enough for an editor's save or a ConfigMap swap to finish, short
 // enough to feel immediate.
 const DefaultReloadDebounce = 250 * time.Millisecond
+
+// relevant reports whether a change to the entry name of the config
+// directory can change the configuration: a configuration file, or a
+// Kubernetes ConfigMap's "..data" and "..<timestamp>" entries, which its
+// files link through. Other files (a log, an editor's swap file) are not
+// watched.
+func relevant(name string) bool {
+	return config.IsConfigFile(name) || strings.HasPrefix(name, "..")
+}
 
 // retryGone is how often Watch looks for a config directory that is gone.
 const retryGone = time.Second
