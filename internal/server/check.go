@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -425,18 +426,32 @@ func clampU32(n int64) uint32 {
 
 // storeFailed counts a store failure and logs it, at most once a second
 // (with the number of failures since the last line), so a dead store does
-// not flood the log.
-// rules names the rules involved; it is called only for a line logged.
+// not flood the log. rules names the rules involved; it is called only for
+// a line logged.
 func (s *Server) storeFailed(domain string, err error, rules func() string) {
 	s.metrics.storeErrors.WithLabelValues(domain).Inc()
-	n := s.failures.Add(1)
-	now := time.Now().UnixNano()
-	last := s.lastFailLog.Load()
-	if now-last < int64(time.Second) || !s.lastFailLog.CompareAndSwap(last, now) {
-		return
+	if n, ok := s.storeFailLog.due(time.Now().UnixNano()); ok {
+		s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rules", rules(), "error", err, "failures_since_last_log", n)
 	}
-	s.failures.Add(-n)
-	s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rules", rules(), "error", err, "failures_since_last_log", n)
+}
+
+// logEvery keeps a repeated log line to one a second, counting the
+// occurrences in between.
+type logEvery struct {
+	pending atomic.Int64 // occurrences not yet logged
+	last    atomic.Int64 // UnixNano of the last line
+}
+
+// due counts one occurrence at now (UnixNano) and reports whether to log a
+// line now, with the occurrences since the last line: at most once a second.
+func (l *logEvery) due(now int64) (n int64, ok bool) {
+	n = l.pending.Add(1)
+	last := l.last.Load()
+	if now-last < int64(time.Second) || !l.last.CompareAndSwap(last, now) {
+		return 0, false
+	}
+	l.pending.Add(-n)
+	return n, true
 }
 
 // ruleNames lists, comma-separated, the names of the rules of outs[idx]

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
@@ -52,8 +51,7 @@ type Gateway struct {
 	proxy  *httputil.ReverseProxy
 	cur    atomic.Pointer[gatewayState]
 
-	failures    atomic.Int64 // upstream failures not yet logged
-	lastFailLog atomic.Int64 // UnixNano of the last proxyFailed log line
+	failLog logEvery // proxyFailed's line
 }
 
 type gatewayState struct {
@@ -118,14 +116,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // rather than the standard library's line per request.
 func (g *Gateway) proxyFailed(w http.ResponseWriter, r *http.Request, err error) {
 	w.WriteHeader(http.StatusBadGateway)
-	n := g.failures.Add(1)
-	now := g.s.now().UnixNano()
-	last := g.lastFailLog.Load()
-	if now-last < int64(time.Second) || !g.lastFailLog.CompareAndSwap(last, now) {
-		return
+	if n, ok := g.failLog.due(g.s.now().UnixNano()); ok {
+		g.s.log.Warn("gateway: upstream failed; answering 502", "domain", g.domain, "method", r.Method, "path", cut(r.URL.Path, 256), "error", err, "failures_since_last_log", n)
 	}
-	g.failures.Add(-n)
-	g.s.log.Warn("gateway: upstream failed; answering 502", "domain", g.domain, "method", r.Method, "path", cut(r.URL.Path, 256), "error", err, "failures_since_last_log", n)
 }
 
 // ready reports whether the gateway has policies in force.
@@ -142,9 +135,10 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		routes = map[string][]httplimit.Limit{}
 		order  []string
 		extra  []httplimit.Option // in-flight rules (gateway_inflight.go)
-		// The first rule of each route pattern, in order, for errors.
-		origin, inflightOrigin []routeOrigin
 	)
+	if err := CheckGateway(sn.cfg, g.domain); err != nil {
+		return nil, err
+	}
 	for _, r := range sn.cfg.Rules() {
 		if r.Domain != g.domain {
 			continue
@@ -152,9 +146,6 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		if r.InFlight != nil {
 			if o := g.inflightOption(r); o != nil {
 				extra = append(extra, o)
-				if p := inflightPattern(r); p != "" {
-					inflightOrigin = addOrigin(inflightOrigin, p, r)
-				}
 			}
 			continue
 		}
@@ -166,16 +157,13 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		last := r.Path[len(r.Path)-1]
 		key := g.keyFunc(last.Key)
 		shadow := r.ShadowMode || sn.shadowed[r] != nil // WithShadowMode
-		switch {
-		case key == nil || last.Value != "" || len(r.Path) > 2:
-		case len(r.Path) == 1:
+		switch pattern := ratePattern(r); {
+		case len(r.Path) == 1 && key != nil && last.Value == "":
 			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: shadow})
 			continue
-		case r.Path[0].Key == "route" && r.Path[0].Value != "" && !strings.Contains(r.Path[0].Value, "*"):
-			pattern := r.Path[0].Value
+		case pattern != "":
 			if _, ok := routes[pattern]; !ok {
 				order = append(order, pattern)
-				origin = addOrigin(origin, pattern, r)
 			}
 			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: shadow})
 			continue
@@ -187,12 +175,6 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		opts = append(opts, httplimit.Route(p, 1, routes[p]...))
 	}
 	opts = append(opts, extra...)
-	if err := checkRoutes(g.domain, origin); err != nil {
-		return nil, err
-	}
-	if err := checkRoutes(g.domain, inflightOrigin); err != nil {
-		return nil, err
-	}
 	m, err := httplimit.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gateway domain %q: %w", g.domain, err)
@@ -277,18 +259,32 @@ func CheckGateway(c *config.Config, domain string) error {
 			}
 			continue
 		}
-		if r.Unlimited || r.Deny || len(r.Path) != 2 || r.Path[0].Key != "route" || r.Path[0].Value == "" || strings.Contains(r.Path[0].Value, "*") {
-			continue
+		if p := ratePattern(r); p != "" && !r.Unlimited && !r.Deny {
+			origin = addOrigin(origin, p, r)
 		}
-		if last := r.Path[1]; last.Value != "" || (last.Key != "remote_address" && !strings.HasPrefix(last.Key, "header:")) || last.Key == "header:" {
-			continue
-		}
-		origin = addOrigin(origin, r.Path[0].Value, r)
 	}
 	if err := checkRoutes(domain, origin); err != nil {
 		return err
 	}
 	return checkRoutes(domain, inflightOrigin)
+}
+
+// ratePattern is the route pattern of a gateway rate rule under a route
+// (route=PATTERN, then remote_address or header:NAME with no value), or "".
+func ratePattern(r *config.Rule) string {
+	if len(r.Path) != 2 || r.Path[0].Key != "route" || r.Path[0].Value == "" || strings.Contains(r.Path[0].Value, "*") {
+		return ""
+	}
+	if last := r.Path[1]; last.Value != "" || !gatewayKey(last.Key) {
+		return ""
+	}
+	return r.Path[0].Value
+}
+
+// gatewayKey reports whether the gateway knows the descriptor key (keyFunc).
+func gatewayKey(key string) bool {
+	name, isHeader := strings.CutPrefix(key, "header:")
+	return key == "remote_address" || isHeader && name != ""
 }
 
 // keyFunc returns what a gateway descriptor key counts a request by, or

@@ -59,9 +59,8 @@ type Server struct {
 	loadOpts  []config.Option // WithConfigOptions: how ReloadDir loads
 	shadowAll bool            // WithShadowMode
 
-	failures    atomic.Int64 // store failures not yet logged
-	lastFailLog atomic.Int64 // UnixNano of the last failure log line
-	now         func() time.Time
+	storeFailLog logEvery // storeFailed's line
+	now          func() time.Time
 
 	local    sluice.Store          // WithFallback
 	replicas sluice.ReplicaCounter // WithFallback
