@@ -68,7 +68,7 @@ func failedBackoff(o *outcome, hits int64) {
 		capacity = r.Policy.Burst
 	}
 	if n := int64(r.Shards); n > 1 {
-		capacity = capacity/n + capacity%n // the largest shard's
+		capacity = (capacity + n - 1) / n // the largest shard's: sluice gives the remainder to the first shards
 	}
 	if d.Impossible && hits <= capacity {
 		d.Impossible = false

@@ -279,3 +279,20 @@ X-RateLimit-Reset: 0
 		t.Errorf("/v1/check, failed closed: %s; want a refusal with retry_after and reset_after 1", rec.Body)
 	}
 }
+
+// TestFailedBackoffShards: while the store fails, a cost over the local
+// share is impossible only if no shard could ever admit it: the largest
+// shard of 11 over 4 shards holds ⌈11/4⌉ = 3.
+func TestFailedBackoffShards(t *testing.T) {
+	r := &config.Rule{Policy: sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 11, Period: time.Minute}, Shards: 4}
+	for hits, impossible := range map[int64]bool{3: false, 4: true} {
+		o := outcome{rule: r, failed: true, over: true, decision: sluice.Decision{Impossible: true}}
+		failedBackoff(&o, hits)
+		if o.decision.Impossible != impossible {
+			t.Errorf("cost %d: impossible %v, want %v", hits, o.decision.Impossible, impossible)
+		}
+		if !impossible && o.decision.RetryAfter != unavailableRetryAfter {
+			t.Errorf("cost %d: RetryAfter %v, want %v", hits, o.decision.RetryAfter, unavailableRetryAfter)
+		}
+	}
+}
