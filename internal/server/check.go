@@ -439,15 +439,16 @@ func (s *Server) storeFailed(domain string, err error, rules func() string) {
 // occurrences in between.
 type logEvery struct {
 	pending atomic.Int64 // occurrences not yet logged
-	last    atomic.Int64 // UnixNano of the last line
+	last    atomic.Int64 // UnixNano of the last line, plus 1; 0: none yet
 }
 
 // due counts one occurrence at now (UnixNano) and reports whether to log a
-// line now, with the occurrences since the last line: at most once a second.
+// line now, with the occurrences since the last line: the first time, then
+// at most once a second.
 func (l *logEvery) due(now int64) (n int64, ok bool) {
 	n = l.pending.Add(1)
 	last := l.last.Load()
-	if now-last < int64(time.Second) || !l.last.CompareAndSwap(last, now) {
+	if last != 0 && now+1-last < int64(time.Second) || !l.last.CompareAndSwap(last, now+1) {
 		return 0, false
 	}
 	l.pending.Add(-n)
