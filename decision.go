@@ -2,10 +2,7 @@
 
 package sluice
 
-import (
-	"errors"
-	"time"
-)
+import "time"
 
 // Decision is the answer to one request: admitted or not, and the numbers a
 // client needs to pace itself.
@@ -33,8 +30,3 @@ type Decision struct {
 	// waits in the queue before it is released. Zero for other algorithms.
 	Delay time.Duration
 }
-
-// ErrImpossible is returned by Limiter.Wait for a cost that can never be
-// admitted: it exceeds the policy's burst (bucket kinds) or limit (window
-// kinds), so waiting would never end.
-var ErrImpossible = errors.New("sluice: cost exceeds the policy's capacity and can never be admitted")

@@ -49,7 +49,7 @@ func (p Policy) Share(r int) (share Policy, ok bool) {
 	share = p
 	share.Limit = p.Limit / int64(r)
 	if p.Algorithm.IsBucket() {
-		share.Burst = p.burst() / int64(r)
+		share.Burst = p.Capacity() / int64(r)
 		if share.Burst == 0 {
 			return Policy{}, false
 		}

@@ -21,7 +21,7 @@ type ref struct {
 }
 
 func newRef(p Policy) *ref {
-	return &ref{alg: p.Algorithm, n: big.NewRat(p.Limit, 1), b: big.NewRat(p.burst(), 1),
+	return &ref{alg: p.Algorithm, n: big.NewRat(p.Limit, 1), b: big.NewRat(p.Capacity(), 1),
 		p: big.NewRat(int64(p.Period), 1), tat: new(big.Rat), win: -1 << 62}
 }
 
@@ -141,7 +141,7 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 			}
 			cost := int64(ops[i+1] & 0x7f)
 			if ops[i+1]&0x80 != 0 {
-				cost = (cost + 1) * max(1, p.burst()/128)
+				cost = (cost + 1) * max(1, p.Capacity()/128)
 			}
 			var d Decision
 			before := s
@@ -149,7 +149,7 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 				before.Log = append([]LogEntry(nil), s.Log...)
 			}
 			s, d = m.Take(s, now, cost)
-			if cost > p.burst() {
+			if cost > p.Capacity() {
 				if d.Allowed || !d.Impossible || d.RetryAfter != 0 {
 					t.Fatalf("%v: cost %d > capacity at %d: %+v", p, cost, now, d)
 				}

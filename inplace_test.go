@@ -44,7 +44,7 @@ func TestInPlace(t *testing.T) {
 			if rng.IntN(20) == 0 && !lazy {
 				now -= rng.Int64N(int64(p.Period))
 			}
-			cost := rng.Int64N(p.burst()+2) - 1
+			cost := rng.Int64N(p.Capacity()+2) - 1
 			next, want := m.Take(s, now, cost)
 			var got Decision
 			var exp int64

@@ -162,7 +162,7 @@ func (l *Limiter) finish(ctx context.Context, key string, n int64, d Decision, e
 // On a store failure Wait returns at once with the error and the decision of
 // the failure mode, as AllowN does.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
-	if n > l.policy.burst() {
+	if n > l.policy.Capacity() {
 		return Decision{Limit: l.policy.Limit, Impossible: true}, fmt.Errorf("sluice: policy %q: key %q: cost %d: %w", l.policy.Name, key, n, ErrImpossible)
 	}
 	for {

@@ -59,7 +59,7 @@ func NewModel(p Policy) (*Model, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{policy: p, kind: kindOf(p.Algorithm), leaky: p.Algorithm == LeakyBucket, limit: p.Limit, burst: p.burst(), period: int64(p.Period)}
+	m := &Model{policy: p, kind: kindOf(p.Algorithm), leaky: p.Algorithm == LeakyBucket, limit: p.Limit, burst: p.Capacity(), period: int64(p.Period)}
 	g := gcd(m.period, m.limit)
 	m.num, m.den = m.period/g, m.limit/g
 	m.burstDur = m.dur(m.burst)

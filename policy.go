@@ -81,9 +81,10 @@ type Policy struct {
 	Burst int64
 }
 
-// burst returns the effective capacity: Burst for the bucket kinds (default
-// Limit) and Limit for the window kinds.
-func (p Policy) burst() int64 {
+// Capacity returns the most units one request can ever be admitted for, the
+// one capacity rule every part of sluice uses: Burst for the bucket kinds
+// (Limit when Burst is 0) and Limit for the window kinds.
+func (p Policy) Capacity() int64 {
 	if p.Algorithm.IsBucket() && p.Burst != 0 {
 		return p.Burst
 	}
@@ -111,8 +112,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("sluice: policy %q: burst %d: must be between 1 and %d (0 means the limit)", p.Name, p.Burst, int64(MaxLimit))
 	}
 	// The time a full bucket takes to drain, Burst×Period/Limit, must fit.
-	if hi, lo := mul64(uint64(p.burst()), uint64(p.Period)); hi >= uint64(p.Limit) || quo128(hi, lo, uint64(p.Limit)) > uint64(MaxBurstDuration) {
-		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.burst(), p.Limit, p.Period, MaxBurstDuration)
+	if hi, lo := mul64(uint64(p.Capacity()), uint64(p.Period)); hi >= uint64(p.Limit) || quo128(hi, lo, uint64(p.Limit)) > uint64(MaxBurstDuration) {
+		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.Capacity(), p.Limit, p.Period, MaxBurstDuration)
 	}
 	return nil
 }
@@ -121,7 +122,7 @@ func (p Policy) Validate() error {
 func (p Policy) String() string {
 	s := fmt.Sprintf("%s %d/%v", p.Algorithm, p.Limit, p.Period)
 	if p.Algorithm.IsBucket() {
-		s += fmt.Sprintf(" burst %d", p.burst())
+		s += fmt.Sprintf(" burst %d", p.Capacity())
 	}
 	if p.Name != "" {
 		s = p.Name + ": " + s

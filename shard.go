@@ -62,7 +62,7 @@ func ShardPolicies(p Policy, n int) []Policy {
 		q.Name = name
 		q.Limit = split(p.Limit, n, i)
 		if p.Algorithm.IsBucket() {
-			q.Burst = split(p.burst(), n, i)
+			q.Burst = split(p.Capacity(), n, i)
 		}
 		out[i] = q
 	}
@@ -90,8 +90,8 @@ func (l *Limiter) checkShards() error {
 		return fmt.Errorf("sluice: policy %q: shards %d: not supported for leaky-bucket (n queues do not release one steady stream)", l.policy.Name, n)
 	case l.leases != nil:
 		return fmt.Errorf("sluice: policy %q: shards %d: cannot be combined with leases", l.policy.Name, n)
-	case l.policy.Limit < int64(n) || l.policy.burst() < int64(n):
-		return fmt.Errorf("sluice: policy %q: shards %d: more than the limit %d or burst %d (every shard needs at least one unit)", l.policy.Name, n, l.policy.Limit, l.policy.burst())
+	case l.policy.Limit < int64(n) || l.policy.Capacity() < int64(n):
+		return fmt.Errorf("sluice: policy %q: shards %d: more than the limit %d or burst %d (every shard needs at least one unit)", l.policy.Name, n, l.policy.Limit, l.policy.Capacity())
 	}
 	ps := ShardPolicies(l.policy, n)
 	for _, p := range ps {
@@ -107,7 +107,7 @@ func (l *Limiter) checkShards() error {
 // or the store itself for peeks and impossible costs.
 func (l *Limiter) takeSpread(ctx context.Context, key string, n int64) (Decision, error) {
 	switch {
-	case n == 0 || n > l.policy.burst():
+	case n == 0 || n > l.policy.Capacity():
 	case l.leases != nil:
 		return l.leases.allow(ctx, l, key, n)
 	case l.shardSet != nil:

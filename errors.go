@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice
+
+import "errors"
+
+// The errors of the Store contract and the Limiter. Stores wrap them with
+// context (fmt.Errorf("memstore: take %q: %w", key, ErrStoreClosed)), so
+// test for them with errors.Is.
+var (
+	// ErrStoreClosed is returned by every Store method called after Close.
+	// A Limiter never admits because of it, whatever its failure mode: a
+	// closed store is a programming error, not an outage to ride out.
+	ErrStoreClosed = errors.New("sluice: store is closed")
+
+	// ErrStoreFull is returned by a Store that refuses to create state for
+	// a new key or a new policy because it holds as many as it was
+	// configured to (memstore.WithMaxKeys, its policy bound). It is a store
+	// failure: the Limiter's failure mode decides the request.
+	ErrStoreFull = errors.New("sluice: store is full")
+
+	// ErrImpossible is returned by Limiter.Wait for a cost that can never be
+	// admitted: it exceeds the policy's capacity (Policy.Capacity), so
+	// waiting would never end.
+	ErrImpossible = errors.New("sluice: cost exceeds the policy's capacity and can never be admitted")
+)
