@@ -43,8 +43,9 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// ErrClosed is returned (wrapped) by Take and TakeAll after Close.
-var ErrClosed = errors.New("memstore: store is closed")
+// ErrClosed is sluice.ErrStoreClosed, returned (wrapped) by every method
+// after Close.
+var ErrClosed = sluice.ErrStoreClosed
 
 // Store is an in-memory sluice.Store. It is safe for concurrent use. The zero
 // Store is not usable; call New.

@@ -5,7 +5,6 @@ package redisstore
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/rawconn"
 )
 
@@ -206,7 +206,8 @@ func (s *Store) connect() error {
 	return nil
 }
 
-var errClosed = errors.New("redisstore: store is closed")
+// errClosed is sluice.ErrStoreClosed: every method returns it (wrapped) after Close.
+var errClosed = sluice.ErrStoreClosed
 
 // Close releases the store; it closes the client if Open created it.
 // Calls after Close fail.
