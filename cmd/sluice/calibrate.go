@@ -30,9 +30,14 @@ Flags:
                       sliding-log or sliding-window (required)
   --period D          the policy's period (default 1s)
   --limit N           fix the limit (the bucket kinds' rate) and calibrate
-                      only the burst; by default the bucket kinds' limit is
-                      the --keep quantile of the per-key peak per period
-  --keep SHARE        share of keys never refused: 99.9% (default) or 0.999
+                      only the burst
+  --rate-window D     the bucket kinds' sustained rate: the --keep quantile
+                      of the per-key peak in one aligned window of D, per
+                      period, rounded up (default 1m, at least --period);
+                      the burst is then what that rate needs
+  --keep SHARE        share of keys never refused: 99.9% (default) or 0.999;
+                      with few keys this is every key (50 keys: 99.9% keeps
+                      all 50, so the busiest decides; 98% lets 1 be refused)
   --windows LIST      report windows (default 1s,10s,1m,1h)
   --format F          trace (default: "SECONDS KEY [COST]" lines, as for
                       sluice replay) or jsonl (one JSON object per line)
@@ -67,6 +72,7 @@ func runCalibrate(e env, args []string) int {
 	alg := fset.String("algorithm", "", "")
 	period := fset.Duration("period", time.Second, "")
 	limit := fset.Int64("limit", 0, "")
+	rateWindow := fset.Duration("rate-window", 0, "")
 	keep := fset.String("keep", "99.9%", "")
 	windows := fset.String("windows", "1s,10s,1m,1h", "")
 	format := fset.String("format", "trace", "")
@@ -84,7 +90,7 @@ func runCalibrate(e env, args []string) int {
 	if len(files) > 1 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q: want at most one TRACE file", files[1])
 	}
-	cfg := calibrate.Config{Period: *period, Limit: *limit}
+	cfg := calibrate.Config{Period: *period, Limit: *limit, RateWindow: *rateWindow}
 	if *alg == "" {
 		return e.fail(exitUsage, prefix, "--algorithm is required: one of %s", algorithmNames())
 	}
@@ -98,6 +104,12 @@ func runCalibrate(e env, args []string) int {
 	}
 	if *limit != 0 && !a.IsBucket() {
 		return e.fail(exitUsage, prefix, "--limit is for token-bucket, gcra and leaky-bucket (it fixes their rate); %s calibrates its limit", a)
+	}
+	if *rateWindow != 0 && (!a.IsBucket() || *limit != 0) {
+		return e.fail(exitUsage, prefix, "--rate-window is for token-bucket, gcra and leaky-bucket without --limit (it sets their rate)")
+	}
+	if *rateWindow < 0 || *rateWindow != 0 && *rateWindow < max(*period, 0) {
+		return e.fail(exitUsage, prefix, "--rate-window %v: must be at least --period (%v)", *rateWindow, *period)
 	}
 	if *limit < 0 {
 		return e.fail(exitUsage, prefix, "--limit %d: must be at least 1 (or 0 to calibrate it)", *limit)

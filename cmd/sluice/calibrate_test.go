@@ -22,7 +22,7 @@ func TestCalibrateWritesLoadableYAML(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"8 requests (8 units) from 1 keys", "algorithm token-bucket, limit 8, period 1s, burst 7", "0 of 8 requests refused"} {
+	for _, want := range []string{"8 requests (8 units) from 1 keys", "algorithm token-bucket, limit 1, period 1s, burst 8", "rate 1 per 1s: what 1 of 1 keys need over their busiest 1m0s (at most 8 units), rounded up", "0 of 8 requests refused"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -32,7 +32,7 @@ func TestCalibrateWritesLoadableYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.Match("rider-api", []config.Entry{{Key: "rider_id", Value: "r1"}})
-	if r == nil || r.Policy.Limit != 8 || r.Policy.Burst != 7 {
+	if r == nil || r.Policy.Limit != 1 || r.Policy.Burst != 8 {
 		t.Fatalf("loaded rule %+v", r)
 	}
 }
