@@ -43,10 +43,34 @@ type Format struct {
 	// default 1). Otherwise the traffic is a replay trace.
 	JSONL                          bool
 	TimeField, KeyField, CostField string
+	// Log, when not empty, selects a text access log: "common" or
+	// "combined" (nginx's and Apache's), "envoy" (Envoy's default access
+	// log), or an nginx log_format template of $variables (LogFormats
+	// holds the named ones). The time is $msec if present, else
+	// $time_local, $time_iso8601 or Envoy's start time; when $request_time
+	// is present, a request arrived that long before its line's time.
+	// Every line costs 1.
+	Log string
+	// Key says which part of a line is the key. For a text access log:
+	// "ip" (the default: $remote_addr, or the first X-Forwarded-For address
+	// in Envoy's format), "user" ($remote_user), "path" (the request path
+	// without its query), "header:NAME" ($http_name) or "field:NAME" (any
+	// variable of the template). For JSON lines, "ip" reads KeyField as an
+	// address and drops its port (Envoy's %DOWNSTREAM_REMOTE_ADDRESS%).
+	Key string
 }
 
 // NewReader returns a Reader of r in format f.
 func NewReader(r io.Reader, f Format) (Reader, error) {
+	if f.Log != "" {
+		if f.JSONL {
+			return nil, errors.New("calibrate: a format is JSON lines or a text log, not both")
+		}
+		return newTextLog(r, f)
+	}
+	if f.Key != "" && f.Key != "ip" {
+		return nil, fmt.Errorf("calibrate: key %q: for JSON lines name the field (KeyField); Key may only be ip", f.Key)
+	}
 	if !f.JSONL {
 		return traceReader{replay.NewReader(r)}, nil
 	}
@@ -377,6 +401,13 @@ func (d *demand) pass(ctx context.Context, src Source) error {
 	}
 	defer c.Close()
 	d.rep = Report{}
+	defer func() {
+		// A reader that knows its times' resolution (a text log's
+		// $time_local is whole seconds, whatever $request_time adds).
+		if rr, ok := r.(interface{ Resolution() time.Duration }); ok && d.rep.Resolution > 0 {
+			d.rep.Resolution = max(d.rep.Resolution, rr.Resolution())
+		}
+	}()
 	for n := 0; ; n++ {
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {

@@ -5,8 +5,12 @@
 // calibrate command.
 //
 // Traffic is read in replay's trace format ("SECONDS KEY [COST]", one
-// request per line) or as an access log of JSON objects, one per line, whose
-// time and key fields are named (FormatJSONL). Calibrate reads it in passes
+// request per line), as an access log of JSON objects, one per line, whose
+// time and key fields are named (Envoy's JSON access log, for one), or as a
+// text access log: nginx's and Apache's common and combined formats,
+// Envoy's default format, or any nginx log_format (Format.Log; Format.Key
+// picks the key: client address, user, path, a header or any variable).
+// Calibrate reads it in passes
 // (the Source is opened once per pass), so its memory is bounded by the
 // number of distinct keys, not the number of lines:
 //

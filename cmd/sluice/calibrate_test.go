@@ -192,3 +192,59 @@ func unquoteFields(s string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// The access logs operators have, through the command.
+func TestCalibrateAccessLogs(t *testing.T) {
+	td := filepath.Join("..", "..", "calibrate", "testdata")
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--format", "combined", filepath.Join(td, "nginx-combined.log")},
+			[]string{"5 requests (5 units) from 3 keys over 4s", "note: the times are in whole multiples of 1s"}},
+		{[]string{"--format", "combined", "--key", "path", filepath.Join(td, "nginx-combined.log")},
+			[]string{"from 3 keys"}},
+		{[]string{"--format", "envoy", filepath.Join(td, "envoy-default.log")},
+			[]string{"3 requests (3 units) from 2 keys over 0.49s"}},
+		{[]string{"--log-format", `$remote_addr [$time_local] "$request" $status $request_time $msec "$http_x_api_key"`, "--key", "header:X-Api-Key", filepath.Join(td, "nginx-timed.log")},
+			[]string{"3 requests (3 units) from 2 keys over 0.55s"}},
+		{[]string{"--format", "jsonl", "--time-field", "start_time", "--key-field", "downstream_remote_address", "--key", "ip", filepath.Join(td, "envoy.jsonl")},
+			[]string{"3 requests (3 units) from 2 keys"}},
+	} {
+		yamlFile := filepath.Join(dir, "c.yaml")
+		args := append([]string{"calibrate", "--algorithm", "gcra", "--yaml", yamlFile}, c.args...)
+		code, out, errOut := runSluice(t, "", args...)
+		if code != exitOK {
+			t.Errorf("%v: exit %d: %s", c.args, code, errOut)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: report lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+	// --key ip writes the descriptor Envoy's remote_address action sends.
+	code, _, errOut := runSluice(t, "", "calibrate", "--algorithm", "gcra", "--format", "combined", "--yaml", filepath.Join(dir, "ip.yaml"), filepath.Join(td, "nginx-combined.log"))
+	if code != exitOK {
+		t.Fatal(errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "ip.yaml")); !strings.Contains(string(b), `- key: "remote_address"`) {
+		t.Errorf("--key ip YAML:\n%s", b)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--format", "apache"}, `--format "apache": want trace, jsonl, common, combined or envoy`},
+		{[]string{"--format", "combined", "--key", "header:x-api-key"}, "--key header:x-api-key: the log format has no $http_x_api_key"},
+		{[]string{"--key", "ip"}, "--key: a trace's key is its second field"},
+		{[]string{"--format", "combined", "--log-format", "$msec $remote_addr"}, "give one"},
+	} {
+		code, _, errOut := runSluice(t, "", append([]string{"calibrate", "--algorithm", "gcra"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
