@@ -248,3 +248,24 @@ func TestCalibrateAccessLogs(t *testing.T) {
 		}
 	}
 }
+
+func TestSimulateZoomFlags(t *testing.T) {
+	base := []string{"simulate", "--algorithm", "fixed-window", "--limit", "1", "--period", "1s", "--pattern", "burst 2 at 0.5"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", "1"}, "--from and --to go together"},
+		{[]string{"--from", "x", "--to", "2"}, `--from "x": want seconds`},
+		{[]string{"--from", "2s", "--to", "1"}, "--to 1s: must be after --from 2s"},
+	} {
+		code, _, errOut := runSluice(t, "", append(base, c.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+	code, out, errOut := runSluice(t, "", append(base, "--from", "250ms", "--to", "1.25")...)
+	if code != exitOK || !strings.Contains(out, `>0.3s</text>`) || !strings.Contains(out, "window boundary (1s)") {
+		t.Errorf("zoomed: exit %d, stderr %q, svg lacks its axis start or boundary", code, errOut)
+	}
+}
