@@ -30,7 +30,7 @@ func TestCheck(t *testing.T) {
 	for _, p := range problems {
 		got = append(got, fmt.Sprintf("%s:%d %s", filepath.Base(p.Pos.Filename), p.Pos.Line, p.Example))
 	}
-	want := []string{"bad_test.go:5 ExampleGlued", "bad_test.go:11 ExampleAfter"}
+	want := []string{"bad_test.go:7 ExampleGlued", "bad_test.go:13 ExampleAfter"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("problems %q, want %q", got, want)
 	}
