@@ -68,6 +68,24 @@ func TestBucketRecommendsSustainedRateThenBurst(t *testing.T) {
 	}
 }
 
+// The --keep suggested for "all but the busiest" keeps exactly K−1 keys,
+// and is as round as that allows.
+func TestKeepFor(t *testing.T) {
+	for k, want := range map[int]string{2: "50%", 3: "66%", 7: "85%", 50: "98%", 1000: "99.9%", 1001: "99.9%", 3000: "99.96%"} {
+		got := keepFor(k)
+		if got != want {
+			t.Errorf("keepFor(%d) = %s, want %s", k, got, want)
+		}
+		share, err := ParseShare(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := mustKeep(share, k); m != int64(k-1) {
+			t.Errorf("keepFor(%d) = %s keeps %d keys, want %d", k, got, m, k-1)
+		}
+	}
+}
+
 func TestResolution(t *testing.T) {
 	for _, c := range []struct {
 		trace  string

@@ -86,8 +86,8 @@ func (r *Report) WriteText(w io.Writer) error {
 // the period.
 func (r *Report) Notes() []string {
 	var notes []string
-	if spare := int64(r.Keys) - r.MustKeep; spare == 0 && r.Keep < Billion {
-		notes = append(notes, fmt.Sprintf("with %d keys, keeping %s of them means keeping every key: the recommendation fits the busiest one; to leave the busiest n keys limited, use --keep (K-n)/K (%s leaves the busiest one limited)", r.Keys, percent(r.Keep), keepFor(r.Keys-1, r.Keys)))
+	if spare := int64(r.Keys) - r.MustKeep; spare == 0 && r.Keep < Billion && r.Keys >= 2 {
+		notes = append(notes, fmt.Sprintf("with %d keys, keeping %s of them means keeping every key: the recommendation fits the busiest one; to leave the busiest n keys limited, use --keep (K-n)/K (%s leaves the busiest one limited)", r.Keys, percent(r.Keep), keepFor(r.Keys)))
 	} else if spare > 0 {
 		notes = append(notes, fmt.Sprintf("--keep %s of %d keys: the %d busiest keys may be refused", percent(r.Keep), r.Keys, spare))
 	}
@@ -97,13 +97,17 @@ func (r *Report) Notes() []string {
 	return notes
 }
 
-// keepFor returns the share n/k as a --keep value, rounded down to whole
-// parts per billion.
-func keepFor(n, k int) string {
-	if k <= 0 || n <= 0 {
-		return "100%"
+// keepFor returns a --keep share that keeps exactly k−1 of k keys (k ≥ 2),
+// the roundest there is: the fewest decimals of a percentage that lie in
+// ((k−2)/k, (k−1)/k].
+func keepFor(k int) string {
+	hi := int64(k-1) * Billion / int64(k) // ⌊(k−1)/k⌋ in ppb
+	for step := int64(10_000_000); step >= 1; step /= 10 {
+		if v := hi / step * step; v*int64(k) > int64(k-2)*Billion {
+			return percent(v)
+		}
 	}
-	return percent(int64(n) * Billion / int64(k))
+	return percent(hi)
 }
 
 func describe(p sluice.Policy) string {

@@ -187,6 +187,13 @@ func runCalibrate(e env, args []string) int {
 		if _, named := calibrate.LogFormats[*format]; !named && *logFormat == "" {
 			return e.fail(exitUsage, prefix, "--format %q: want trace, jsonl, common, combined or envoy (or --log-format for an nginx log_format)", *format)
 		}
+		for _, name := range []string{"time-field", "key-field", "cost-field"} {
+			isSet := false
+			fset.Visit(func(fl *flag.Flag) { isSet = isSet || fl.Name == name })
+			if isSet {
+				return e.fail(exitUsage, prefix, "--%s is for --format jsonl; a text access log's fields are its format's (--key picks the key)", name)
+			}
+		}
 		f = calibrate.Format{Log: *format, Key: *keySpec}
 		if _, err := calibrate.NewReader(strings.NewReader(""), f); err != nil {
 			return e.fail(exitUsage, prefix, "%s", strings.TrimPrefix(err.Error(), "calibrate: "))

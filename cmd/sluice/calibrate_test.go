@@ -241,6 +241,7 @@ func TestCalibrateAccessLogs(t *testing.T) {
 		{[]string{"--format", "combined", "--key", "header:x-api-key"}, "--key header:x-api-key: the log format has no $http_x_api_key"},
 		{[]string{"--key", "ip"}, "--key: a trace's key is its second field"},
 		{[]string{"--format", "combined", "--log-format", "$msec $remote_addr"}, "give one"},
+		{[]string{"--format", "combined", "--key-field", "ip"}, "--key-field is for --format jsonl"},
 	} {
 		code, _, errOut := runSluice(t, "", append([]string{"calibrate", "--algorithm", "gcra"}, c.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, c.want) {
