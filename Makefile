@@ -5,9 +5,23 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.6.1
 FUZZTIME    ?= 200000x
 BENCHTIME   ?= 1s
 
-.PHONY: test redis chromium fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve pictures image-binary bench-hotkey
+.PHONY: test quick quick-check redis chromium fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve pictures image-binary bench-hotkey
 
 test: redis chromium fmt-check spdx vet staticcheck unit fuzz
+
+# The developer's loop, on a laptop, without root or apt: gofmt, SPDX, vet
+# and every test without the race detector, except the live page's Chromium
+# test and the Redis Cluster and Sentinel tests (QUICK_SKIP). It uses the
+# redis-server already on PATH (brew install redis, apt install
+# redis-server, ...); set SLUICE_CHROMIUM to a Chromium binary and run
+# `go test -run Chromium ./internal/server/` for the page. make test stays
+# what CI runs, and what to run before asking for a merge.
+QUICK_SKIP ?= Cluster|Sentinel|Chromium
+quick: quick-check fmt-check spdx vet
+	$(GO) test -count=1 -skip '$(QUICK_SKIP)' ./...
+
+quick-check:
+	@command -v redis-server >/dev/null 2>&1 || { 		echo "make quick: redis-server is not on PATH; the Redis store's tests start their own."; 		echo "  Install Redis (brew install redis, or apt install redis-server) and retry."; exit 1; }
 
 # The Redis store's tests start real redis-server processes (standalone and a
 # 3-master Cluster): install them when missing (apt-get, as root) or fail.

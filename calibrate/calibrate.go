@@ -43,10 +43,34 @@ type Format struct {
 	// default 1). Otherwise the traffic is a replay trace.
 	JSONL                          bool
 	TimeField, KeyField, CostField string
+	// Log, when not empty, selects a text access log: "common" or
+	// "combined" (nginx's and Apache's), "envoy" (Envoy's default access
+	// log), or an nginx log_format template of $variables (LogFormats
+	// holds the named ones). The time is $msec if present, else
+	// $time_local, $time_iso8601 or Envoy's start time; when $request_time
+	// is present, a request arrived that long before its line's time.
+	// Every line costs 1.
+	Log string
+	// Key says which part of a line is the key. For a text access log:
+	// "ip" (the default: $remote_addr, or the first X-Forwarded-For address
+	// in Envoy's format), "user" ($remote_user), "path" (the request path
+	// without its query), "header:NAME" ($http_name) or "field:NAME" (any
+	// variable of the template). For JSON lines, "ip" reads KeyField as an
+	// address and drops its port (Envoy's %DOWNSTREAM_REMOTE_ADDRESS%).
+	Key string
 }
 
 // NewReader returns a Reader of r in format f.
 func NewReader(r io.Reader, f Format) (Reader, error) {
+	if f.Log != "" {
+		if f.JSONL {
+			return nil, errors.New("calibrate: a format is JSON lines or a text log, not both")
+		}
+		return newTextLog(r, f)
+	}
+	if f.Key != "" && f.Key != "ip" {
+		return nil, fmt.Errorf("calibrate: key %q: for JSON lines name the field (KeyField); Key may only be ip", f.Key)
+	}
 	if !f.JSONL {
 		return traceReader{replay.NewReader(r)}, nil
 	}
@@ -76,6 +100,12 @@ type Config struct {
 	// Limit, if positive, fixes the limit (for the bucket kinds: the rate);
 	// only the burst is calibrated then. Window kinds ignore it.
 	Limit int64
+	// RateWindow is, for the bucket kinds, the window over which the
+	// sustained rate is measured: the rate is the Keep quantile over keys
+	// of the peak units in one aligned RateWindow, scaled to the period
+	// (rounded up). The burst then absorbs what that rate leaves over.
+	// Default one minute, and never shorter than the period.
+	RateWindow time.Duration
 	// Keep is the share of keys, in (0, 1], that the recommendation must
 	// never have refused, in parts per billion (999_000_000 is 99.9 %).
 	// Default 99.9 %.
@@ -107,6 +137,16 @@ type Report struct {
 	Units    int64 // their total cost
 	First    int64 // first request's time (ns since the epoch)
 	Last     int64 // last request's time
+	// Resolution is the coarsest of 1h, 1m, 1s, 100ms, ..., 1ns that
+	// divides every request's time: whole-second access-log times have 1s.
+	// Zero when all requests share one time.
+	Resolution time.Duration
+	// RateWindow is Config.RateWindow for the bucket kinds, zero otherwise.
+	RateWindow time.Duration
+	// RateUnits is, for the bucket kinds without Config.Limit, the peak
+	// units in one aligned RateWindow of the MustKeep-th key: the rate is
+	// RateUnits per RateWindow, per period, rounded up.
+	RateUnits int64
 	// Peaks are the distributions of each key's peak units in an aligned
 	// window, one per Config.Windows.
 	Peaks []Distribution
@@ -169,11 +209,12 @@ type demand struct {
 	cfg     *Config
 	alg     sluice.Algorithm
 	period  int64
-	wins    []int64 // window lengths
+	wins    []int64 // window lengths: the report's, the period, the rate window
 	num     uint64  // bucket kinds: the emission interval is num/den ns
 	den     uint64
 	keys    map[string]*keyState
 	windows []window
+	res     int // index in resolutions of the coarsest that fits so far
 	rep     Report
 }
 
@@ -207,6 +248,12 @@ func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
 	if cfg.Name == "" {
 		cfg.Name = "calibrated"
 	}
+	if cfg.RateWindow == 0 {
+		cfg.RateWindow = max(time.Minute, cfg.Period)
+	}
+	if cfg.RateWindow < cfg.Period {
+		return nil, fmt.Errorf("calibrate: rate window %v: must not be shorter than the period, %v", cfg.RateWindow, cfg.Period)
+	}
 	bucket := cfg.Algorithm.IsBucket()
 	// Pass 1: peaks (and, for the window kinds, the needs). The bucket
 	// kinds also track the peak at the period, for the rate.
@@ -214,7 +261,7 @@ func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
 	for _, w := range cfg.Windows {
 		wins = append(wins, int64(w))
 	}
-	wins = append(wins, int64(cfg.Period))
+	wins = append(wins, int64(cfg.Period), int64(cfg.RateWindow))
 	d1 := &demand{cfg: &cfg, alg: cfg.Algorithm, period: int64(cfg.Period), wins: wins, keys: map[string]*keyState{}}
 	if bucket {
 		d1.alg = "" // needs come in pass 2
@@ -242,9 +289,11 @@ func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
 	p := sluice.Policy{Name: cfg.Name, Algorithm: cfg.Algorithm, Period: cfg.Period}
 	needs := make([]int64, 0, rep.Keys)
 	if bucket {
+		rep.RateWindow = cfg.RateWindow
 		p.Limit = cfg.Limit
 		if p.Limit <= 0 {
-			p.Limit = max(1, kth(peaks[nw], rep.MustKeep))
+			rep.RateUnits = kth(peaks[nw+1], rep.MustKeep)
+			p.Limit = rateFor(rep.RateUnits, cfg.Period, cfg.RateWindow)
 		}
 		b, err := bursts(ctx, src, &cfg, p.Limit)
 		if err != nil {
@@ -296,6 +345,24 @@ func bursts(ctx context.Context, src Source, cfg *Config, limit int64) ([]int64,
 	return out, nil
 }
 
+// rateFor returns the limit per period that sustains units per window:
+// ⌈units·period/window⌉, at least 1.
+func rateFor(units int64, period, window time.Duration) int64 {
+	hi, lo := bits.Mul64(uint64(units), uint64(period))
+	q, r := bits.Div64(hi%uint64(window), lo, uint64(window))
+	if hi >= uint64(window) {
+		return math.MaxInt64
+	}
+	if r != 0 {
+		q++
+	}
+	return max(1, int64(min(q, math.MaxInt64)))
+}
+
+// resolutions are the candidates for Report.Resolution, coarsest first.
+var resolutions = []int64{int64(time.Hour), int64(time.Minute), int64(time.Second),
+	1e8, 1e7, 1e6, 1e5, 1e4, 1e3, 100, 10, 1}
+
 // mustKeep returns ⌈keep·keys/10⁹⌉, at least 1.
 func mustKeep(keep int64, keys int) int64 {
 	hi, lo := bits.Mul64(uint64(keep), uint64(keys))
@@ -334,6 +401,13 @@ func (d *demand) pass(ctx context.Context, src Source) error {
 	}
 	defer c.Close()
 	d.rep = Report{}
+	defer func() {
+		// A reader that knows its times' resolution (a text log's
+		// $time_local is whole seconds, whatever $request_time adds).
+		if rr, ok := r.(interface{ Resolution() time.Duration }); ok && d.rep.Resolution > 0 {
+			d.rep.Resolution = max(d.rep.Resolution, rr.Resolution())
+		}
+	}()
 	for n := 0; ; n++ {
 		if n%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -357,6 +431,12 @@ func (d *demand) add(q Request) error {
 	if d.rep.Requests == 0 {
 		d.rep.First = q.At
 	}
+	for d.res < len(resolutions)-1 && q.At%resolutions[d.res] != 0 {
+		d.res++
+	}
+	if q.At != d.rep.First {
+		d.rep.Resolution = time.Duration(resolutions[d.res])
+	}
 	d.rep.Last = q.At
 	d.rep.Requests++
 	d.rep.Units += q.Cost
@@ -378,7 +458,7 @@ func (d *demand) add(q Request) error {
 	}
 	switch d.alg {
 	case sluice.FixedWindow:
-		k.need = d.windows[k.windowOff+len(d.wins)-1].peak
+		k.need = d.windows[k.windowOff+len(d.wins)-2].peak // the period's peak
 	case sluice.SlidingLog:
 		for k.logHead < len(k.log) && k.log[k.logHead].at <= q.At-d.period {
 			k.logSum -= k.log[k.logHead].cost

@@ -5,8 +5,12 @@
 // calibrate command.
 //
 // Traffic is read in replay's trace format ("SECONDS KEY [COST]", one
-// request per line) or as an access log of JSON objects, one per line, whose
-// time and key fields are named (FormatJSONL). Calibrate reads it in passes
+// request per line), as an access log of JSON objects, one per line, whose
+// time and key fields are named (Envoy's JSON access log, for one), or as a
+// text access log: nginx's and Apache's common and combined formats,
+// Envoy's default format, or any nginx log_format (Format.Log; Format.Key
+// picks the key: client address, user, path, a header or any variable).
+// Calibrate reads it in passes
 // (the Source is opened once per pass), so its memory is bounded by the
 // number of distinct keys, not the number of lines:
 //
@@ -15,7 +19,9 @@
 //     under the chosen algorithm, and its burst (the token-bucket burst it
 //     needs at the recommended rate);
 //   - recommendation: a Policy such that at least the chosen share of keys
-//     would never have been refused;
+//     would never have been refused, with notes on what that share means
+//     when keys are few and on timestamps as coarse as the period
+//     (Report.Notes);
 //   - verification: the traffic replayed through the recommendation on a
 //     memstore whose clock is the traffic's, counting the refusals it would
 //     have caused.
@@ -34,8 +40,12 @@
 //     requests, all admitted (need = limit);
 //   - token-bucket, gcra, leaky-bucket: at the rate limit/period, the largest
 //     ⌈(max(TAT, t) + c·T − t)/T⌉ over the key's requests, T = period/limit,
-//     all admitted (need = burst). The rate is Config.Limit if set, else the
-//     k-th smallest per-key peak in an aligned window of the period.
+//     all admitted (need = burst). The rate is Config.Limit if set, else
+//     the sustained rate: the k-th smallest per-key peak in an aligned
+//     window of Config.RateWindow (default one minute), per period, rounded
+//     up. The burst then covers what a key sends above that rate, so the
+//     pair reads as people set it (1/s with a burst of 20 for a client that
+//     opens with 20 calls a minute), not as the peak second for a rate.
 //
 // The recommended parameter is the k-th smallest need, so exactly the keys
 // whose need is at most it, at least k of them, are never refused: a key is

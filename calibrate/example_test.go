@@ -37,9 +37,11 @@ func ExampleCalibrate() {
 		fmt.Println(err)
 		return
 	}
+	// A sustained rate (the busiest key's peak minute, per second) and
+	// the burst that rate needs for ann's opening salvo.
 	fmt.Println(rep.Policy)
 	fmt.Println("refused:", rep.Replay.Refused)
 	// Output:
-	// calibrated: token-bucket 7/1s burst 7
+	// calibrated: token-bucket 1/1s burst 7
 	// refused: 0
 }

@@ -23,12 +23,13 @@ type jsonlReader struct {
 	last               int64
 	err                error
 	keys               map[string]string
+	ip                 bool // drop a port from the key
 }
 
 func newJSONLReader(r io.Reader, f Format) *jsonlReader {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), replay.MaxLineLength)
-	return &jsonlReader{sc: sc, timeF: f.TimeField, keyF: f.KeyField, costF: f.CostField, last: -1, keys: map[string]string{}}
+	return &jsonlReader{sc: sc, timeF: f.TimeField, keyF: f.KeyField, costF: f.CostField, last: -1, keys: map[string]string{}, ip: f.Key == "ip"}
 }
 
 func (r *jsonlReader) Read() (Request, error) {
@@ -83,6 +84,9 @@ func (r *jsonlReader) parse(b []byte) (req Request, skip bool, err error) {
 	key, err := r.key(vals[1])
 	if err != nil {
 		return req, false, fmt.Errorf("field %q: %w", r.keyF, err)
+	}
+	if r.ip {
+		key = stripPort(key)
 	}
 	cost := int64(1)
 	if r.costF != "" && vals[2] != nil {

@@ -61,6 +61,17 @@ func (r *Report) WriteText(w io.Writer) error {
 		tw.Flush()
 	}
 	fmt.Fprintf(&b, "\nrecommendation (at least %s of keys, %d of %d, never refused):\n  %s\n", percent(r.Keep), r.MustKeep, r.Keys, describe(p))
+	if p.Algorithm.IsBucket() {
+		if r.RateUnits > 0 {
+			fmt.Fprintf(&b, "  rate %d per %v: what %d of %d keys need over their busiest %v (at most %d units), rounded up\n", p.Limit, p.Period, r.MustKeep, r.Keys, r.RateWindow, r.RateUnits)
+		} else {
+			fmt.Fprintf(&b, "  rate %d per %v: as --limit set it\n", p.Limit, p.Period)
+		}
+		fmt.Fprintf(&b, "  burst %d: the most those keys sent at once above that rate\n", p.Burst)
+	}
+	for _, n := range r.Notes() {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
 	o := r.Replay
 	fmt.Fprintf(&b, "\nreplayed through it: %d of %d requests refused (%d units); %d of %d keys refused at least once\n", o.Refused, r.Requests, o.RefusedUnits, o.KeysRefused, r.Keys)
 	for _, k := range o.Top {
@@ -68,6 +79,35 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Notes are what a reader of the recommendation should know: what the
+// share of keys means when keys are few, and timestamps too coarse for
+// the period.
+func (r *Report) Notes() []string {
+	var notes []string
+	if spare := int64(r.Keys) - r.MustKeep; spare == 0 && r.Keep < Billion && r.Keys >= 2 {
+		notes = append(notes, fmt.Sprintf("with %d keys, keeping %s of them means keeping every key: the recommendation fits the busiest one; to leave the busiest n keys limited, use --keep (K-n)/K (%s leaves the busiest one limited)", r.Keys, percent(r.Keep), keepFor(r.Keys)))
+	} else if spare > 0 {
+		notes = append(notes, fmt.Sprintf("--keep %s of %d keys: the %d busiest keys may be refused", percent(r.Keep), r.Keys, spare))
+	}
+	if r.Resolution > 0 && r.Resolution >= r.Policy.Period {
+		notes = append(notes, fmt.Sprintf("the times are in whole multiples of %v, not finer than the %v period: requests within one %v look simultaneous, so the needs and bursts above are overstated (log finer times, e.g. nginx $msec, or calibrate a longer period)", r.Resolution, r.Policy.Period, r.Resolution))
+	}
+	return notes
+}
+
+// keepFor returns a --keep share that keeps exactly k−1 of k keys (k ≥ 2),
+// the roundest there is: the fewest decimals of a percentage that lie in
+// ((k−2)/k, (k−1)/k].
+func keepFor(k int) string {
+	hi := int64(k-1) * Billion / int64(k) // ⌊(k−1)/k⌋ in ppb
+	for step := int64(10_000_000); step >= 1; step /= 10 {
+		if v := hi / step * step; v*int64(k) > int64(k-2)*Billion {
+			return percent(v)
+		}
+	}
+	return percent(hi)
 }
 
 func describe(p sluice.Policy) string {

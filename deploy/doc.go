@@ -14,9 +14,12 @@
 //   - envoy/: a bootstrap wiring the HTTP ratelimit filter and route
 //     descriptors to sluice's RLS v3, decoded with protojson into
 //     go-control-plane's Bootstrap and passing ValidateAll, every
-//     typed_config included; every descriptor it sends matches a rule.
+//     typed_config included; every descriptor it sends matches a rule;
+//     the client address it limits on is the TCP peer
+//     (use_remote_address), never a client's own X-Forwarded-For.
 //   - istio/: the same as an EnvoyFilter, decoded into istio.io/api's type,
-//     each patch value decoded as the Envoy type it claims and validated.
+//     each patch value decoded as the Envoy type it claims and validated;
+//     its comment says how to set numTrustedProxies behind a load balancer.
 //   - compose/: Redis, sluice, Envoy and an echo backend for a local try-out,
 //     whose services, ports, commands and mounts are checked against each
 //     other and against the Envoy bootstrap.

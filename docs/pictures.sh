@@ -12,8 +12,8 @@ go build -o /dev/null ./cmd/sluice
 sim --algorithm token-bucket --limit 5 --period 1s --burst 10 examples/rider.trace \
 	--title "rider.trace: a rider app opening (token bucket 5/s, burst 10)" -o docs/rider.svg
 for alg in fixed-window sliding-log sliding-window token-bucket; do
-	sim --algorithm $alg --limit 100 --period 1m examples/boundary.trace \
-		--title "boundary.trace: 100 at 59 s and 100 at 60 s ($alg, 100 per minute)" -o docs/boundary-$alg.svg
+	sim --algorithm $alg --limit 100 --period 1m examples/boundary.trace --from 50 --to 70 \
+		--title "boundary.trace: 100 at 59 s, 100 at 60 s ($alg, 100 per minute)" -o docs/boundary-$alg.svg
 done
 sim --algorithm sliding-window --limit 50 --period 1m examples/weighted.trace \
 	--title "weighted.trace: the sliding-window counter's weighted count (50 per minute)" -o docs/weighted.svg

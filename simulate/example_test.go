@@ -26,5 +26,6 @@ func ExampleRun() {
 	admitted, delayed, refused := r.Counts()
 	fmt.Println(admitted, delayed, refused)
 	// r.WriteSVG(os.Stdout, "fixed window") draws it.
+
 	// Output: 11 0 5
 }

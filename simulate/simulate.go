@@ -60,9 +60,9 @@ type Result struct {
 	Policy  sluice.Policy
 	Steps   []Step
 	Samples []Sample
-	// End is the end of the time drawn: after the last request, long
-	// enough to see the state recover.
-	End time.Duration
+	// Start and End bound the time drawn: by default from 0 to after the
+	// last request, long enough to see the state recover; Zoom sets them.
+	Start, End time.Duration
 	// Desc, if set, is written as the picture's <desc>: how it was made.
 	Desc string
 }
@@ -89,9 +89,27 @@ func ReadTrace(r io.Reader) ([]Request, error) {
 	}
 }
 
+// An Option changes what Run draws.
+type Option func(*options)
+
+type options struct{ from, to time.Duration }
+
+// Zoom draws only the time from from to to (every request still runs),
+// with the state sampled over that span: to look at a window's edge.
+func Zoom(from, to time.Duration) Option {
+	return func(o *options) { o.from, o.to = from, to }
+}
+
 // Run takes reqs, in time order, from a fresh memstore running p on a
 // manual clock, and samples the first key's state.
-func Run(ctx context.Context, p sluice.Policy, reqs []Request) (*Result, error) {
+func Run(ctx context.Context, p sluice.Policy, reqs []Request, opts ...Option) (*Result, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.from < 0 || o.to != 0 && o.to <= o.from {
+		return nil, fmt.Errorf("simulate: zoom from %v to %v: want 0 ≤ from < to", o.from, o.to)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("simulate: %w", err)
 	}
@@ -111,7 +129,11 @@ func Run(ctx context.Context, p sluice.Policy, reqs []Request) (*Result, error) 
 	if idle, err := idleAt(ctx, p, reqs); err == nil && idle > end && idle <= 3*end {
 		end = idle
 	}
-	r := &Result{Policy: p, End: end}
+	start := time.Duration(0)
+	if o.to != 0 {
+		start, end = o.from, o.to
+	}
+	r := &Result{Policy: p, Start: start, End: end}
 	key := reqs[0].Key
 	peek := func(at time.Duration) error {
 		clock.Set(time.Unix(0, int64(at)))
@@ -123,7 +145,7 @@ func Run(ctx context.Context, p sluice.Policy, reqs []Request) (*Result, error) 
 		return nil
 	}
 	next := 0 // next sample index
-	sampleAt := func(i int) time.Duration { return time.Duration(int64(end) * int64(i) / Samples) }
+	sampleAt := func(i int) time.Duration { return start + time.Duration(int64(end-start)*int64(i)/Samples) }
 	for _, q := range reqs {
 		for next <= Samples && sampleAt(next) < q.At {
 			if err := peek(sampleAt(next)); err != nil {
@@ -137,7 +159,7 @@ func Run(ctx context.Context, p sluice.Policy, reqs []Request) (*Result, error) 
 			return nil, fmt.Errorf("simulate: %w", err)
 		}
 		r.Steps = append(r.Steps, Step{Request: q, Decision: d})
-		if q.Key == key {
+		if q.Key == key && q.At >= start && q.At <= end {
 			r.Samples = append(r.Samples, Sample{At: q.At, Level: level(p, d)})
 		}
 	}
@@ -164,6 +186,32 @@ func idleAt(ctx context.Context, p sluice.Policy, reqs []Request) (time.Duration
 		idle = max(idle, q.At+d.ResetAfter)
 	}
 	return idle, nil
+}
+
+// Densest returns the most cost admitted within one period, any window
+// (t−P, t] of the policy's period, and the first and last admitted
+// request in it: what a boundary attack gets through (twice the limit for
+// a fixed window across its edge, the limit for the others).
+func (r *Result) Densest() (units int64, from, to time.Duration) {
+	var adm []Step
+	for _, s := range r.Steps {
+		if s.Decision.Allowed {
+			adm = append(adm, s)
+		}
+	}
+	var sum int64
+	lo := 0
+	for _, s := range adm {
+		sum += s.Cost
+		for adm[lo].At <= s.At-r.Policy.Period {
+			sum -= adm[lo].Cost
+			lo++
+		}
+		if sum > units {
+			units, from, to = sum, adm[lo].At, s.At
+		}
+	}
+	return units, from, to
 }
 
 // Capacity is the most Level can be: the burst for the bucket kinds, the

@@ -30,12 +30,32 @@ Flags:
                       sliding-log or sliding-window (required)
   --period D          the policy's period (default 1s)
   --limit N           fix the limit (the bucket kinds' rate) and calibrate
-                      only the burst; by default the bucket kinds' limit is
-                      the --keep quantile of the per-key peak per period
-  --keep SHARE        share of keys never refused: 99.9% (default) or 0.999
+                      only the burst
+  --rate-window D     the bucket kinds' sustained rate: the --keep quantile
+                      of the per-key peak in one aligned window of D, per
+                      period, rounded up (default 1m, at least --period);
+                      the burst is then what that rate needs
+  --keep SHARE        share of keys never refused: 99.9% (default) or 0.999;
+                      with few keys this is every key (50 keys: 99.9% keeps
+                      all 50, so the busiest decides; 98% lets 1 be refused)
   --windows LIST      report windows (default 1s,10s,1m,1h)
   --format F          trace (default: "SECONDS KEY [COST]" lines, as for
-                      sluice replay) or jsonl (one JSON object per line)
+                      sluice replay), jsonl (one JSON object per line, e.g.
+                      Envoy's JSON access log), or a text access log:
+                      common or combined (nginx, Apache), envoy (Envoy's
+                      default access log format)
+  --log-format T      a text access log written with this nginx log_format,
+                      e.g. '$remote_addr [$time_local] "$request" $status
+                      $request_time $msec'. The time is $msec if present,
+                      else $time_local (whole seconds) or $time_iso8601;
+                      with $request_time, a request arrived that long
+                      before its line's time
+  --key K             the key of a text access log: ip (default:
+                      $remote_addr; Envoy's format: the first
+                      X-Forwarded-For address), user, path, header:NAME or
+                      field:NAME (a log_format variable). For jsonl:
+                      field:NAME (as --key-field), or ip to read
+                      --key-field as an address and drop its port
   --time-field NAME   jsonl: the time field, an RFC 3339 string or a number
                       of seconds since the Unix epoch (a JSON number or a
                       string holding one; default time)
@@ -59,6 +79,8 @@ Example:
   sluice calibrate --algorithm token-bucket --keep 99% examples/rider.trace
   sluice calibrate --algorithm sliding-log --period 10s --format jsonl \
       --time-field ts --key-field partner --yaml partner.yaml access.log
+  sluice calibrate --algorithm gcra --format combined --key ip \
+      /var/log/nginx/access.log
 `
 
 func runCalibrate(e env, args []string) int {
@@ -67,9 +89,12 @@ func runCalibrate(e env, args []string) int {
 	alg := fset.String("algorithm", "", "")
 	period := fset.Duration("period", time.Second, "")
 	limit := fset.Int64("limit", 0, "")
+	rateWindow := fset.Duration("rate-window", 0, "")
 	keep := fset.String("keep", "99.9%", "")
 	windows := fset.String("windows", "1s,10s,1m,1h", "")
 	format := fset.String("format", "trace", "")
+	logFormat := fset.String("log-format", "", "")
+	keySpec := fset.String("key", "", "")
 	timeField := fset.String("time-field", "time", "")
 	keyField := fset.String("key-field", "key", "")
 	costField := fset.String("cost-field", "", "")
@@ -84,7 +109,7 @@ func runCalibrate(e env, args []string) int {
 	if len(files) > 1 {
 		return e.fail(exitUsage, prefix, "unexpected argument %q: want at most one TRACE file", files[1])
 	}
-	cfg := calibrate.Config{Period: *period, Limit: *limit}
+	cfg := calibrate.Config{Period: *period, Limit: *limit, RateWindow: *rateWindow}
 	if *alg == "" {
 		return e.fail(exitUsage, prefix, "--algorithm is required: one of %s", algorithmNames())
 	}
@@ -98,6 +123,12 @@ func runCalibrate(e env, args []string) int {
 	}
 	if *limit != 0 && !a.IsBucket() {
 		return e.fail(exitUsage, prefix, "--limit is for token-bucket, gcra and leaky-bucket (it fixes their rate); %s calibrates its limit", a)
+	}
+	if *rateWindow != 0 && (!a.IsBucket() || *limit != 0) {
+		return e.fail(exitUsage, prefix, "--rate-window is for token-bucket, gcra and leaky-bucket without --limit (it sets their rate)")
+	}
+	if *rateWindow < 0 || *rateWindow != 0 && *rateWindow < max(*period, 0) {
+		return e.fail(exitUsage, prefix, "--rate-window %v: must be at least --period (%v)", *rateWindow, *period)
 	}
 	if *limit < 0 {
 		return e.fail(exitUsage, prefix, "--limit %d: must be at least 1 (or 0 to calibrate it)", *limit)
@@ -125,15 +156,51 @@ func runCalibrate(e env, args []string) int {
 		}
 	}
 	var f calibrate.Format
+	formatSet := false
+	fset.Visit(func(fl *flag.Flag) { formatSet = formatSet || fl.Name == "format" })
+	if *logFormat != "" {
+		if formatSet {
+			return e.fail(exitUsage, prefix, "--log-format and --format: give one (--log-format is a text access log)")
+		}
+		*format = *logFormat
+	}
 	switch *format {
 	case "trace":
+		if *keySpec != "" {
+			return e.fail(exitUsage, prefix, "--key: a trace's key is its second field; --key is for access logs")
+		}
 	case "jsonl":
-		f = calibrate.Format{JSONL: true, TimeField: *timeField, KeyField: *keyField, CostField: *costField}
+		switch k := *keySpec; {
+		case strings.HasPrefix(k, "field:"):
+			*keyField, *keySpec = strings.TrimPrefix(k, "field:"), ""
+		case strings.HasPrefix(k, "header:"):
+			*keyField, *keySpec = strings.TrimPrefix(k, "header:"), ""
+		case k == "" || k == "ip":
+		default:
+			return e.fail(exitUsage, prefix, "--key %q: for jsonl want field:NAME or ip (the --key-field address, its port dropped)", k)
+		}
+		f = calibrate.Format{JSONL: true, TimeField: *timeField, KeyField: *keyField, CostField: *costField, Key: *keySpec}
 		if *descriptor == "" {
 			*descriptor = *keyField
 		}
 	default:
-		return e.fail(exitUsage, prefix, "--format %q: want trace or jsonl", *format)
+		if _, named := calibrate.LogFormats[*format]; !named && *logFormat == "" {
+			return e.fail(exitUsage, prefix, "--format %q: want trace, jsonl, common, combined or envoy (or --log-format for an nginx log_format)", *format)
+		}
+		for _, name := range []string{"time-field", "key-field", "cost-field"} {
+			isSet := false
+			fset.Visit(func(fl *flag.Flag) { isSet = isSet || fl.Name == name })
+			if isSet {
+				return e.fail(exitUsage, prefix, "--%s is for --format jsonl; a text access log's fields are its format's (--key picks the key)", name)
+			}
+		}
+		f = calibrate.Format{Log: *format, Key: *keySpec}
+		if _, err := calibrate.NewReader(strings.NewReader(""), f); err != nil {
+			return e.fail(exitUsage, prefix, "%s", strings.TrimPrefix(err.Error(), "calibrate: "))
+		}
+		if *descriptor == "" {
+			*descriptor = descriptorFor(*keySpec)
+		}
 	}
 	if *descriptor == "" {
 		*descriptor = "key"
@@ -186,4 +253,19 @@ func runCalibrate(e env, args []string) int {
 		fmt.Fprintf(e.stdout, "\nwrote %s (load it with sluice serve --config DIR)\n", *yamlFile)
 	}
 	return exitOK
+}
+
+// descriptorFor names the --yaml descriptor key for an access log's --key
+// as Envoy's rate_limits actions send it: remote_address for the client
+// address, the header or variable name otherwise.
+func descriptorFor(key string) string {
+	switch {
+	case key == "" || key == "ip":
+		return "remote_address"
+	case strings.HasPrefix(key, "header:"):
+		return strings.ToLower(strings.TrimPrefix(key, "header:"))
+	case strings.HasPrefix(key, "field:"):
+		return strings.TrimPrefix(key, "field:")
+	}
+	return key
 }

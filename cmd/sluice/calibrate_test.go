@@ -22,7 +22,7 @@ func TestCalibrateWritesLoadableYAML(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"8 requests (8 units) from 1 keys", "algorithm token-bucket, limit 8, period 1s, burst 7", "0 of 8 requests refused"} {
+	for _, want := range []string{"8 requests (8 units) from 1 keys", "algorithm token-bucket, limit 1, period 1s, burst 8", "rate 1 per 1s: what 1 of 1 keys need over their busiest 1m0s (at most 8 units), rounded up", "0 of 8 requests refused"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -32,7 +32,7 @@ func TestCalibrateWritesLoadableYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.Match("rider-api", []config.Entry{{Key: "rider_id", Value: "r1"}})
-	if r == nil || r.Policy.Limit != 8 || r.Policy.Burst != 7 {
+	if r == nil || r.Policy.Limit != 1 || r.Policy.Burst != 8 {
 		t.Fatalf("loaded rule %+v", r)
 	}
 }
@@ -191,4 +191,82 @@ func unquoteFields(s string) ([]string, error) {
 		s = s[len(q):]
 	}
 	return out, nil
+}
+
+// The access logs operators have, through the command.
+func TestCalibrateAccessLogs(t *testing.T) {
+	td := filepath.Join("..", "..", "calibrate", "testdata")
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--format", "combined", filepath.Join(td, "nginx-combined.log")},
+			[]string{"5 requests (5 units) from 3 keys over 4s", "note: the times are in whole multiples of 1s"}},
+		{[]string{"--format", "combined", "--key", "path", filepath.Join(td, "nginx-combined.log")},
+			[]string{"from 3 keys"}},
+		{[]string{"--format", "envoy", filepath.Join(td, "envoy-default.log")},
+			[]string{"3 requests (3 units) from 2 keys over 0.49s"}},
+		{[]string{"--log-format", `$remote_addr [$time_local] "$request" $status $request_time $msec "$http_x_api_key"`, "--key", "header:X-Api-Key", filepath.Join(td, "nginx-timed.log")},
+			[]string{"3 requests (3 units) from 2 keys over 0.55s"}},
+		{[]string{"--format", "jsonl", "--time-field", "start_time", "--key-field", "downstream_remote_address", "--key", "ip", filepath.Join(td, "envoy.jsonl")},
+			[]string{"3 requests (3 units) from 2 keys"}},
+	} {
+		yamlFile := filepath.Join(dir, "c.yaml")
+		args := append([]string{"calibrate", "--algorithm", "gcra", "--yaml", yamlFile}, c.args...)
+		code, out, errOut := runSluice(t, "", args...)
+		if code != exitOK {
+			t.Errorf("%v: exit %d: %s", c.args, code, errOut)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: report lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+	// --key ip writes the descriptor Envoy's remote_address action sends.
+	code, _, errOut := runSluice(t, "", "calibrate", "--algorithm", "gcra", "--format", "combined", "--yaml", filepath.Join(dir, "ip.yaml"), filepath.Join(td, "nginx-combined.log"))
+	if code != exitOK {
+		t.Fatal(errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "ip.yaml")); !strings.Contains(string(b), `- key: "remote_address"`) {
+		t.Errorf("--key ip YAML:\n%s", b)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--format", "apache"}, `--format "apache": want trace, jsonl, common, combined or envoy`},
+		{[]string{"--format", "combined", "--key", "header:x-api-key"}, "--key header:x-api-key: the log format has no $http_x_api_key"},
+		{[]string{"--key", "ip"}, "--key: a trace's key is its second field"},
+		{[]string{"--format", "combined", "--log-format", "$msec $remote_addr"}, "give one"},
+		{[]string{"--format", "combined", "--key-field", "ip"}, "--key-field is for --format jsonl"},
+	} {
+		code, _, errOut := runSluice(t, "", append([]string{"calibrate", "--algorithm", "gcra"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+func TestSimulateZoomFlags(t *testing.T) {
+	base := []string{"simulate", "--algorithm", "fixed-window", "--limit", "1", "--period", "1s", "--pattern", "burst 2 at 0.5"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", "1"}, "--from and --to go together"},
+		{[]string{"--from", "x", "--to", "2"}, `--from "x": want seconds`},
+		{[]string{"--from", "2s", "--to", "1"}, "--to 1s: must be after --from 2s"},
+	} {
+		code, _, errOut := runSluice(t, "", append(base, c.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+	code, out, errOut := runSluice(t, "", append(base, "--from", "250ms", "--to", "1.25")...)
+	if code != exitOK || !strings.Contains(out, `>0.3s</text>`) || !strings.Contains(out, "window boundary (1s)") {
+		t.Errorf("zoomed: exit %d, stderr %q, svg lacks its axis start or boundary", code, errOut)
+	}
 }

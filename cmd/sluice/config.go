@@ -12,12 +12,13 @@ import (
 	"github.com/sluicehq/sluice/internal/server"
 )
 
-const configUsage = `usage: sluice config check [--merge-domains] [--gateway-domain D] [DIR]
+const configUsage = `usage: sluice config check [--merge-domains] [--gateway-domain D] [DIR|FILE]
 
 Config check loads the rate-limit configuration in DIR (every *.yaml and
 *.yml file, in the format of Envoy's ratelimit service with sluice's
-extensions) exactly as sluice serve would, without starting anything. With
-no DIR it checks the built-in default configuration.
+extensions) exactly as sluice serve would, without starting anything. Given
+one FILE (.yaml or .yml), it checks that file as if it were alone in a
+directory. With no argument it checks the built-in default configuration.
 
 With --merge-domains, several files may add descriptors to one domain, as
 with sluice serve --merge-domains.
@@ -46,7 +47,7 @@ func runConfig(e env, args []string) int {
 	merge := fset.Bool("merge-domains", false, "")
 	gatewayDomain := fset.String("gateway-domain", server.GatewayDomain, "")
 	if err := fset.Parse(args); err != nil {
-		return e.fail(exitUsage, "sluice config check", "%v (want 'sluice config check [--merge-domains] [--gateway-domain D] [DIR]')", err)
+		return e.fail(exitUsage, "sluice config check", "%v (want 'sluice config check [--merge-domains] [--gateway-domain D] [DIR|FILE]')", err)
 	}
 	args = fset.Args()
 	var opts []config.Option
@@ -54,7 +55,7 @@ func runConfig(e env, args []string) int {
 		opts = append(opts, config.WithMergeDomains())
 	}
 	if len(args) > 1 {
-		return e.fail(exitUsage, "sluice config check", "too many arguments: want one directory")
+		return e.fail(exitUsage, "sluice config check", "too many arguments: want one directory or file")
 	}
 	var (
 		c     *config.Config
@@ -65,7 +66,7 @@ func runConfig(e env, args []string) int {
 		c, err = config.Default()
 	} else {
 		where = args[0]
-		c, err = config.LoadDir(args[0], opts...)
+		c, err = config.LoadPath(args[0], opts...)
 	}
 	if err == nil {
 		err = server.CheckGateway(c, *gatewayDomain)

@@ -55,3 +55,29 @@ func TestConfigCheck(t *testing.T) {
 		t.Errorf("missing dir: code %d, stderr %q", code, errOut)
 	}
 }
+
+// config check FILE checks that file alone, naming it in errors as DIR
+// does; a typo of a field names the field meant.
+func TestConfigCheckFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5}\n"), 0o644)
+	bad := filepath.Join(dir, "bad.yml")
+	os.WriteFile(bad, []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, request_per_unit: 5}\n"), 0o644)
+	notYAML := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notYAML, []byte("x"), 0o644)
+
+	code, out, errOut := runSluice(t, "", "config", "check", good)
+	if code != exitOK || errOut != "" || out != good+": ok: 1 file, 1 domain, 1 rule (a)\n" {
+		t.Errorf("one good file (beside a bad one): code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runSluice(t, "", "config", "check", bad)
+	want := "sluice config check: " + bad + ":4: descriptors[0].rate_limit.request_per_unit: unknown field (did you mean requests_per_unit?)\n"
+	if code != exitFailure || out != "" || !strings.HasPrefix(errOut, want) {
+		t.Errorf("one bad file: code %d, stdout %q, stderr:\n%s\nwant first line %q", code, out, errOut, want)
+	}
+	code, _, errOut = runSluice(t, "", "config", "check", notYAML)
+	if code != exitFailure || !strings.Contains(errOut, "want a directory or a .yaml or .yml file") {
+		t.Errorf("a .txt file: code %d, stderr %q", code, errOut)
+	}
+}

@@ -79,7 +79,7 @@ func commands() []command {
 		{name: "calibrate", summary: "recommend a policy from observed traffic (a trace or a JSON-lines log)", usage: calibrateUsage, run: runCalibrate},
 		{name: "simulate", summary: "draw what a policy does to a traffic pattern (SVG)", usage: simulateUsage, run: runSimulate},
 		{name: "config", summary: "check a rate-limit configuration directory (config check DIR)", usage: configUsage, run: runConfig},
-		{name: "version", summary: "print the version of sluice", usage: "usage: sluice version\n\nPrints the version of sluice and of the Go toolchain that built it.\n", run: runVersion},
+		{name: "version", summary: "print the version of sluice", usage: "usage: sluice version\n\nPrints the version of sluice (the module version, or the git revision,\ncommit time and \"modified\" for a build from a checkout) and the Go\ntoolchain that built it.\n", run: runVersion},
 		{name: "help", summary: "print help for sluice or for a command", usage: "usage: sluice help [COMMAND]\n", run: runHelp},
 	}
 }
@@ -147,30 +147,58 @@ func runVersion(e env, args []string) int {
 	return exitOK
 }
 
-// version returns the module version sluice was built at, with the VCS
-// revision when the build recorded one.
+// version returns what sluice was built from: the module version, and the
+// VCS revision, commit time and whether the tree had uncommitted changes
+// when the build recorded them (go build and go install in a checkout do;
+// go run, -buildvcs=false and builds without .git do not).
 func version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "(unknown)"
+		return "(unknown: no build information)"
 	}
+	return buildVersion(info)
+}
+
+// buildVersion is version's rule, for any build information: "v1.2.3" for
+// a tagged module (go install ...@v1.2.3), "(devel) revision 0123456789ab
+// (2026-01-02T03:04:05Z, modified)" for a checkout build, and "(devel)"
+// with a hint when the build recorded no revision.
+func buildVersion(info *debug.BuildInfo) string {
 	v := info.Main.Version
 	if v == "" {
 		v = "(devel)"
 	}
-	var rev, dirty string
+	var rev, at string
+	modified := false
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			at = s.Value
 		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
+			modified = s.Value == "true"
 		}
 	}
-	if rev != "" {
-		v += " " + rev[:min(len(rev), 12)] + dirty
+	if rev == "" {
+		if v == "(devel)" {
+			v += " (no VCS revision recorded: built by go run, with -buildvcs=false, or outside a git checkout)"
+		}
+		return v
+	}
+	if short := rev[:min(len(rev), 12)]; !strings.Contains(v, short) {
+		// A pseudo-version (go build since go1.24) names it already.
+		v += " revision " + short
+	}
+	var notes []string
+	if at != "" {
+		notes = append(notes, at)
+	}
+	if modified {
+		notes = append(notes, "modified")
+	}
+	if len(notes) > 0 {
+		v += " (" + strings.Join(notes, ", ") + ")"
 	}
 	return v
 }

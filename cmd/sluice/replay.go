@@ -205,5 +205,5 @@ func openStore(raw string, clock sluice.Clock) (sluice.Store, func() error, erro
 		}
 		raw = u.Redacted() // never echo a password
 	}
-	return nil, nil, fmt.Errorf("--store %q: unknown store (want memory, mem://, memory:// or a redis:// URL)", raw)
+	return nil, nil, errors.New(withHint(fmt.Sprintf("--store %q: unknown store (want memory, mem://, memory:// or a redis:// URL)", raw), storeHint(raw)))
 }

@@ -302,7 +302,7 @@ func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot s
 	}
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok || !strings.HasPrefix(scheme, "redis") {
-		return nil, nil, usageError{fmt.Errorf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", storeName(raw))}
+		return nil, nil, usageError{errors.New(withHint(fmt.Sprintf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", storeName(raw)), storeHint(raw)))}
 	}
 	var opts []redisstore.Option
 	if timeout > 0 {
@@ -313,7 +313,7 @@ func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot s
 	}
 	s, err := redisstore.Open(raw, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--store: %v", err)
+		return nil, nil, errors.New(withHint(fmt.Sprintf("--store: %v", err), storeHint(raw)))
 	}
 	return s, s.Close, nil
 }

@@ -252,6 +252,11 @@ func runServe(e env, args []string) int {
 			return e.fail(exitUsage, prefix, "--upstream %q: want an http:// or https:// URL with a host", o.upstream)
 		}
 	}
+	for _, a := range []struct{ name, addr string }{{"http-addr", o.httpAddr}, {"grpc-addr", o.grpcAddr}, {"gateway-addr", o.gatewayAddr}} {
+		if err := checkListenAddr(a.name, a.addr); err != nil {
+			return e.fail(exitUsage, prefix, "%v", err)
+		}
+	}
 	if o.shutdownTimeout <= 0 {
 		return e.fail(exitUsage, prefix, "--shutdown-timeout %v: must be positive", o.shutdownTimeout)
 	}

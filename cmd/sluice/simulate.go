@@ -5,21 +5,29 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/sluicehq/sluice/replay"
 	"github.com/sluicehq/sluice/simulate"
 )
 
 const simulateUsage = `usage: sluice simulate --algorithm ALG --limit N --period DURATION [--burst B]
                        (--pattern PATTERN | TRACE) [-o FILE] [--title TEXT]
+                       [--from TIME --to TIME]
 
 Runs traffic through a policy on a virtual clock, with the exact model, and
 draws an SVG picture of the admitted (green), delayed (orange, leaky-bucket,
 with a line to the release) and refused (red) requests over the limiter's
 state (tokens, queue or count) of the first key. The picture goes to
-standard output unless -o names a file.
+standard output unless -o names a file. A shaded band marks the densest
+period (the one window of the period with the most admitted), and the
+aligned-window kinds draw each window boundary as a dashed line. --from and
+--to draw only that span (every request still runs): to zoom on a window's
+edge, as in a boundary attack.
 
 The policy flags are sluice replay's. The traffic is a trace file (or - for
 standard input) in replay's format, or a --pattern: clauses separated by
@@ -46,6 +54,8 @@ func runSimulate(e env, args []string) int {
 	pattern := fset.String("pattern", "", "")
 	out := fset.String("o", "", "")
 	title := fset.String("title", "", "")
+	fromFlag := fset.String("from", "", "")
+	toFlag := fset.String("to", "", "")
 	files, set, code, ok := parseCommand(e, fset, args, simulateUsage)
 	if !ok {
 		return code
@@ -81,7 +91,23 @@ func runSimulate(e env, args []string) int {
 	default:
 		return e.fail(exitUsage, prefix, "no traffic: give --pattern or a TRACE file")
 	}
-	r, err := simulate.Run(context.Background(), p, reqs)
+	var opts []simulate.Option
+	if set["from"] || set["to"] {
+		from, err1 := parseSimTime(*fromFlag)
+		to, err2 := parseSimTime(*toFlag)
+		switch {
+		case !set["from"] || !set["to"]:
+			return e.fail(exitUsage, prefix, "--from and --to go together")
+		case err1 != nil:
+			return e.fail(exitUsage, prefix, "--from %q: want seconds (59.5) or a duration (59s)", *fromFlag)
+		case err2 != nil:
+			return e.fail(exitUsage, prefix, "--to %q: want seconds (60.5) or a duration (1m)", *toFlag)
+		case to <= from:
+			return e.fail(exitUsage, prefix, "--to %v: must be after --from %v", to, from)
+		}
+		opts = append(opts, simulate.Zoom(from, to))
+	}
+	r, err := simulate.Run(context.Background(), p, reqs, opts...)
 	if err != nil {
 		return e.fail(exitFailure, prefix, "%s", strings.TrimPrefix(err.Error(), "simulate: "))
 	}
@@ -124,4 +150,16 @@ func simulateDesc(args []string) string {
 		kept = append(kept, a)
 	}
 	return "sluice simulate " + strings.Join(kept, " ")
+}
+
+// parseSimTime reads a --from or --to time: seconds or a duration.
+func parseSimTime(s string) (time.Duration, error) {
+	if d, err := replay.ParseSeconds(s); err == nil {
+		return d, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("bad time %q", s)
+	}
+	return d, nil
 }

@@ -32,7 +32,11 @@ func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml
 		fn, ok := known[k.Value]
 		switch {
 		case !ok:
-			p.errorf(k, f, "unknown field")
+			if s := suggest(k.Value, keys(known)); s != "" {
+				p.errorf(k, f, "unknown field (did you mean %s?)", s)
+			} else {
+				p.errorf(k, f, "unknown field")
+			}
 			continue
 		case seen[k.Value]:
 			p.errorf(k, f, "duplicate field")
@@ -42,6 +46,15 @@ func (p *parser) fields(n *yaml.Node, prefix string, known map[string]func(*yaml
 		fn(v, f)
 	}
 	return true
+}
+
+// keys returns the keys of known.
+func keys(known map[string]func(*yaml.Node, string)) []string {
+	ks := make([]string, 0, len(known))
+	for k := range known {
+		ks = append(ks, k)
+	}
+	return ks
 }
 
 // maxWork bounds the nodes that alias expansion may add to a file: the
