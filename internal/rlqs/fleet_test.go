@@ -63,12 +63,17 @@ func maxMin(limit float64, demands []float64) []float64 {
 }
 
 // fleetCase is one of issue 21's acceptance scenarios.
-func fleetCases(t *testing.T, start func(t *testing.T, n int) []*replica) {
+//
+// setup runs outside the synctest bubble (a Redis client's goroutines must
+// not be in it: they block on the network, which would hold the bubble's
+// clock) and returns what starts the replicas inside it.
+func fleetCases(t *testing.T, setup func(t *testing.T, n int) func(t *testing.T) []*replica) {
 	const limit = 100.0
 	for _, every := range []time.Duration{5 * time.Second, time.Second} {
 		t.Run(fmt.Sprintf("report=%v/demands=20,40,150,300", every), func(t *testing.T) {
+			start := setup(t, 4)
 			synctest.Test(t, func(t *testing.T) {
-				reps := start(t, 4)
+				reps := start(t)
 				demands := []float64{20, 40, 150, 300}
 				stops := fixed(4, 60*time.Second)
 				stops[3] = 30 * time.Second
@@ -129,8 +134,9 @@ func fleetCases(t *testing.T, start func(t *testing.T, n int) []*replica) {
 			})
 		})
 		t.Run(fmt.Sprintf("report=%v/demands=10,20,30", every), func(t *testing.T) {
+			start := setup(t, 3)
 			synctest.Test(t, func(t *testing.T) {
-				reps := start(t, 3)
+				reps := start(t)
 				demands := []float64{10, 20, 30}
 				es, t0, wg := scenario(t, reps, demands, every, fixed(3, 40*time.Second))
 				wg.Wait()
@@ -146,8 +152,9 @@ func fleetCases(t *testing.T, start func(t *testing.T, n int) []*replica) {
 			})
 		})
 		t.Run(fmt.Sprintf("report=%v/demands=5,5,5,300", every), func(t *testing.T) {
+			start := setup(t, 4)
 			synctest.Test(t, func(t *testing.T) {
-				reps := start(t, 4)
+				reps := start(t)
 				demands := []float64{5, 5, 5, 300}
 				es, t0, wg := scenario(t, reps, demands, every, fixed(4, 40*time.Second))
 				wg.Wait()
@@ -170,7 +177,7 @@ func fleetCases(t *testing.T, start func(t *testing.T, n int) []*replica) {
 
 // TestFleetMemory: issue 21's scenarios on one replica (memory board).
 func TestFleetMemory(t *testing.T) {
-	fleetCases(t, func(t *testing.T, n int) []*replica {
-		return []*replica{startReplica(t, loadConfig(t, apiRule))}
+	fleetCases(t, func(t *testing.T, n int) func(t *testing.T) []*replica {
+		return func(t *testing.T) []*replica { return []*replica{startReplica(t, loadConfig(t, apiRule))} }
 	})
 }
