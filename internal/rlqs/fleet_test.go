@@ -128,6 +128,11 @@ func fleetCases(t *testing.T, setup func(t *testing.T, n int) func(t *testing.T)
 					t.Errorf("after the 300/s stream closed, the fleet admitted %.1f/s, less than 90%% of the limit", got)
 				}
 				check(from, to)
+				for _, e := range es {
+					if e.lapses > 0 {
+						t.Errorf("demand %v: %d requests found the assignment expired: it was not re-issued before its TTL", e.demand, e.lapses)
+					}
+				}
 				for _, r := range reps {
 					r.stop()
 				}
@@ -144,6 +149,11 @@ func fleetCases(t *testing.T, setup func(t *testing.T, n int) func(t *testing.T)
 				for i, e := range es {
 					if got := float64(e.between(from, to)) / to.Sub(from).Seconds(); got < 0.9*demands[i] {
 						t.Errorf("demand %v: admitted %.1f/s, less than 90%%", demands[i], got)
+					}
+				}
+				for _, e := range es {
+					if e.lapses > 0 {
+						t.Errorf("demand %v: %d requests found the assignment expired: it was not re-issued before its TTL", e.demand, e.lapses)
 					}
 				}
 				for _, r := range reps {
@@ -166,6 +176,11 @@ func fleetCases(t *testing.T, setup func(t *testing.T, n int) func(t *testing.T)
 				t.Logf("5,5,5,300: the fleet admitted %.1f/s", float64(total)/to.Sub(from).Seconds())
 				if got := float64(total) / to.Sub(from).Seconds(); got < 0.8*limit {
 					t.Errorf("the fleet admitted %.1f/s, less than 80%% of the limit", got)
+				}
+				for _, e := range es {
+					if e.lapses > 0 {
+						t.Errorf("demand %v: %d requests found the assignment expired: it was not re-issued before its TTL", e.demand, e.lapses)
+					}
 				}
 				for _, r := range reps {
 					r.stop()

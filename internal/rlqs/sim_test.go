@@ -4,6 +4,7 @@ package rlqs
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"net"
 	"sync"
@@ -55,10 +56,16 @@ type replica struct {
 
 func startReplica(t testing.TB, cfg *config.Config, opts ...Option) *replica {
 	t.Helper()
-	svc, err := New(func() *config.Config { return cfg }, opts...)
+	svc, err := New(func() *config.Config { return cfg }, append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startReplicaWith(t, svc)
+}
+
+func startReplicaWith(t testing.TB, svc *Service) *replica {
+	t.Helper()
+	var err error
 	r := &replica{svc: svc, lis: bufconn.Listen(1 << 20), g: grpc.NewServer()}
 	svc.Register(r.g)
 	go r.g.Serve(r.lis)
@@ -105,6 +112,7 @@ type envoy struct {
 	filled   time.Time
 	expires  time.Time
 	issued   int // assignments received that started a new bucket
+	lapses   int // requests decided after an assignment expired
 	allowed  uint64
 	denied   uint64
 	admitted []admit // cumulative admitted per step, for windows
@@ -201,6 +209,9 @@ func (e *envoy) decide(now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ok := true
+	if e.kind != none && !now.Before(e.expires) {
+		e.lapses++
+	}
 	if now.Before(e.expires) {
 		switch e.kind {
 		case denyAll:
