@@ -113,3 +113,10 @@ func bucketKey(bucket map[string]string) string {
 	}
 	return b.String()
 }
+
+// MatchBucket returns the rule of c that a bucket of domain matches (nil:
+// none), as the service matches it: see the package documentation.
+func MatchBucket(c *config.Config, domain string, bucket map[string]string) *config.Rule {
+	r, _ := newMatcher(c).match(domain, bucket)
+	return r
+}
