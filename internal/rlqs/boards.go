@@ -12,11 +12,20 @@ import (
 )
 
 // BoardFor returns the board that shares divisions through store across
-// replicas (a *redisstore.Store: its Shares, ClaimShares and DropShare), or
-// nil when store cannot (then NewMemoryBoard: one replica).
+// replicas (a *redisstore.Store: its Shares, ClaimShares and DropShare),
+// looking through wrappers that have an Unwrap() sluice.Store method (the
+// tracing wrapper), or nil when store cannot (then NewMemoryBoard: one
+// replica).
 func BoardFor(store sluice.Store) Board {
-	if rs, ok := store.(*redisstore.Store); ok {
-		return RedisBoard(rs)
+	for range 8 {
+		switch s := store.(type) {
+		case *redisstore.Store:
+			return RedisBoard(s)
+		case interface{ Unwrap() sluice.Store }:
+			store = s.Unwrap()
+		default:
+			return nil
+		}
 	}
 	return nil
 }

@@ -65,6 +65,9 @@ type Service struct {
 	maxBkt  int
 	match   matchers
 
+	drain     chan struct{} // closed by Drain
+	drainOnce sync.Once
+
 	mu      sync.Mutex
 	seq     uint64
 	streams map[*stream]struct{}
@@ -109,7 +112,7 @@ func New(cfg func() *config.Config, opts ...Option) (*Service, error) {
 		return nil, errors.New("rlqs: config is nil")
 	}
 	s := &Service{config: cfg, log: slog.Default(), tick: DefaultTick, ttl: DefaultTTL, burst: DefaultBurstWindow,
-		streams: map[*stream]struct{}{}, divs: map[string]*division{}}
+		streams: map[*stream]struct{}{}, divs: map[string]*division{}, drain: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -217,21 +220,52 @@ func (s *Service) StreamRateLimitQuotas(ss Stream) error {
 		return err
 	}
 	defer s.close(st)
+	ctx := ss.Context()
+	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := ss.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := ss.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
+		select {
+		case msg := <-msgs:
+			if err := s.report(ctx, st, msg); err != nil {
+				return err
+			}
+		case err := <-errc:
+			if err == io.EOF {
+				return nil
+			}
 			return err
-		}
-		if err := s.report(ss.Context(), st, msg); err != nil {
-			return err
+		case <-s.drain:
+			return status.Error(codes.Unavailable, "rlqs: this sluice replica is shutting down; reconnect")
 		}
 	}
 }
 
+// Drain ends every stream (UNAVAILABLE: Envoy reconnects, through its load
+// balancer, to another replica) and refuses new ones, so that a graceful
+// shutdown need not wait for streams that never end on their own. Their
+// records leave the store at once.
+func (s *Service) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+
 func (s *Service) open(ss Stream) (*stream, error) {
+	select {
+	case <-s.drain:
+		return nil, status.Error(codes.Unavailable, "rlqs: this sluice replica is shutting down")
+	default:
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.streams) >= s.maxStr {

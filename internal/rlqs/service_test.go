@@ -17,7 +17,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 type client = rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient
@@ -320,4 +323,46 @@ func metricValue(t *testing.T, svc *Service, name, labels string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestDrain: Drain ends open streams with UNAVAILABLE and refuses new
+// ones, so a graceful shutdown does not wait for them.
+func TestDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplica(t, loadConfig(t, apiRule))
+		cl := open(t, r)
+		send(t, cl, "edge", usage(map[string]string{"route": "api"}, 1, 0))
+		recv(t, cl)
+		r.svc.Drain()
+		if _, err := cl.Recv(); status.Code(err) != codes.Unavailable {
+			t.Errorf("open stream after Drain: %v, want UNAVAILABLE", err)
+		}
+		cl2 := open(t, r)
+		if _, err := cl2.Recv(); status.Code(err) != codes.Unavailable {
+			t.Errorf("new stream after Drain: %v, want UNAVAILABLE", err)
+		}
+		r.stop()
+	})
+}
+
+type wrapped struct{ sluice.Store }
+
+func (w wrapped) Unwrap() sluice.Store { return w.Store }
+
+// TestBoardFor: Redis shares divisions, through wrappers (tracing); memory
+// does not.
+func TestBoardFor(t *testing.T) {
+	rs, err := redisstore.Open("redis://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	if _, ok := BoardFor(wrapped{wrapped{rs}}).(redisBoard); !ok {
+		t.Error("a wrapped Redis store: no Redis board")
+	}
+	ms := memstore.New()
+	defer ms.Close()
+	if b := BoardFor(wrapped{ms}); b != nil {
+		t.Errorf("memstore: board %T, want none", b)
+	}
 }
