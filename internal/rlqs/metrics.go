@@ -47,7 +47,7 @@ var (
 	descRequests = prometheus.NewDesc("sluice_rlqs_reported_requests_total",
 		"Requests Envoys reported on this replica's streams for the rule, by result (allowed or denied by their assignments).", []string{"rule", "result"}, nil)
 	descUnmatched = prometheus.NewDesc("sluice_rlqs_unmatched_buckets_total",
-		"Buckets no rule matched (assigned allow-all), by domain.", []string{"domain"}, nil)
+		"Buckets no rule matched (assigned allow-all), by domain (\"\" for a domain the configuration does not have).", []string{"domain"}, nil)
 	descOpen = prometheus.NewDesc("sluice_rlqs_open_streams",
 		"RLQS streams open on this replica.", nil, nil)
 	descRefused = prometheus.NewDesc("sluice_rlqs_refused_total",

@@ -379,7 +379,11 @@ func (s *Service) newPart(cfg *config.Config, st *stream, key string, bid *rlqsp
 	switch {
 	case r == nil:
 		p.static = allowAll
-		s.stats.unmatched(st.domain)
+		d := st.domain
+		if cfg == nil || !cfg.HasDomain(d) {
+			d = "" // the client names domains: only configured ones are labels
+		}
+		s.stats.unmatched(d)
 		return p
 	case r.Deny:
 		p.static = denyAll

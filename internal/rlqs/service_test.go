@@ -140,6 +140,16 @@ func TestMatching(t *testing.T) {
 			t.Errorf("unmatched buckets counted %v, want 2", got)
 		}
 		cl.CloseSend()
+		// A domain the configuration does not have is no label of its own.
+		cl = open(t, r)
+		send(t, cl, "made-up", usage(map[string]string{"route": "api"}, 1, 0))
+		if got := recv(t, cl); len(got) != 1 || got[0] != "allow" {
+			t.Errorf("unknown domain: %v, want allow", got)
+		}
+		if got := metricValue(t, r.svc, `sluice_rlqs_unmatched_buckets_total`, `domain=""`); got != 1 {
+			t.Errorf("unmatched buckets of unknown domains counted %v, want 1", got)
+		}
+		cl.CloseSend()
 		r.stop()
 	})
 }
