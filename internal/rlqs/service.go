@@ -72,6 +72,7 @@ type Service struct {
 	seq     uint64
 	streams map[*stream]struct{}
 	divs    map[string]*division
+	placed  *config.Config // the configuration parts were last placed in
 	ticking bool
 	stats   stats
 }
@@ -178,6 +179,7 @@ const (
 // part is one stream's bucket.
 type part struct {
 	st     *stream
+	key    string // bucketKey
 	bucket *rlqspb.BucketId
 	rule   *config.Rule // nil: unmatched
 	static kind         // allowAll or denyAll for a bucket sluice does not divide
@@ -197,8 +199,6 @@ type part struct {
 // that report the bucket.
 type division struct {
 	key     string
-	domain  string
-	entries []config.Entry
 	rule    *config.Rule
 	fill    time.Duration // whole seconds
 	budget  int64         // tokens per fill
@@ -288,20 +288,8 @@ func (s *Service) close(st *stream) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.streams, st)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
 	for _, p := range st.parts {
-		dv := p.div
-		if dv == nil {
-			continue
-		}
-		delete(dv.parts, p)
-		if err := s.board.Drop(ctx, dv.key, st.id); err != nil {
-			s.log.Warn("rlqs: dropping a closed stream's record failed; it expires with its TTL", "division", dv.key, "error", err)
-		}
-		if len(dv.parts) == 0 {
-			delete(s.divs, dv.key)
-		}
+		s.leave(p)
 	}
 }
 
@@ -366,42 +354,102 @@ func (s *Service) deliver(self *stream, sends map[*stream][]*rlqspb.RateLimitQuo
 }
 
 func (s *Service) newPart(cfg *config.Config, st *stream, key string, bid *rlqspb.BucketId) *part {
-	p := &part{st: st, bucket: bid, demand: Unknown}
+	p := &part{st: st, key: key, bucket: bid, demand: Unknown}
 	st.parts[key] = p
-	var (
-		r  *config.Rule
-		es []config.Entry
-	)
+	s.place(cfg, p, true)
+	return p
+}
+
+// place matches p's bucket in cfg and puts p in its division, or makes it
+// static (unmatched, unlimited, deny...). counted counts an unmatched
+// bucket.
+func (s *Service) place(cfg *config.Config, p *part, counted bool) {
+	var r *config.Rule
 	if cfg != nil {
-		r, es = s.match.get(cfg).match(st.domain, bid.GetBucket())
+		r, _ = s.match.get(cfg).match(p.st.domain, p.bucket.GetBucket())
 	}
-	p.rule = r
+	p.rule, p.div = r, nil
 	switch {
 	case r == nil:
 		p.static = allowAll
-		d := st.domain
-		if cfg == nil || !cfg.HasDomain(d) {
-			d = "" // the client names domains: only configured ones are labels
+		if counted {
+			d := p.st.domain
+			if cfg == nil || !cfg.HasDomain(d) {
+				d = "" // the client names domains: only configured ones are labels
+			}
+			s.stats.unmatched(d)
 		}
-		s.stats.unmatched(d)
-		return p
+		return
 	case r.Deny:
 		p.static = denyAll
-		return p
-	case r.Unlimited, r.InFlight != nil, r.ShadowMode, r.Policy.Limit <= 0:
+		return
+	case !divisible(r):
 		p.static = allowAll
-		return p
+		return
 	}
-	dkey := r.Policy.Name + "\x00" + key
+	dkey := r.Policy.Name + "\x00" + p.key
 	dv := s.divs[dkey]
 	if dv == nil {
-		dv = &division{key: dkey, domain: st.domain, entries: es, parts: map[*part]struct{}{}, replicas: 1}
-		dv.setRule(r)
+		dv = &division{key: dkey, parts: map[*part]struct{}{}, replicas: 1}
 		s.divs[dkey] = dv
+	}
+	if dv.rule != r {
+		dv.setRule(r)
 	}
 	dv.parts[p] = struct{}{}
 	p.div = dv
-	return p
+}
+
+// divisible reports whether sluice divides r's limit (else its buckets
+// get a blanket rule).
+func divisible(r *config.Rule) bool {
+	return r != nil && !r.Deny && !r.Unlimited && r.InFlight == nil && !r.ShadowMode && r.Policy.Limit > 0
+}
+
+// leave takes p out of its division: its record leaves the board at once.
+func (s *Service) leave(p *part) {
+	dv := p.div
+	if dv == nil {
+		return
+	}
+	p.div = nil
+	delete(dv.parts, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.board.Drop(ctx, dv.key, p.st.id); err != nil {
+		s.log.Warn("rlqs: dropping a stream's record failed; it expires with its TTL", "division", dv.key, "error", err)
+	}
+	if len(dv.parts) == 0 {
+		delete(s.divs, dv.key)
+	}
+}
+
+// rematch places every part again in a new configuration: a part whose
+// division (rule name and bucket) is unchanged keeps it, with the new
+// rule's numbers; others move, and get a new first assignment.
+func (s *Service) rematch(cfg *config.Config, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
+	for st := range s.streams {
+		for _, p := range st.parts {
+			old := p.div
+			r, _ := s.match.get(cfg).match(st.domain, p.bucket.GetBucket())
+			if old != nil && divisible(r) && r.Policy.Name+"\x00"+p.key == old.key {
+				p.rule = r
+				if old.rule != r {
+					old.setRule(r)
+				}
+				continue
+			}
+			oldStatic, oldRule := p.static, p.rule
+			s.leave(p)
+			s.place(cfg, p, false)
+			switch {
+			case p.div != nil:
+				p.sent = none // its first assignment in the new division
+			case old != nil || p.static != oldStatic || p.rule != oldRule:
+				sends[st] = append(sends[st], s.issueStatic(p, now))
+			}
+		}
+	}
 }
 
 // setRule sets the division's rule and the budget it gives: the rule's
@@ -459,13 +507,12 @@ func (s *Service) tickOnce() bool {
 		return false
 	}
 	sends := map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction{}
+	if cfg != nil && cfg != s.placed {
+		s.placed = cfg
+		s.rematch(cfg, now, sends)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.tick)
 	for _, dv := range s.divs {
-		if cfg != nil {
-			if r := cfg.Match(dv.domain, dv.entries); r != nil && r != dv.rule && r.Policy.Limit > 0 && !r.Unlimited && !r.Deny && r.InFlight == nil {
-				dv.setRule(r)
-			}
-		}
 		s.divide(ctx, dv, now, sends)
 	}
 	cancel()

@@ -376,3 +376,43 @@ func TestBoardFor(t *testing.T) {
 		t.Errorf("memstore: board %T, want none", b)
 	}
 }
+
+// TestReloadMovesBuckets: a reload that makes a divided bucket unlimited
+// assigns it allow-all at the next tick and frees its share; one that
+// gives an unmatched bucket a rule divides it.
+func TestReloadMovesBuckets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cur atomic.Pointer[config.Config]
+		cur.Store(loadConfig(t, apiRule))
+		svc, err := New(cur.Load)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := startReplicaWith(t, svc)
+		cl := open(t, r)
+		send(t, cl, "edge", usage(map[string]string{"route": "api"}, 1, 0), usage(map[string]string{"route": "new"}, 1, 0))
+		if got := recv(t, cl); strings.Join(got, " ") != "allow tb:100/25/1s" {
+			t.Errorf("first assignments %v", got)
+		}
+		swapped := strings.Replace(strings.Replace(apiRule, "value: api", "value: new", 1), "value: free", "value: api", 1)
+		cur.Store(loadConfig(t, swapped))
+		time.Sleep(DefaultTick)
+		synctest.Wait()
+		resp, err := cl.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		byBucket := map[string]string{}
+		for _, a := range resp.GetBucketAction() {
+			byBucket[a.GetBucketId().GetBucket()["route"]] = strategy(a)
+		}
+		if byBucket["api"] != "allow" || byBucket["new"] != "tb:100/25/1s" {
+			t.Errorf("after the reload: %v, want api allowed and new divided", byBucket)
+		}
+		if n := len(svc.divs); n != 1 {
+			t.Errorf("%d divisions, want 1 (api's left)", n)
+		}
+		cl.CloseSend()
+		r.stop()
+	})
+}
