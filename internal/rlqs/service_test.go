@@ -416,3 +416,30 @@ func TestReloadMovesBuckets(t *testing.T) {
 		r.stop()
 	})
 }
+
+// TestDivisions: the snapshot shows each division with its streams.
+func TestDivisions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplica(t, loadConfig(t, apiRule), WithReplicaID("r"))
+		a, b := open(t, r), open(t, r)
+		send(t, a, "edge", usage(map[string]string{"route": "api"}, 1, 0))
+		recv(t, a)
+		send(t, b, "edge", usage(map[string]string{"route": "api"}, 1, 0))
+		recv(t, b)
+		synctest.Wait()
+		ds := r.svc.Divisions()
+		if len(ds) != 1 {
+			t.Fatalf("%d divisions, want 1", len(ds))
+		}
+		d := ds[0]
+		if d.Rule != "edge.route_api" || d.Bucket["route"] != "api" || d.Budget != 100 || d.Fill != time.Second || d.FleetGrant != 100 || d.Replicas != 1 || len(d.Streams) != 2 {
+			t.Errorf("division %+v", d)
+		}
+		if d.Streams[0].Grant+d.Streams[1].Grant != 100 || d.Streams[0].Demand >= 0 {
+			t.Errorf("streams %+v: want the limit split, demands unknown", d.Streams)
+		}
+		a.CloseSend()
+		b.CloseSend()
+		r.stop()
+	})
+}
