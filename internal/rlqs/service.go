@@ -155,6 +155,7 @@ type stream struct {
 	domain string
 	parts  map[string]*part // by bucketKey
 	sendMu sync.Mutex
+	ended  bool // guarded by sendMu: the handler has returned
 }
 
 func (st *stream) send(actions []*rlqspb.RateLimitQuotaResponse_BucketAction) error {
@@ -163,6 +164,9 @@ func (st *stream) send(actions []*rlqspb.RateLimitQuotaResponse_BucketAction) er
 	}
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
+	if st.ended {
+		return nil // a tick's sends to a stream that has just ended
+	}
 	return st.ss.Send(&rlqspb.RateLimitQuotaResponse{BucketAction: actions})
 }
 
@@ -285,6 +289,9 @@ func (s *Service) open(ss Stream) (*stream, error) {
 // close forgets st: its records leave the board at once, so the next tick
 // gives its shares to the other streams.
 func (s *Service) close(st *stream) {
+	st.sendMu.Lock()
+	st.ended = true
+	st.sendMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.streams, st)
