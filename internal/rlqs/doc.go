@@ -41,7 +41,8 @@
 // to another only after the first gave it up. A stream that ends drops its
 // record at once, so the next tick (≤ C, within one report interval) gives
 // its share to the others. A grant changes at most once per tick per stream
-// and not when the new one is within a sixteenth of it (no flapping).
+// and not when the new one is within a sixteenth of it (no flapping); a
+// reload that changes a bucket's rule, and the store's failures, aside.
 //
 // Assignments are token buckets (Envoy ignores requests_per_time_unit):
 // tokens_per_fill = the grant, fill_interval = F, max_tokens = the grant's
@@ -81,7 +82,9 @@
 // tokens), so the fleet uses at least L − Σ(headroom of the small streams)
 // − Σ(grant/16 + 1) of the large ones. A new stream is granted at once what
 // the others leave (0 if they hold all of L) and its equal share within two
-// ticks; a dead replica's records hold their grants until A runs out.
+// ticks (the edge: TestJoinAtItsEdge); on one replica at once, unless the
+// others' grants changed less than a tick ago. A dead replica's records
+// hold their grants until A runs out.
 //
 // # Failure modes
 //
