@@ -46,7 +46,9 @@
 //
 // Assignments are token buckets (Envoy ignores requests_per_time_unit):
 // tokens_per_fill = the grant, fill_interval = F, max_tokens = the grant's
-// rate over T (DefaultBurstWindow, at least 1), assignment_time_to_live = A
+// rate over T (DefaultBurstWindow, at least 1; the rule's burst does not
+// apply, since Envoy starts every changed bucket full and a large one
+// would overshoot by as much), assignment_time_to_live = A
 // (Envoy reads whole seconds, and an unset TTL as expired at once). They
 // are sent when they change and re-sent unchanged when half of A has
 // passed, which Envoy takes as an extension (it keeps its bucket). A grant
