@@ -23,9 +23,12 @@ import (
 )
 
 // RegisterGRPC registers the server as Envoy's
-// envoy.service.ratelimit.v3.RateLimitService on g.
+// envoy.service.ratelimit.v3.RateLimitService and
+// envoy.service.rate_limit_quota.v3.RateLimitQuotaService (package rlqs)
+// on g.
 func (s *Server) RegisterGRPC(g grpc.ServiceRegistrar) {
 	rls.RegisterRateLimitServiceServer(g, rlsServer{s: s})
+	s.rlqs.Register(g)
 }
 
 type rlsServer struct {

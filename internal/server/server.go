@@ -40,6 +40,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rlqs"
 )
 
 // Server answers rate-limit requests against the current configuration.
@@ -69,6 +70,8 @@ type Server struct {
 
 	applyMu  sync.Mutex // serializes Apply and Gateway
 	gateways []*Gateway // built by Apply for each configuration
+
+	rlqs *rlqs.Service // rlqs.go
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -125,6 +128,9 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.metrics.registry.MustRegister(leaseCollector{s})
+	if err := s.setupRLQS(); err != nil {
+		return nil, err
+	}
 	if s.metrics.extra != nil {
 		if err := s.metrics.registerWith(s.metrics.extra); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
@@ -221,5 +227,9 @@ func (s *Server) ReloadDir(dir string) error {
 }
 
 // SetStopping marks the server as shutting down: /readyz fails from now on,
-// so load balancers stop sending new work while in-flight requests finish.
-func (s *Server) SetStopping() { s.stopping.Store(true) }
+// so load balancers stop sending new work while in-flight requests finish,
+// and RLQS streams end (Envoys reconnect to another replica).
+func (s *Server) SetStopping() {
+	s.stopping.Store(true)
+	s.rlqs.Drain() // RLQS streams never end on their own
+}

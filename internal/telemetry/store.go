@@ -69,6 +69,9 @@ type store struct {
 	tracer trace.Tracer
 }
 
+// Unwrap returns the traced store (serve's RLQS finds Redis through it).
+func (s *store) Unwrap() sluice.Store { return s.next }
+
 // Take implements sluice.Store.
 func (s *store) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	ctx, span := s.tracer.Start(ctx, "sluice.store.Take", trace.WithSpanKind(trace.SpanKindClient),

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package rlqs is sluice serve's rate limit quota service (RLQS,
+// envoy.service.rate_limit_quota.v3): Envoys report, per bucket, how many
+// requests they allowed and denied, and sluice answers with assignments
+// that divide each rule's one limit among all the Envoys that report the
+// bucket, across every sluice replica that shares the store.
+//
+// # Matching
+//
+// A stream's domain is the YAML domain. A bucket id is a map, which has no
+// order; its entries are matched as RLS matches a descriptor, in the order
+// of the configuration's tree: for each rule of the domain whose path has
+// exactly the bucket's keys, in configuration order, the entries are put in
+// that path's key order, and the first order under which RLS matching finds
+// a rule wins. A bucket no rule matches is assigned allow-all (Envoy's own
+// default) and counted (sluice_rlqs_unmatched_buckets_total); unlimited,
+// shadow-mode and in-flight rules assign allow-all, requests_per_unit 0
+// deny-all.
+//
+// # Division
+//
+// A rule's limit is one limit per bucket for the whole fleet. Its budget is
+// the limit over a fill interval F (the rule's period when it is whole
+// seconds, else one second): L = ⌊limit·F/period⌋ whole tokens. Each
+// stream's demand d is measured with sluice's clock (Envoy's time_elapsed
+// is whole seconds): the requests it reported, allowed and denied, over the
+// time since its previous report (at least half a second apart). A stream
+// wants d·F plus an eighth (at least one token), so noise in its own
+// measurement does not refuse it; a stream whose demand is not yet known
+// wants without bound. Divide shares L max-min fairly: a stream wanting no
+// more than an equal share of what the smaller ones leave gets what it
+// wants, the others split the rest equally.
+//
+// Every replica re-divides the buckets its streams report every tick C
+// (DefaultTick), from the records in the store (Board): each stream's
+// demand and grant, living for the assignment TTL A (DefaultTTL) after its
+// last claim. A replica's claims are atomic in the store and keep the
+// invariant Σ grants ≤ L: a stream gets at most L less the others' grants,
+// decreases are claimed before increases, so a share moves from one stream
+// to another only after the first gave it up. A stream that ends drops its
+// record at once, so the next tick (≤ C, within one report interval) gives
+// its share to the others. A grant changes at most once per tick per stream
+// and not when the new one is within a sixteenth of it (no flapping); a
+// reload that changes a bucket's rule, and the store's failures, aside.
+//
+// Assignments are token buckets (Envoy ignores requests_per_time_unit):
+// tokens_per_fill = the grant, fill_interval = F, max_tokens = the grant's
+// rate over T (DefaultBurstWindow, at least 1; the rule's burst does not
+// apply, since Envoy starts every changed bucket full and a large one
+// would overshoot by as much), assignment_time_to_live = A
+// (Envoy reads whole seconds, and an unset TTL as expired at once). They
+// are sent when they change and re-sent unchanged when half of A has
+// passed, which Envoy takes as an extension (it keeps its bucket). A grant
+// of 0 is max_tokens 0: refuse.
+//
+// # The bound
+//
+// Envoy starts a changed token bucket full. Over any window of length w,
+// the fleet admits at most rate·w + Excess, where rate is the rule's limit
+// per second and
+//
+//	Excess = (J + 1 + k·(⌊w/C⌋ + 1)) · (rate·T + n)
+//
+// for n streams reporting the bucket through k replicas and J streams that
+// join during the window: at every instant the grants in force sum to at
+// most L, so the buckets' refills admit at most rate·w; what else is
+// admitted is the tokens buckets hold, at most rate·T + n for the buckets in
+// force at the window's start, and as much again for each batch of
+// assignments a replica issues (each replica issues at most one per tick,
+// and one per joining stream). The edge is reached by Envoys that spend
+// every token at once while the division flips every tick
+// (TestExcessAtItsEdge). Reports every few seconds do not enter it: Envoy
+// hard-codes 5 s today (envoy#46033), and a slower report only delays the
+// division. Not in it: messages in flight (an increase sent by one replica
+// may reach its Envoy before another replica's decrease reaches its own:
+// at most rate × the delivery delay), and an Envoy whose stream ended but
+// which keeps enforcing its last assignment until A runs out.
+//
+// Early refusal: once demands have held for one report interval plus two
+// ticks (k > 1: plus one tick per replica step), a stream below its fair
+// share is granted its want, and the others the equal split of the rest
+// less at most a sixteenth (the hysteresis) and one token per F (whole
+// tokens), so the fleet uses at least L − Σ(headroom of the small streams)
+// − Σ(grant/16 + 1) of the large ones. A new stream is granted at once what
+// the others leave (0 if they hold all of L) and its equal share within two
+// ticks (the edge: TestJoinAtItsEdge); on one replica at once, unless the
+// others' grants changed less than a tick ago. A dead replica's records
+// hold their grants until A runs out.
+//
+// # Failure modes
+//
+// When the store fails, the rule's failure_mode decides: open assigns
+// allow-all, closed deny-all, local (the default) keeps each stream's last
+// grant (re-issued before its TTL: the last division held the fleet to the
+// limit) and gives a new stream an equal part of this replica's share of
+// L. An assignment that expires in Envoy is Envoy's expired_assignment_behavior;
+// deploy/envoy's example sets it and no_assignment_behavior to match.
+//
+// # Bounds
+//
+// A replica serves at most DefaultMaxStreams streams and a stream reports
+// at most DefaultMaxBuckets buckets (WithLimits); beyond, the stream is
+// ended with RESOURCE_EXHAUSTED, counted in sluice_rlqs_refused_total.
+package rlqs
