@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -19,26 +20,11 @@ import (
 // X-Forwarded-For: otherwise a client sends a new X-Forwarded-For on each
 // request and gets a new bucket each time.
 func TestEnvoyClientAddressNotForgeable(t *testing.T) {
-	b := loadBootstrap(t)
-	for _, l := range b.GetStaticResources().GetListeners() {
-		for _, fc := range l.GetFilterChains() {
-			for _, f := range fc.GetFilters() {
-				hcm := &hcmv3.HttpConnectionManager{}
-				if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
-					continue
-				}
-				where := "envoy.yaml listener " + l.GetName()
-				if !hcm.GetUseRemoteAddress().GetValue() {
-					t.Errorf("%s: use_remote_address is not true: the client address comes from the client's own X-Forwarded-For", where)
-				}
-				if n := hcm.GetXffNumTrustedHops(); n != 0 {
-					t.Errorf("%s: xff_num_trusted_hops %d on an edge listener: the client can forge the address", where, n)
-				}
-				if len(hcm.GetOriginalIpDetectionExtensions()) != 0 {
-					t.Errorf("%s: original_ip_detection_extensions replace the peer address", where)
-				}
-			}
-		}
+	for file, b := range map[string]*bootstrapv3.Bootstrap{
+		"envoy.yaml":      loadBootstrap(t),
+		"envoy-rlqs.yaml": loadBootstrapFile(t, "envoy/envoy-rlqs.yaml"),
+	} {
+		edgeListeners(t, file, b)
 	}
 	// The comment says what to set behind a load balancer.
 	data, err := os.ReadFile("envoy/envoy.yaml")
@@ -83,6 +69,32 @@ func TestIstioClientAddress(t *testing.T) {
 	for _, want := range []string{"numTrustedProxies", "proxyProtocol", "externalTrafficPolicy: Local"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("istio/envoyfilter.yaml: the comment does not name %s", want)
+		}
+	}
+}
+
+// edgeListeners checks that every connection manager of b takes the client
+// address from the TCP peer.
+func edgeListeners(t *testing.T, file string, b *bootstrapv3.Bootstrap) {
+	t.Helper()
+	for _, l := range b.GetStaticResources().GetListeners() {
+		for _, fc := range l.GetFilterChains() {
+			for _, f := range fc.GetFilters() {
+				hcm := &hcmv3.HttpConnectionManager{}
+				if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
+					continue
+				}
+				where := file + " listener " + l.GetName()
+				if !hcm.GetUseRemoteAddress().GetValue() {
+					t.Errorf("%s: use_remote_address is not true: the client address comes from the client's own X-Forwarded-For", where)
+				}
+				if n := hcm.GetXffNumTrustedHops(); n != 0 {
+					t.Errorf("%s: xff_num_trusted_hops %d on an edge listener: the client can forge the address", where, n)
+				}
+				if len(hcm.GetOriginalIpDetectionExtensions()) != 0 {
+					t.Errorf("%s: original_ip_detection_extensions replace the peer address", where)
+				}
+			}
 		}
 	}
 }

@@ -96,20 +96,27 @@ func validateDeep(m proto.Message, path string) (int, error) {
 // loadBootstrap decodes and validates deploy/envoy/envoy.yaml.
 func loadBootstrap(t *testing.T) *bootstrapv3.Bootstrap {
 	t.Helper()
-	data, err := os.ReadFile("envoy/envoy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bootstrapv3.Bootstrap{}
-	if err := decodeProto(data, b); err != nil {
-		t.Fatalf("envoy/envoy.yaml: %v", err)
-	}
+	b := loadBootstrapFile(t, "envoy/envoy.yaml")
 	n, err := validateDeep(b, "bootstrap")
 	if err != nil {
 		t.Fatalf("envoy/envoy.yaml: %v", err)
 	}
 	if n != 4 { // the connection manager, its two filters, the HTTP/2 options
 		t.Errorf("envoy/envoy.yaml: %d typed_config values validated, want 4", n)
+	}
+	return b
+}
+
+// loadBootstrapFile decodes an Envoy bootstrap strictly.
+func loadBootstrapFile(t *testing.T, file string) *bootstrapv3.Bootstrap {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bootstrapv3.Bootstrap{}
+	if err := decodeProto(data, b); err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
 	return b
 }
