@@ -292,7 +292,7 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		durNS, durFrac := "0", "0"
 		switch {
 		case c.kind != "b" || r.Cost > c.cap:
-		case r.Cost == 1:
+		case r.Cost <= 1: // a peek is judged as cost 1
 			durNS, durFrac = c.one[0], c.one[1]
 		default:
 			ns, frac := c.dur(r.Cost)

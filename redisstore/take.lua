@@ -84,17 +84,16 @@ if n == 1 and ARGV[4] == "b" then
       local ok, xd, xf = false, 0, 0
       if cost > cap then
         ok = false
-      elseif cost == 0 then
-        ok = true
       else
         -- next = debt + dur(cost); limit = dur(burst); admitted iff
-        -- next <= limit.
+        -- next <= limit. A peek (cost 0) comes with dur(1): it is judged
+        -- as cost 1 and writes nothing.
         xd, xf = d + tonumber(c1s), df + tonumber(c2s)
         if xf >= den then xf = xf - den; xd = xd + 1 end
         local ld, lf = tonumber(b1s), tonumber(b2s)
         if lf >= den then lf = lf - den; ld = ld + 1 end
         ok = not (ld < xd or (ld == xd and lf < xf))
-        if ok then
+        if ok and cost > 0 then
           -- The new TAT, now + xd, as a pair (q, r): xd + nl < 2^53, so
           -- the quotient is off by at most one before the correction.
           local s = nl + xd
@@ -423,6 +422,10 @@ for i = 1, n do
   local kh, kl = P(ARGV[base + 3])   -- capacity
   local ph, pl = P(ARGV[base + 4])   -- period
   local costpos = ch > 0 or cl > 0
+  -- A peek (cost 0) is admitted iff cost 1 would be: jh, jl is the cost
+  -- judged. (For the bucket kinds Go sends dur(1) with a peek.)
+  local jh, jl = ch, cl
+  if not costpos then jh, jl = 0, 1 end
   local key, lkey = KEYS[2 * i - 1], KEYS[2 * i]
   local s = states[key]
   if not s then
@@ -444,10 +447,7 @@ for i = 1, n do
       local bh1, bl1 = P(ARGV[base + 7])
       local bh2, bl2 = P(ARGV[base + 8])
       local lh, ll, lfh, lfl = radd(nh, nl, 0, 0, bh1, bl1, bh2, bl2, dh, dl)
-      -- A peek (cost 0) is always admitted, even when the stored TAT runs
-      -- further ahead than this policy's burst allows (it was written under
-      -- other parameters, or at a later instant).
-      if not costpos or not rless(lh, ll, lfh, lfl, xh, xl, xfh, xfl) then
+      if not rless(lh, ll, lfh, lfl, xh, xl, xfh, xfl) then
         ok = true
         if costpos then
           s.th, s.tl, s.fh, s.fl, s.d = xh, xl, xfh, xfl, ARGV[base + 9]
@@ -463,8 +463,8 @@ for i = 1, n do
     local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
     local cnth, cntl = 0, 0
     if cmp(s.th, s.tl, sh, sl) == 0 then cnth, cntl = s.ch, s.cl end
-    local uh, ul = add(cnth, cntl, ch, cl)
-    if cmp(ch, cl, kh, kl) <= 0 and (not costpos or cmp(uh, ul, kh, kl) <= 0) then
+    local uh, ul = add(cnth, cntl, jh, jl)
+    if cmp(ch, cl, kh, kl) <= 0 and cmp(uh, ul, kh, kl) <= 0 then
       ok = true
       if costpos then
         s.th, s.tl, s.ch, s.cl = sh, sl, uh, ul
@@ -484,10 +484,8 @@ for i = 1, n do
       if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
     end
     if cmp(ch, cl, kh, kl) <= 0 then
-      local uh, ul = add(curh, curl, ch, cl)
-      if not costpos then
-        ok = true
-      elseif cmp(uh, ul, kh, kl) <= 0 then
+      local uh, ul = add(curh, curl, jh, jl)
+      if cmp(uh, ul, kh, kl) <= 0 then
         -- (limit - cur - cost) * P >= prev * (P - e), e = t - start
         local rh, rl = sub(kh, kl, uh, ul)
         local eh, el = sub(th, tl, sh, sl)
@@ -512,8 +510,8 @@ for i = 1, n do
     end
     o1, o2 = S(s.uh, s.ul), S(s.ah, s.al)
     if cmp(ch, cl, kh, kl) <= 0 then
-      local uh, ul = add(s.uh, s.ul, ch, cl)
-      if not costpos or cmp(uh, ul, kh, kl) <= 0 then
+      local uh, ul = add(s.uh, s.ul, jh, jl)
+      if cmp(uh, ul, kh, kl) <= 0 then
         ok = true
         if costpos then
           local ah, al = nh, nl
