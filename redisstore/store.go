@@ -122,8 +122,12 @@ func WithSingleSlot(name string) Option { return func(s *Store) { s.slot = name 
 func WithTLSConfig(c *tls.Config) Option { return func(s *Store) { s.tlsConf = c } }
 
 // New returns a store that uses client, which may be a standalone, Sentinel
-// or Cluster rueidis client. Close does not close it.
+// or Cluster rueidis client. Close does not close it. A nil client is an
+// error.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: client: must not be nil")
+	}
 	s, err := configure(opts)
 	if err != nil {
 		return nil, err
