@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +53,8 @@ type Store struct {
 	brk            breaker
 	stats          counters
 	closed         atomic.Bool
-	tlsConf        *tls.Config // Open: WithTLSConfig
+	tlsConf        *tls.Config             // Open: WithTLSConfig
+	wrapConn       func(net.Conn) net.Conn // Open: WithConnWrapper
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
@@ -120,6 +122,15 @@ func WithSingleSlot(name string) Option { return func(s *Store) { s.slot = name 
 // rediss+cluster://. With Sentinel it applies to the sentinels and to the
 // master. New ignores it: configure TLS on the client.
 func WithTLSConfig(c *tls.Config) Option { return func(s *Store) { s.tlsConf = c } }
+
+// WithConnWrapper makes Open pass each TCP connection it makes to Redis (or
+// a sentinel) through wrap before using it (and before TLS, if any): for a
+// service that wants its own socket handling. By default the connections
+// are the standard library's. New ignores it: configure the client's
+// dialer.
+func WithConnWrapper(wrap func(net.Conn) net.Conn) Option {
+	return func(s *Store) { s.wrapConn = wrap }
+}
 
 // New returns a store that uses client, which may be a standalone, Sentinel
 // or Cluster rueidis client. Close does not close it. A nil client is an
