@@ -176,7 +176,7 @@ type serveOptions struct {
 	reloadDebounce  time.Duration
 	procs           int  // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
 	rawSockets      bool // --raw-sockets: internal/rawconn on gRPC and Redis connections
-	replicas        int // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
+	replicas        int  // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
 
 	// For tests: called once both listeners are up, and when shutdown
 	// begins.
