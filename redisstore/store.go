@@ -58,6 +58,8 @@ type Store struct {
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
+
+	generalOnly bool // benchmarks: take.lua decides every request
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -85,6 +87,12 @@ type compiled struct {
 	capS  string
 	perS  string
 	denS  string
+	// The one-request scripts (fast.go): fast is "f", "b" or "" (take.lua
+	// only); perUS is the period in µs; overBurst is dur(burst) ns + 1, a
+	// duration no request fits in.
+	fast      string
+	perUS     string
+	overBurst string
 }
 
 // Option configures a Store.
@@ -214,6 +222,12 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	}
 	c.capS = strconv.FormatInt(c.cap, 10)
 	c.denS = strconv.FormatUint(c.den, 10)
+	c.fast = c.fastKind(p)
+	c.perUS = strconv.FormatInt(int64(p.Period/1000), 10)
+	if c.kind == "b" {
+		ns, _ := c.dur(c.cap)
+		c.overBurst = strconv.FormatUint(ns+1, 10)
+	}
 	s.mu.Lock()
 	if len(s.compiled) > 4096 {
 		clear(s.compiled) // policies built per request: do not grow forever
@@ -289,6 +303,19 @@ func (sc *scratch) release() {
 // take applies reqs; with post non-nil, post[i] receives the state request
 // i left (for TakeStamped).
 func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, post []sluice.State) error {
+	if len(reqs) == 1 && reqs[0].Cost >= 0 && !s.closed.Load() && !s.generalOnly {
+		c, err := s.compile(reqs[0].Policy)
+		if err != nil {
+			return err
+		}
+		if c.fast != "" {
+			d, done, err := s.takeFast(ctx, c, reqs[0].Key, reqs[0].Cost, post)
+			if done {
+				out[0] = d
+				return err
+			}
+		}
+	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	cs, keys := slices.Grow(sc.cs[:0], len(reqs)), slices.Grow(sc.keys[:0], 2*len(reqs))
