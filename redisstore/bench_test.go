@@ -120,12 +120,14 @@ func (e *benchEnv) serverStats(b *testing.B) (cpu, scripts time.Duration, calls 
 			cpu += time.Duration(f * float64(time.Second))
 		case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_incrby", "cmdstat_expire":
 			for field := range strings.SplitSeq(v, ",") {
-				us, isUsec := strings.CutPrefix(field, "usec=")
-				c, isCalls := strings.CutPrefix(field, "calls=")
-				if !isUsec && !isCalls {
-					continue
+				v, isUsec := strings.CutPrefix(field, "usec=")
+				if !isUsec {
+					var isCalls bool
+					if v, isCalls = strings.CutPrefix(field, "calls="); !isCalls {
+						continue
+					}
 				}
-				n, err := strconv.ParseInt(us+c, 10, 64)
+				n, err := strconv.ParseInt(v, 10, 64)
 				if err != nil {
 					b.Fatalf("INFO commandstats: %q: %v", line, err)
 				}

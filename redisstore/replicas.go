@@ -119,6 +119,9 @@ func (r *Replicas) Beat(ctx context.Context) (int, error) {
 // shutdown), instead of when its last beat expires.
 func (r *Replicas) Leave(ctx context.Context) error {
 	s := r.store
+	if s.closed.Load() {
+		return fmt.Errorf("redisstore: heartbeat: leave: %w", errClosed)
+	}
 	cn := s.conn.Load()
 	if cn == nil {
 		return nil // never connected: never counted

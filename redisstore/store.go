@@ -265,6 +265,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		return fmt.Errorf("redisstore: take all: %d requests but room for %d decisions", len(reqs), len(out))
 	}
 	if len(reqs) == 0 {
+		if s.closed.Load() {
+			return fmt.Errorf("redisstore: take all: %w", errClosed)
+		}
 		return nil
 	}
 	if err := s.take(ctx, reqs, out, nil); err != nil {
