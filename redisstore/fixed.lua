@@ -33,10 +33,12 @@ end
 -- Admitted iff cost <= limit - n; a peek (cost 0) is judged as cost 1.
 local ok = math.max(cost, 1) <= limit - n
 if ok and cost > 0 then
-  local x = ws + p
-  redis.call('HSET', key, 't', ws == 0 and '0' or string.format('%d000', ws),
-    'c', string.format('%d', n + cost), 'x', string.format('%d000', x))
-  if n == 0 then -- the window's first admission: the key expires with it
+  if n > 0 then -- the window's state and expiry are written already
+    redis.call('HINCRBY', key, 'c', ARGV[2])
+  else -- the window's first admission: the key expires with it
+    local x = ws + p
+    redis.call('HSET', key, 't', ws == 0 and '0' or string.format('%d000', ws),
+      'c', ARGV[2], 'x', string.format('%d000', x))
     redis.call('PEXPIRE', key, math.ceil((x - now) / 1000) + tonumber(ARGV[5]))
   end
 end
