@@ -254,8 +254,10 @@ func (s *Store) startDial() {
 // errClosed is sluice.ErrStoreClosed: every method returns it (wrapped) after Close.
 var errClosed = sluice.ErrStoreClosed
 
-// Close releases the store; it closes the client if Open created it.
-// Calls after Close fail.
+// Close releases the store; it closes the client if Open created it (a
+// connection Open is still making is closed when it is made). Calls after
+// Close fail with an error wrapping sluice.ErrStoreClosed. Close returns
+// nil.
 func (s *Store) Close() error {
 	if s.dial != nil {
 		// A connection still being made is closed when it comes.
