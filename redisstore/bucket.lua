@@ -46,11 +46,18 @@ if ok and ARGV[8] ~= '0' then
   local r = s - q * 1000000000
   if r < 0 then q, r = q - 1, r + 1000000000 elseif r >= 1000000000 then q, r = q + 1, r - 1000000000 end
   q = ns + q
-  local xr, xq = r, q -- the expiry: the TAT rounded up to a whole ns
-  if xf > 0 then xr = xr + 1 if xr == 1000000000 then xq, xr = xq + 1, 0 end end
-  redis.call('HSET', key, 't', q == 0 and string.format('%d', r) or string.format('%d%09d', q, r),
-    'f', string.format('%d', xf), 'd', ARGV[7],
-    'x', xq == 0 and string.format('%d', xr) or string.format('%d%09d', xq, xr))
+  local tats = q == 0 and string.format('%d', r) or string.format('%d%09d', q, r)
+  if xf == 0 and f == 0 and v[3] == ARGV[7] then
+    redis.call('HSET', key, 't', tats, 'x', tats) -- f and d stay
+  else
+    local xs = tats -- the expiry: the TAT rounded up to a whole ns
+    if xf > 0 then
+      local xr, xq = r + 1, q
+      if xr == 1000000000 then xq, xr = xq + 1, 0 end
+      xs = xq == 0 and string.format('%d', xr) or string.format('%d%09d', xq, xr)
+    end
+    redis.call('HSET', key, 't', tats, 'f', string.format('%d', xf), 'd', ARGV[7], 'x', xs)
+  end
   local ms = math.ceil((xd + (xf > 0 and 1 or 0)) / 1000000)
   redis.call('PEXPIRE', key, math.max(ms, 1) + tonumber(ARGV[9]))
 end
