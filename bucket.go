@@ -27,22 +27,14 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *Decision) {
 		tat = t
 	}
 	debt := m.sub(tat, t) // time until the bucket is full again
-	if cost <= 0 || cost > m.burst {
+	if cost > m.burst {
 		d.Remaining = m.room(debt)
 		d.ResetAfter = time.Duration(debt.ceil())
-		if cost > m.burst {
-			d.Impossible = true
-			return
-		}
-		// A peek: always admitted, changes nothing.
-		d.Allowed = true
-		if m.leaky {
-			d.Delay = time.Duration(debt.ceil())
-		}
+		d.Impossible = true
 		return
 	}
-	step := m.unit
-	if cost != 1 {
+	step := m.unit // a peek (cost 0) is judged as cost 1 and changes nothing
+	if cost > 1 {
 		step = m.dur(cost)
 	}
 	// next − t = debt + c·T: admitted iff that is at most Burst·T.
@@ -58,6 +50,11 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *Decision) {
 	d.Allowed = true
 	if m.leaky {
 		d.Delay = time.Duration(debt.ceil())
+	}
+	if cost == 0 {
+		d.Remaining = m.room(debt)
+		d.ResetAfter = time.Duration(debt.ceil())
+		return
 	}
 	d.Remaining = m.units(m.sub(m.burstDur, newDebt))
 	d.ResetAfter = time.Duration(newDebt.ceil())

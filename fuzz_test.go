@@ -155,22 +155,27 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 				}
 				continue
 			}
-			if cost == 0 {
-				if !d.Allowed {
-					t.Fatalf("%v: a peek was rejected at %d: %+v", p, now, d)
-				}
-				continue
-			}
 			if d.Remaining < 0 || d.ResetAfter < 0 || d.RetryAfter < 0 || d.Delay < 0 {
 				t.Fatalf("%v: negative field at %d cost %d: %+v", p, now, cost, d)
 			}
-			if want := r.clone().admit(now, cost); d.Allowed != want {
+			// A peek (cost 0) changes nothing and is admitted iff cost 1
+			// would be: its RetryAfter is that of cost 1.
+			judged := max(cost, 1)
+			if want := r.clone().admit(now, judged); d.Allowed != want {
 				t.Fatalf("%v: at %d cost %d: model allowed=%v, reference %v (%+v)", p, now, cost, d.Allowed, want, d)
 			}
-			if d.Allowed {
+			if cost == 0 {
+				if !sameState(s, before) {
+					t.Fatalf("%v: a peek at %d changed the state: %+v, was %+v", p, now, s, before)
+				}
+				if d.Allowed {
+					continue
+				}
+			} else if d.Allowed {
 				r.admit(now, cost)
 				continue
 			}
+			cost = judged
 			// Rejected: exactly RetryAfter from now it fits, not 1ns earlier.
 			at := now + int64(d.RetryAfter)
 			if at > MaxTime {
@@ -217,4 +222,17 @@ func TestModelsAgainstReference(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sameState reports whether a and b are the same state, log entries included.
+func sameState(a, b State) bool {
+	if a.Time != b.Time || a.Frac != b.Frac || a.Count != b.Count || a.Prev != b.Prev || len(a.Log) != len(b.Log) {
+		return false
+	}
+	for i := range a.Log {
+		if a.Log[i] != b.Log[i] {
+			return false
+		}
+	}
+	return true
 }

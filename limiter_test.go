@@ -187,7 +187,7 @@ func TestWaitCancelledConsumesNothing(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled Wait returned %v", err)
 		}
-		if d, _ := l.AllowN(ctx, "k", 0); d.Remaining != 0 || d.RetryAfter != 0 || d.ResetAfter != 50*time.Second {
+		if d, _ := l.AllowN(ctx, "k", 0); d.Allowed || d.Remaining != 0 || d.RetryAfter != 50*time.Second || d.ResetAfter != 50*time.Second {
 			t.Errorf("after the cancelled wait: %+v; want only the first request recorded", d)
 		}
 		// A deadline that cannot be met fails at once, without sleeping.

@@ -59,12 +59,12 @@ func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *Decisi
 	case cost > m.limit:
 		d.Impossible = true
 		return 0, 0, expires
-	case cost > 0 && cost > m.limit-used: // not used+cost: at MaxLimit that overflows
+	case max(cost, 1) > m.limit-used: // not used+cost: at MaxLimit that overflows; a peek is judged as cost 1
 		// The request fits once enough of the oldest entries have left:
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
 		// At(j) + P.
 		last := live[len(live)-1].Total
-		j := firstWithin(live, last, m.limit-cost)
+		j := firstWithin(live, last, m.limit-max(cost, 1))
 		d.RetryAfter = time.Duration(live[j].At + m.period - now)
 		return 0, 0, expires
 	}

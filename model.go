@@ -77,7 +77,9 @@ func (m *Model) Denominator() int64 { return m.den }
 
 // Take evaluates a request of cost units at instant now (nanoseconds since
 // the Unix epoch) against state s and returns the new state and the decision.
-// A rejected request, or one of cost 0 (a peek), returns s unchanged.
+// A rejected request, or one of cost 0 (a peek), returns s unchanged. A peek
+// is admitted iff a request of cost 1 would be admitted now, and reports
+// the state as it is (a refused peek's RetryAfter is that of cost 1).
 //
 // Instants are clamped to [0, MaxTime]. If now is earlier than the instant s
 // was last updated at (a clock that stepped back), the models never admit

@@ -143,8 +143,8 @@ func TestWeightedCount(t *testing.T) {
 }
 
 // TestClockSteppedBack: a state written at a later instant than now (a
-// clock that stepped back) never admits more, a peek is still admitted,
-// and Remaining stays within [0, capacity].
+// clock that stepped back) never admits more, a peek is refused as cost 1
+// is, and Remaining stays within [0, capacity].
 func TestClockSteppedBack(t *testing.T) {
 	for _, alg := range Algorithms {
 		m, err := NewModel(Policy{Algorithm: alg, Limit: 3, Period: time.Second})
@@ -157,8 +157,8 @@ func TestClockSteppedBack(t *testing.T) {
 			s, _ = m.Take(s, later, 1)
 		}
 		earlier := later - int64(5*time.Second)
-		if _, d := m.Take(s, earlier, 0); !d.Allowed || d.Remaining != 0 {
-			t.Errorf("%s: peek 5s before the state: %+v, want admitted with 0 remaining", alg, d)
+		if _, d := m.Take(s, earlier, 0); d.Allowed || d.RetryAfter <= 0 || d.Remaining != 0 {
+			t.Errorf("%s: peek 5s before the state: %+v, want refused with a RetryAfter and 0 remaining", alg, d)
 		}
 		if _, d := m.Take(s, earlier, 1); d.Allowed || d.RetryAfter <= 0 || d.Remaining != 0 {
 			t.Errorf("%s: a request 5s before the state: %+v, want rejected with a RetryAfter", alg, d)

@@ -30,7 +30,7 @@ func (m *Model) takeFixed(start, count *int64, now, cost int64, d *Decision) {
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
-	case cost > 0 && cost > m.limit-n: // not n+cost: at MaxLimit that overflows
+	case max(cost, 1) > m.limit-n: // not n+cost: at MaxLimit that overflows; a peek is judged as cost 1
 		d.RetryAfter = time.Duration(end - now)
 	default:
 		d.Allowed = true
@@ -83,8 +83,8 @@ func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64, d *Deci
 	case cost > m.limit:
 		d.Impossible = true
 		return
-	case cost > d.Remaining:
-		d.RetryAfter = time.Duration(m.slidingRetry(prev, cur, e, cost))
+	case max(cost, 1) > d.Remaining: // a peek is judged as cost 1
+		d.RetryAfter = time.Duration(m.slidingRetry(prev, cur, e, max(cost, 1)))
 		return
 	}
 	d.Allowed = true

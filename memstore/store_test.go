@@ -462,7 +462,7 @@ func TestTakeAll(t *testing.T) {
 		// re-reports the first as unconsumed.
 		{[]sluice.Request{req(ip, "1.2.3.4", 2), req(ip, "1.2.3.4", 2), req(org, "acme", 1), req(ip, "5.6.7.8", 5)}, []dec{{true, 3}, {false, 1}, {true, 1}, {true, 5}}, 2},
 		{[]sluice.Request{req(ip, "1.2.3.4", 2), req(ip, "1.2.3.4", 1), req(org, "acme", 1), req(ip, "5.6.7.8", 5)}, []dec{{true, 1}, {true, 0}, {true, 0}, {true, 0}}, 3},
-		{[]sluice.Request{req(ip, "1.2.3.4", 0), req(org, "acme", 0), req(ip, "new", 0)}, []dec{{true, 0}, {true, 0}, {true, 5}}, 3},
+		{[]sluice.Request{req(ip, "1.2.3.4", 0), req(org, "acme", 0), req(ip, "new", 0)}, []dec{{false, 0}, {false, 0}, {true, 5}}, 3}, // peeks at spent keys are refused
 		{[]sluice.Request{req(org, "acme", 1), req(ip, "new", 1)}, []dec{{false, 0}, {true, 5}}, 3},
 	}
 	for i, b := range batches {

@@ -100,9 +100,11 @@ type benchEnv struct {
 }
 
 // serverStats returns the CPU time (user and system) redis-server has
-// used, and the time it has spent inside EVALSHA and EVAL (the scripts,
-// including the commands they call).
-func (e *benchEnv) serverStats(b *testing.B) (cpu, scripts time.Duration) {
+// used, the time it has spent inside the commands clients sent (EVALSHA
+// and EVAL, including the commands the scripts call, and the INCRBY and
+// EXPIRE of envoyproxy/ratelimit's pattern), and how many of those there
+// were.
+func (e *benchEnv) serverStats(b *testing.B) (cpu, scripts time.Duration, calls int64) {
 	info, err := e.rdb.Info(context.Background(), "cpu", "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
@@ -116,19 +118,28 @@ func (e *benchEnv) serverStats(b *testing.B) (cpu, scripts time.Duration) {
 				b.Fatalf("INFO cpu: %q: %v", line, err)
 			}
 			cpu += time.Duration(f * float64(time.Second))
-		case "cmdstat_evalsha", "cmdstat_eval":
+		case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_incrby", "cmdstat_expire":
 			for field := range strings.SplitSeq(v, ",") {
-				if us, ok := strings.CutPrefix(field, "usec="); ok {
-					n, err := strconv.ParseInt(us, 10, 64)
-					if err != nil {
-						b.Fatalf("INFO commandstats: %q: %v", line, err)
+				v, isUsec := strings.CutPrefix(field, "usec=")
+				if !isUsec {
+					var isCalls bool
+					if v, isCalls = strings.CutPrefix(field, "calls="); !isCalls {
+						continue
 					}
+				}
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+				if isUsec {
 					scripts += time.Duration(n) * time.Microsecond
+				} else {
+					calls += n
 				}
 			}
 		}
 	}
-	return cpu, scripts
+	return cpu, scripts, calls
 }
 
 // run makes b.N calls of take, shared out evenly among exactly callers
@@ -136,7 +147,9 @@ func (e *benchEnv) serverStats(b *testing.B) (cpu, scripts time.Duration) {
 // decisions/s, the p50 and p99 latency of a call, and the CPU time per
 // decision of this process (client-cpu-µs, where the platform tells) and of
 // redis-server (server-cpu-µs), and the part of the latter that Redis
-// counts inside the script (script-µs). (b.RunParallel would run GOMAXPROCS×n
+// counts inside the commands sent (script-µs: the scripts, or INCRBY and
+// EXPIRE), and how many commands a decision sent (calls/decision).
+// (b.RunParallel would run GOMAXPROCS×n
 // goroutines, and give no goroutine a count known in advance to size its
 // latency record.)
 func (e *benchEnv) run(b *testing.B, callers int, take func(context.Context, string) error) {
@@ -175,15 +188,15 @@ func (e *benchEnv) run(b *testing.B, callers int, take func(context.Context, str
 		})
 	}
 	ready.Wait()
-	srv0, lua0 := e.serverStats(b)
+	srv0, lua0, calls0 := e.serverStats(b)
 	cli0 := processCPU()
 	b.ResetTimer()
 	close(start)
 	done.Wait()
 	b.StopTimer()
 	cli := processCPU() - cli0
-	srv, lua := e.serverStats(b)
-	srv, lua = srv-srv0, lua-lua0
+	srv, lua, calls := e.serverStats(b)
+	srv, lua, calls = srv-srv0, lua-lua0, calls-calls0
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
@@ -203,4 +216,5 @@ func (e *benchEnv) run(b *testing.B, callers int, take func(context.Context, str
 	}
 	b.ReportMetric(perOp(srv), "server-cpu-µs")
 	b.ReportMetric(perOp(lua), "script-µs")
+	b.ReportMetric(float64(calls)/float64(b.N), "calls/decision")
 }

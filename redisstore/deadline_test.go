@@ -5,8 +5,12 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"net"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 type ctxKey struct{}
@@ -125,5 +129,89 @@ func TestBeginDeadlineExpires(t *testing.T) {
 	<-ctx.Done() // ends within about 2ms; the test's own timeout is the bound
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("err %v, want context.DeadlineExceeded", ctx.Err())
+	}
+}
+
+// silentServer listens on a free port and, if accept, accepts connections
+// and never answers; otherwise it never accepts (the kernel completes the
+// handshakes into the backlog). Everything closes when t ends.
+func silentServer(t *testing.T, accept bool) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	if accept {
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+	}
+	return l.Addr().String()
+}
+
+// TestConnectHonoursDeadline: connecting to a Redis that never answers
+// (or never accepts) holds up neither Open nor a call longer than the
+// caller's deadline: Open returns at once, and a Take with a 50 ms deadline
+// returns context.DeadlineExceeded at that deadline less the margin, not
+// when the dial's 10 s timeout ends (before the fix, Open blocked for the
+// dial timeout and so did the Take). A caller's deadline is no failure of
+// Redis: Stats.Errors stays 0. The bounds are loose on purpose (a shared
+// machine); the failure they catch is an order of magnitude larger.
+func TestConnectHonoursDeadline(t *testing.T) {
+	for _, accept := range []bool{true, false} {
+		t.Run(map[bool]string{true: "accepts", false: "never-accepts"}[accept], func(t *testing.T) {
+			addr := silentServer(t, accept)
+			start := time.Now()
+			s, err := Open("redis://" + addr + "?dial_timeout=10s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if took := time.Since(start); took > 2*time.Second {
+				t.Fatalf("Open took %v against a silent server", took)
+			}
+			p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Minute}
+			for i := range 2 { // the second waits for the attempt still in flight
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				start := time.Now()
+				_, err := s.Take(ctx, p, "k", 1)
+				took := time.Since(start)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("take %d: %v, want context.DeadlineExceeded", i, err)
+				}
+				if took > 2*time.Second {
+					t.Fatalf("take %d with a 50ms deadline took %v", i, took)
+				}
+			}
+			if st := s.Stats(); st.Errors != 0 || st.CallerTimeouts != 2 {
+				t.Errorf("stats %+v: want no errors and 2 caller timeouts", st)
+			}
+			// Ping and Reset wait no longer either.
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			start = time.Now()
+			if err := s.Ping(ctx); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+				t.Errorf("ping: %v after %v", err, time.Since(start))
+			}
+		})
 	}
 }

@@ -7,27 +7,34 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
-	"runtime"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/rawconn"
 )
 
-// TestDialRaw: a plain connection comes back wrapped by rawconn (on Linux).
-func TestDialRaw(t *testing.T) {
+// TestDialPlain: by default a connection is the standard library's; with a
+// wrapper (WithConnWrapper) it is what the wrapper returns.
+func TestDialPlain(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	c, err := dial(context.Background(), l.Addr().String(), &net.Dialer{}, nil)
+	c, err := dial(context.Background(), l.Addr().String(), &net.Dialer{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, raw := c.(*rawconn.Conn); raw != (runtime.GOOS == "linux") {
-		t.Fatalf("on %s, dial gave a %T", runtime.GOOS, c)
+	if _, plain := c.(*net.TCPConn); !plain {
+		t.Fatalf("dial gave a %T, want a *net.TCPConn", c)
+	}
+	type wrapped struct{ net.Conn }
+	w, err := dial(context.Background(), l.Addr().String(), &net.Dialer{}, nil, func(c net.Conn) net.Conn { return wrapped{c} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, ok := w.(wrapped); !ok {
+		t.Fatalf("dial with a wrapper gave a %T", w)
 	}
 }
 
@@ -53,7 +60,7 @@ func TestDialHandshakeBounded(t *testing.T) {
 		{Timeout: 50 * time.Millisecond},
 		{Deadline: time.Now().Add(50 * time.Millisecond)},
 	} {
-		c, err := dial(context.Background(), l.Addr().String(), d, &tls.Config{})
+		c, err := dial(context.Background(), l.Addr().String(), d, &tls.Config{}, nil)
 		if err == nil {
 			c.Close()
 			t.Fatalf("dialer %+v: the handshake with a silent server succeeded", d)

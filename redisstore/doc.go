@@ -21,7 +21,10 @@
 //
 // Every decision is one round trip: one Lua script, run by its SHA (EVALSHA)
 // and sent again transparently when Redis answers NOSCRIPT (after a
-// restart, a failover or SCRIPT FLUSH). The script does only the atomic
+// restart, a failover or SCRIPT FLUSH). A Take of a fixed-window policy
+// runs fixed.lua, of a bucket kind bucket.lua: a screen each, which the
+// algorithm's rule can be read from; batches (TakeAll) and the other
+// algorithms run take.lua. A script does only the atomic
 // part: it reads each key's state, evaluates the algorithm's admission
 // predicate exactly, and, if the request (or every request of a TakeAll
 // batch) is admitted, writes the new state and sets the key to expire at
@@ -32,13 +35,29 @@
 // construction, and the storetest conformance suite checks them.
 //
 // Lua numbers are doubles, exact only up to 2⁵³, but the models use 63-bit
-// nanoseconds and products of up to 126 bits. The script therefore holds
-// every number as 24-bit limbs and stores them as decimal strings: the
-// comparisons are exact over the models' whole parameter range
-// (sluice.MaxLimit, sluice.MaxPeriod, sluice.MaxTime); nothing is rounded and
-// no policy is refused for its size. What Go can work out in advance (the
-// time cost units take to drain, as whole and fractional nanoseconds) is
-// passed in.
+// nanoseconds and products of up to 126 bits. The one-request scripts work
+// in plain doubles, so they take only policies whose numbers stay below
+// 2⁵³ (the exact range):
+//
+//	fixed-window   Period a whole number of microseconds, Limit < 2⁵³;
+//	               times are whole microseconds since the epoch (< 2⁵³
+//	               until the year 2255; the window boundaries are whole
+//	               microseconds, so the decisions are the model's in
+//	               nanoseconds)
+//	bucket kinds   Burst×Period/Limit < 2⁵² ns (52 days) and the
+//	               denominator Limit/gcd(Period, Limit) < 2⁵²; the script
+//	               works relative to now (the debt TAT − now, below 2⁵³ ns)
+//
+// Every envoy-format rule (a whole second, minute, hour or day, and any
+// limit below 2⁵³) is inside it. A policy outside it is not refused: take.lua
+// decides it, holding every number as 24-bit limbs in decimal strings, exact
+// over the models' whole parameter range (sluice.MaxLimit, sluice.MaxPeriod,
+// sluice.MaxTime), at a higher cost to Redis. A one-request script that
+// meets a state it cannot read exactly (written under another period or
+// denominator by a named policy that changed, or a TAT over 2⁵² ns ahead)
+// hands the request to take.lua before writing anything. What Go can work
+// out in advance (the time cost units take to drain, as whole and
+// fractional nanoseconds) is passed in.
 //
 // # Time
 //
@@ -96,10 +115,38 @@
 // turn enforcement off. After DefaultBreakerFailures consecutive failures
 // (calls that fail together, as in one stall, count once) the breaker answers ErrUnavailable at once, lets one probe through every
 // cooldown (default 200 ms) and closes when a probe succeeds. Stats counts
-// calls, errors, timeouts and short-circuited calls. A store opened (with
-// Open) while Redis is down starts anyway and connects on demand, under the
-// same breaker. The Limiter's failure mode (open, closed, or local) decides
+// calls, errors, timeouts and short-circuited calls. Open does not wait
+// for Redis: it connects in the background, and a call waits for the
+// connection no longer than it would wait for Redis (the caller's deadline
+// less the margin, or the ceiling). A store opened while Redis is down
+// starts anyway and connects on demand, under the same breaker. The Limiter's failure mode (open, closed, or local) decides
 // what a failed call means to the caller.
+//
+// # Errors
+//
+// A method's error means the store could not decide, never "limited". Every
+// method that talks to Redis (Take, TakeAll, TakeStamped, Give, Reset,
+// Acquire, Release, Extend, Ping, Replicas.Beat) returns, wrapped with the
+// method and key:
+//
+//   - sluice.ErrStoreClosed after Close (before anything is sent);
+//   - ErrUnavailable while the circuit breaker is open;
+//   - the caller's context.Canceled or context.DeadlineExceeded when ctx
+//     ended or less than the deadline margin was left, whether it was
+//     waiting for the connection or for Redis (not counted as a failure of
+//     Redis);
+//   - context.DeadlineExceeded when the store's timeout (WithTimeout) ran
+//     out, and Redis's or the connection's own errors (both counted toward
+//     the breaker);
+//   - a validation error naming the field for a policy that is not valid or
+//     a negative cost (Take, TakeAll, TakeStamped), or a ttl ≤ 0 (Acquire,
+//     Extend).
+//
+// TakeAll also returns ErrCrossSlot (a Cluster batch over several slots)
+// and an error when len(out) ≠ len(reqs). Close always returns nil;
+// Replicas.Leave returns nil when the store never connected. New refuses a
+// nil client and a prefix or slot with braces; Open a bad URL or option;
+// NewReplicas an interval not shorter than the TTL.
 //
 // # Counting replicas
 //

@@ -319,8 +319,10 @@ func (s *Store) end(parent context.Context, c callStart, err error) error {
 		return nil
 	case parent.Err() != nil || (c.byCaller && errors.Is(err, context.DeadlineExceeded)):
 		// The caller gave up, or its deadline (less the margin) came: say
-		// nothing about Redis, but free a probe.
-		if parent.Err() == nil {
+		// nothing about Redis, but free a probe. A deadline counts as a
+		// caller timeout whether the margin or the deadline itself was
+		// reached first (a loaded host runs timers late).
+		if !errors.Is(parent.Err(), context.Canceled) {
 			s.stats.callerTimeouts.Add(1)
 		}
 		s.brk.probing.Store(false)

@@ -13,15 +13,17 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/rawconn"
 )
 
 // DefaultMaxFlushDelay is how long Open's client may hold a command back to
 // send it together with other callers' commands in one write.
 const DefaultMaxFlushDelay = 20 * time.Microsecond
 
-// Open connects to Redis as url says and returns a store that owns the
-// connection: Close closes it. Only a bad URL or option is an error: if
+// Open returns a store that connects to Redis as url says and owns the
+// connection: Close closes it. Only a bad URL or option is an error. Open
+// does not wait for Redis: it starts connecting in the background, and a
+// call waits for the connection no longer than a call to Redis may take
+// (its context's deadline less the margin, or the store's timeout). If
 // Redis cannot be reached, the store's calls fail (fast, under the circuit
 // breaker) until it can, and then the store connects. The forms, all with optional user:password@
 // and query parameters as rueidis.ParseURL reads them (db, dial_timeout,
@@ -62,7 +64,10 @@ func Open(url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.DialCtxFn = dial
+	wrap := s.wrapConn
+	o.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		return dial(ctx, dst, d, tc, wrap)
+	}
 	// One pipelined connection per Redis node, for every kind of client
 	// (rueidis's default for Cluster; its standalone and Sentinel clients
 	// would open up to four, by GOMAXPROCS at the start): Redis runs the
@@ -89,36 +94,39 @@ func Open(url string, opts ...Option) (*Store, error) {
 	s.dial = &dialer{opt: o, url: redact(url)}
 	// If Redis is down or unreachable the store still works: its calls
 	// fail (under the breaker) until a connection succeeds.
-	_ = s.connect()
+	s.dial.mu.Lock()
+	s.startDial()
+	s.dial.mu.Unlock()
 	return s, nil
 }
 
-// dialer connects Open's client on demand, at most once per
-// DefaultBreakerCooldown while connecting fails.
+// dialer connects Open's client on demand, in the background (rueidis
+// takes no context to connect with), at most once per
+// DefaultBreakerCooldown while connecting fails. Callers wait for an
+// attempt in flight only as long as their context allows.
 type dialer struct {
 	opt     rueidis.ClientOption
 	url     string
 	mu      sync.Mutex
+	running chan struct{} // closed when the attempt in flight ends; nil if none
 	lastErr error
 	lastAt  time.Time
 }
 
-// dial connects to a Redis server (or sentinel) as rueidis would, but with
-// the TCP connection's reads and writes made raw (internal/rawconn): with
-// the same for its gRPC connections, that took sluice serve's CPU per
-// request on Redis at 16 in flight from 42.5 to 30 µs, and it took
-// BenchmarkTake's client CPU at 64 callers from 9.6 to 6.0 µs per decision
-// (BENCHMARKS.md). As with tls.Dialer, the dialer's Timeout and Deadline
-// bound the connection and the TLS handshake together, and an empty
-// ServerName is the host's. (rueidis's DisableTCPNoDelay, which looks for a
-// *net.TCPConn, would not apply to these connections; Open does not set it.)
-func dial(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+// dial connects to a Redis server (or sentinel) as rueidis would, with the
+// TCP connection passed through wrap (WithConnWrapper) if it is not nil. As
+// with tls.Dialer, the dialer's Timeout and Deadline bound the connection
+// and the TLS handshake together, and an empty ServerName is the host's.
+func dial(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config, wrap func(net.Conn) net.Conn) (net.Conn, error) {
+	if wrap == nil {
+		wrap = func(c net.Conn) net.Conn { return c }
+	}
 	if tc == nil {
 		c, err := d.DialContext(ctx, "tcp", dst)
 		if err != nil {
 			return nil, err
 		}
-		return rawconn.Wrap(c), nil
+		return wrap(c), nil
 	}
 	if d.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -139,7 +147,7 @@ func dial(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.C
 		tc = tc.Clone()
 		tc.ServerName = host
 	}
-	t := tls.Client(rawconn.Wrap(c), tc)
+	t := tls.Client(wrap(c), tc)
 	if err := t.HandshakeContext(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -153,7 +161,7 @@ func (s *Store) connection(ctx context.Context) (*conn, error) {
 	if cn := s.conn.Load(); cn != nil {
 		return cn, nil
 	}
-	if err := s.call(ctx, func(context.Context) error { return s.connect() }); err != nil {
+	if err := s.call(ctx, s.connect); err != nil {
 		return nil, err
 	}
 	return s.conn.Load(), nil
@@ -181,43 +189,83 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// connect makes the client if there is none.
-func (s *Store) connect() error {
+// connect makes the client if there is none, waiting for it until ctx
+// ends: a connection that comes later is kept for the calls after.
+func (s *Store) connect(ctx context.Context) error {
 	d := s.dial
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	switch {
+	case s.conn.Load() != nil:
+		d.mu.Unlock()
+		return nil
+	case s.closed.Load():
+		d.mu.Unlock()
+		return errClosed
+	case d.running == nil && d.lastErr != nil && time.Since(d.lastAt) < DefaultBreakerCooldown:
+		err := d.lastErr
+		d.mu.Unlock()
+		return err
+	case d.running == nil:
+		s.startDial()
+	}
+	running := d.running
+	d.mu.Unlock()
+	select {
+	case <-running:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	if s.conn.Load() != nil {
 		return nil
 	}
-	if d.lastErr != nil && time.Since(d.lastAt) < DefaultBreakerCooldown {
-		return d.lastErr
-	}
-	c, err := rueidis.NewClient(d.opt)
-	if err != nil {
-		s.stats.dialErrors.Add(1)
-		d.lastErr, d.lastAt = fmt.Errorf("connecting to %s: %w", d.url, err), time.Now()
-		return d.lastErr
-	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if s.closed.Load() {
-		c.Close()
 		return errClosed
 	}
-	s.conn.Store(newConn(c))
-	return nil
+	return d.lastErr
+}
+
+// startDial starts an attempt to connect in the background. The caller
+// holds s.dial.mu, and no attempt is in flight.
+func (s *Store) startDial() {
+	d := s.dial
+	done := make(chan struct{})
+	d.running = done
+	go func() {
+		c, err := rueidis.NewClient(d.opt)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		defer close(done)
+		d.running = nil
+		switch {
+		case err != nil:
+			s.stats.dialErrors.Add(1)
+			d.lastErr, d.lastAt = fmt.Errorf("connecting to %s: %w", d.url, err), time.Now()
+		case s.closed.Load():
+			c.Close()
+		default:
+			d.lastErr = nil
+			s.conn.Store(newConn(c))
+		}
+	}()
 }
 
 // errClosed is sluice.ErrStoreClosed: every method returns it (wrapped) after Close.
 var errClosed = sluice.ErrStoreClosed
 
-// Close releases the store; it closes the client if Open created it.
-// Calls after Close fail.
+// Close releases the store; it closes the client if Open created it (a
+// connection Open is still making is closed when it is made). Calls after
+// Close fail with an error wrapping sluice.ErrStoreClosed. Close returns
+// nil.
 func (s *Store) Close() error {
+	if s.dial != nil {
+		// A connection still being made is closed when it comes.
+		s.dial.mu.Lock()
+		defer s.dial.mu.Unlock()
+	}
 	s.closed.Store(true)
 	if s.owned {
-		if s.dial != nil {
-			s.dial.mu.Lock()
-			defer s.dial.mu.Unlock()
-		}
 		if c := s.conn.Load(); c != nil {
 			c.client.Close()
 		}

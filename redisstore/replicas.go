@@ -50,30 +50,42 @@ var heartbeatScript = rueidis.NewLuaScript(heartbeatSource)
 // replica keeps its share through an outage. Before the first beat the count
 // is 1.
 type Replicas struct {
-	store *Store
-	id    string
-	ttl   time.Duration
-	key   string
-	n     atomic.Int64
+	store    *Store
+	id       string
+	interval time.Duration
+	ttl      time.Duration
+	key      string
+	n        atomic.Int64
 }
 
 var _ sluice.ReplicaCounter = (*Replicas)(nil)
 
 // NewReplicas returns the replica counter of the replica id (unique in the
-// fleet: a host name and process id, say) over s, whose beats keep it
-// counted for ttl (DefaultHeartbeatTTL if ttl ≤ 0).
-func NewReplicas(s *Store, id string, ttl time.Duration) *Replicas {
+// fleet: a host name and process id, say) over s, which Run beats every
+// interval (DefaultHeartbeatInterval if interval ≤ 0) and whose beats keep
+// it counted for ttl (DefaultHeartbeatTTL if ttl ≤ 0).
+//
+// interval must be shorter than ttl, or a live replica would drop out of
+// the count between two beats and the others would take its share of every
+// limit: NewReplicas refuses that with an error naming both.
+func NewReplicas(s *Store, id string, interval, ttl time.Duration) (*Replicas, error) {
+	if interval <= 0 {
+		interval = DefaultHeartbeatInterval
+	}
 	if ttl <= 0 {
 		ttl = DefaultHeartbeatTTL
+	}
+	if interval >= ttl {
+		return nil, fmt.Errorf("redisstore: replicas: heartbeat interval %v must be shorter than the heartbeat TTL %v (a live replica would drop out of the count between beats)", interval, ttl)
 	}
 	tag := "replicas"
 	key := s.prefix + "{" + tag + "}"
 	if s.slot != "" {
 		key = s.prefix + "{" + s.slot + "}" + tag
 	}
-	r := &Replicas{store: s, id: id, ttl: ttl, key: key}
+	r := &Replicas{store: s, id: id, interval: interval, ttl: ttl, key: key}
 	r.n.Store(1)
-	return r
+	return r, nil
 }
 
 // Replicas returns the count the last successful beat saw (at least 1).
@@ -107,6 +119,9 @@ func (r *Replicas) Beat(ctx context.Context) (int, error) {
 // shutdown), instead of when its last beat expires.
 func (r *Replicas) Leave(ctx context.Context) error {
 	s := r.store
+	if s.closed.Load() {
+		return fmt.Errorf("redisstore: heartbeat: leave: %w", errClosed)
+	}
 	cn := s.conn.Load()
 	if cn == nil {
 		return nil // never connected: never counted
@@ -120,20 +135,16 @@ func (r *Replicas) Leave(ctx context.Context) error {
 	return nil
 }
 
-// Run beats at once and then every interval (DefaultHeartbeatInterval if
-// interval ≤ 0), each beat bounded by the interval, until ctx ends, then
-// leaves. Failed beats are skipped (the
-// count stays); onError, if not nil, is called with each error.
-func (r *Replicas) Run(ctx context.Context, interval time.Duration, onError func(error)) {
-	if interval <= 0 {
-		interval = DefaultHeartbeatInterval
-	}
-	tick := time.NewTicker(interval)
+// Run beats at once and then every interval (NewReplicas's), until ctx
+// ends, then leaves. Each beat waits at most min(interval, TTL − interval),
+// so that a beat that succeeds lands before the previous one expires.
+// Failed beats are skipped (the count stays); onError, if not nil, is
+// called with each error.
+func (r *Replicas) Run(ctx context.Context, onError func(error)) {
+	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	for {
-		// A beat waits no longer than the interval (a slow beat is no
-		// reason to hold the next one back).
-		bctx, cancel := context.WithTimeout(ctx, interval)
+		bctx, cancel := context.WithTimeout(ctx, min(r.interval, r.ttl-r.interval))
 		_, err := r.Beat(bctx)
 		cancel()
 		if err != nil && ctx.Err() == nil && onError != nil {

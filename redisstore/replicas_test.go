@@ -4,6 +4,7 @@ package redisstore
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestReplicas(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := t.Context()
-	a, b, c := NewReplicas(s, "a", time.Hour), NewReplicas(s, "b", time.Hour), NewReplicas(s, "c", 50*time.Millisecond)
+	a, b, c := newReplicas(t, s, "a", time.Hour), newReplicas(t, s, "b", time.Hour), newReplicas(t, s, "c", 50*time.Millisecond)
 	if a.Replicas() != 1 {
 		t.Fatalf("before any beat: %d, want 1", a.Replicas())
 	}
@@ -75,8 +76,41 @@ func TestReplicasCluster(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	for i, id := range []string{"x", "y"} {
-		if n, err := NewReplicas(s, id, time.Hour).Beat(ctx); err != nil || n != i+1 {
+		if n, err := newReplicas(t, s, id, time.Hour).Beat(ctx); err != nil || n != i+1 {
 			t.Fatalf("beat %s: %d, %v; want %d", id, n, err, i+1)
 		}
+	}
+}
+
+// newReplicas is NewReplicas with an interval of a tenth of ttl.
+func newReplicas(t *testing.T, s *Store, id string, ttl time.Duration) *Replicas {
+	t.Helper()
+	r, err := NewReplicas(s, id, ttl/10, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestReplicasIntervalBelowTTL: an interval not shorter than the TTL is
+// refused, naming both: a replica would drop out between its beats.
+func TestReplicasIntervalBelowTTL(t *testing.T) {
+	s, err := Open("redis://127.0.0.1:1") // never dialled: NewReplicas does no I/O
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct{ interval, ttl time.Duration }{
+		{3 * time.Second, 3 * time.Second},
+		{5 * time.Second, 0}, // the default TTL, 3s
+		{0, time.Second},     // the default interval, 1s
+	} {
+		_, err := NewReplicas(s, "a", tc.interval, tc.ttl)
+		if err == nil || !strings.Contains(err.Error(), "interval") || !strings.Contains(err.Error(), "TTL") {
+			t.Errorf("interval %v, ttl %v: %v; want an error naming both", tc.interval, tc.ttl, err)
+		}
+	}
+	if _, err := NewReplicas(s, "a", time.Second, 1001*time.Millisecond); err != nil {
+		t.Errorf("interval 1s, ttl 1.001s: %v", err)
 	}
 }

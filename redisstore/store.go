@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,10 +53,13 @@ type Store struct {
 	brk            breaker
 	stats          counters
 	closed         atomic.Bool
-	tlsConf        *tls.Config // Open: WithTLSConfig
+	tlsConf        *tls.Config             // Open: WithTLSConfig
+	wrapConn       func(net.Conn) net.Conn // Open: WithConnWrapper
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
+
+	generalOnly bool // benchmarks: take.lua decides every request
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -83,6 +87,12 @@ type compiled struct {
 	capS  string
 	perS  string
 	denS  string
+	// The one-request scripts (fast.go): fast is "f", "b" or "" (take.lua
+	// only); perUS is the period in µs; overBurst is dur(burst) ns + 1, a
+	// duration no request fits in.
+	fast      string
+	perUS     string
+	overBurst string
 }
 
 // Option configures a Store.
@@ -121,9 +131,22 @@ func WithSingleSlot(name string) Option { return func(s *Store) { s.slot = name 
 // master. New ignores it: configure TLS on the client.
 func WithTLSConfig(c *tls.Config) Option { return func(s *Store) { s.tlsConf = c } }
 
+// WithConnWrapper makes Open pass each TCP connection it makes to Redis (or
+// a sentinel) through wrap before using it (and before TLS, if any): for a
+// service that wants its own socket handling. By default the connections
+// are the standard library's. New ignores it: configure the client's
+// dialer.
+func WithConnWrapper(wrap func(net.Conn) net.Conn) Option {
+	return func(s *Store) { s.wrapConn = wrap }
+}
+
 // New returns a store that uses client, which may be a standalone, Sentinel
-// or Cluster rueidis client. Close does not close it.
+// or Cluster rueidis client. Close does not close it. A nil client is an
+// error.
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: client: must not be nil")
+	}
 	s, err := configure(opts)
 	if err != nil {
 		return nil, err
@@ -199,6 +222,12 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	}
 	c.capS = strconv.FormatInt(c.cap, 10)
 	c.denS = strconv.FormatUint(c.den, 10)
+	c.fast = c.fastKind(p)
+	c.perUS = strconv.FormatInt(int64(p.Period/1000), 10)
+	if c.kind == "b" {
+		ns, _ := c.dur(c.cap)
+		c.overBurst = strconv.FormatUint(ns+1, 10)
+	}
 	s.mu.Lock()
 	if len(s.compiled) > 4096 {
 		clear(s.compiled) // policies built per request: do not grow forever
@@ -236,6 +265,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		return fmt.Errorf("redisstore: take all: %d requests but room for %d decisions", len(reqs), len(out))
 	}
 	if len(reqs) == 0 {
+		if s.closed.Load() {
+			return fmt.Errorf("redisstore: take all: %w", errClosed)
+		}
 		return nil
 	}
 	if err := s.take(ctx, reqs, out, nil); err != nil {
@@ -274,6 +306,19 @@ func (sc *scratch) release() {
 // take applies reqs; with post non-nil, post[i] receives the state request
 // i left (for TakeStamped).
 func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, post []sluice.State) error {
+	if len(reqs) == 1 && reqs[0].Cost >= 0 && !s.closed.Load() && !s.generalOnly {
+		c, err := s.compile(reqs[0].Policy)
+		if err != nil {
+			return err
+		}
+		if c.fast != "" {
+			d, done, err := s.takeFast(ctx, c, reqs[0].Key, reqs[0].Cost, post)
+			if done {
+				out[0] = d
+				return err
+			}
+		}
+	}
 	sc := scratchPool.Get().(*scratch)
 	defer sc.release()
 	cs, keys := slices.Grow(sc.cs[:0], len(reqs)), slices.Grow(sc.keys[:0], 2*len(reqs))
@@ -292,7 +337,7 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		durNS, durFrac := "0", "0"
 		switch {
 		case c.kind != "b" || r.Cost > c.cap:
-		case r.Cost == 1:
+		case r.Cost <= 1: // a peek is judged as cost 1
 			durNS, durFrac = c.one[0], c.one[1]
 		default:
 			ns, frac := c.dur(r.Cost)

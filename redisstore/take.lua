@@ -15,9 +15,9 @@
 -- comparisons of pairs are exact. The two operations that can leave that
 -- range, a product (sliding window) and a remainder (window start), take a
 -- fast path when doubles are provably exact and otherwise fall back to
--- arbitrary precision on 24-bit limbs. A batch of one bucket-kind request,
--- the common case, first tries the fast path below, which works in plain
--- doubles relative to now and skips the pairs altogether.
+-- arbitrary precision on 24-bit limbs. (One request of a fixed-window or
+-- bucket-kind policy inside the exact range runs fixed.lua or bucket.lua
+-- instead, which work in plain doubles.)
 --
 -- KEYS: two per request: the state hash, and the sliding-log list.
 -- ARGV[1]: now in nanoseconds, or "" to read Redis TIME.
@@ -47,87 +47,6 @@ end
 if nh == 0 then nows = string.format("%d", nl) else nows = string.format("%d%09d", nh, nl) end
 local slack = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-
--- The fast path: a batch of one bucket-kind request whose numbers are small
--- enough for plain doubles. Everything is relative to now: the debt D + F/den
--- (TAT - now, at least 0) is below 4e6 s = 4e15 ns, the request's and the
--- burst's durations and every fraction are below 10^15 (at most 15 digits),
--- so every sum stays below 2^53 and is exact. It decides exactly as the
--- general path below, which it falls back to (before writing anything) when
--- a bound does not hold or the stored fraction must move to another
--- denominator. It comes before the helpers so that it does not pay for
--- making their closures.
-if n == 1 and ARGV[4] == "b" then
-  local cs, ks, c1s, c2s, b1s, b2s, dens = ARGV[5], ARGV[6], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]
-  if #cs <= 15 and #ks <= 15 and #c1s <= 15 and #c2s <= 15 and #b1s <= 15 and #b2s <= 15 and #dens <= 15 then
-    local key = KEYS[1]
-    local v = redis.call('HMGET', key, 't', 'f', 'd')
-    local ts, fs = v[1] or "0", v[2] or "0"
-    local m = #ts
-    local f = tonumber(fs)
-    local th, tl
-    if m <= 9 then
-      th, tl = 0, tonumber(ts)
-    else
-      th, tl = tonumber(string.sub(ts, 1, m - 9)), tonumber(string.sub(ts, m - 8))
-    end
-    local dh = th - nh
-    if #fs <= 15 and m <= 24 and dh < 4000000 and not (v[3] and v[3] ~= dens and f > 0) then
-      local den, cost, cap = tonumber(dens), tonumber(cs), tonumber(ks)
-      -- The debt: TAT - now if the TAT is not earlier than now, else 0.
-      -- dh < 0 means TAT < (th + 1) s <= nh s <= now.
-      local d, df = 0, 0
-      if dh >= 0 then
-        d = dh * G + tl - nl
-        if d < 0 then d = 0 else df = f end
-      end
-      local ok, xd, xf = false, 0, 0
-      if cost > cap then
-        ok = false
-      elseif cost == 0 then
-        ok = true
-      else
-        -- next = debt + dur(cost); limit = dur(burst); admitted iff
-        -- next <= limit.
-        xd, xf = d + tonumber(c1s), df + tonumber(c2s)
-        if xf >= den then xf = xf - den; xd = xd + 1 end
-        local ld, lf = tonumber(b1s), tonumber(b2s)
-        if lf >= den then lf = lf - den; ld = ld + 1 end
-        ok = not (ld < xd or (ld == xd and lf < xf))
-        if ok then
-          -- The new TAT, now + xd, as a pair (q, r): xd + nl < 2^53, so
-          -- the quotient is off by at most one before the correction.
-          local s = nl + xd
-          local q = math.floor(s / G)
-          local r = s - q * G
-          if r < 0 then q = q - 1; r = r + G elseif r >= G then q = q + 1; r = r - G end
-          q = nh + q
-          local tats
-          if q == 0 then tats = string.format("%d", r) else tats = string.format("%d%09d", q, r) end
-          -- The expiry: the TAT rounded up to a whole nanosecond.
-          local xq, xr, xs = q, r, tats
-          if xf > 0 then
-            xr = xr + 1
-            if xr == G then xq = xq + 1; xr = 0 end
-            if xq == 0 then xs = string.format("%d", xr) else xs = string.format("%d%09d", xq, xr) end
-          end
-          -- ceil((x - now) / 1ms), at least 1, plus the slack
-          local eh, el = xq - nh, xr - nl
-          if el < 0 then eh = eh - 1; el = el + G end
-          local ms = eh * 1000 + math.ceil(el / 1000000)
-          if ms < 1 then ms = 1 end
-          local fxs = "0"
-          if xf > 0 then fxs = string.format("%d", xf) end
-          redis.call('HSET', key, 't', tats, 'f', fxs, 'd', dens, 'x', xs)
-          redis.call('PEXPIRE', key, string.format("%d", ms + slack))
-        end
-      end
-      -- The stored strings are the ones this script wrote: canonical
-      -- decimals, as the general path would format them again.
-      return {nows, ok and "1" or "0", ts, fs, "", ""}
-    end
-  end
-end
 
 -- Arbitrary precision, for the slow paths: little-endian 24-bit limbs.
 local BASE = 16777216
@@ -423,6 +342,10 @@ for i = 1, n do
   local kh, kl = P(ARGV[base + 3])   -- capacity
   local ph, pl = P(ARGV[base + 4])   -- period
   local costpos = ch > 0 or cl > 0
+  -- A peek (cost 0) is admitted iff cost 1 would be: jh, jl is the cost
+  -- judged. (For the bucket kinds Go sends dur(1) with a peek.)
+  local jh, jl = ch, cl
+  if not costpos then jh, jl = 0, 1 end
   local key, lkey = KEYS[2 * i - 1], KEYS[2 * i]
   local s = states[key]
   if not s then
@@ -444,10 +367,7 @@ for i = 1, n do
       local bh1, bl1 = P(ARGV[base + 7])
       local bh2, bl2 = P(ARGV[base + 8])
       local lh, ll, lfh, lfl = radd(nh, nl, 0, 0, bh1, bl1, bh2, bl2, dh, dl)
-      -- A peek (cost 0) is always admitted, even when the stored TAT runs
-      -- further ahead than this policy's burst allows (it was written under
-      -- other parameters, or at a later instant).
-      if not costpos or not rless(lh, ll, lfh, lfl, xh, xl, xfh, xfl) then
+      if not rless(lh, ll, lfh, lfl, xh, xl, xfh, xfl) then
         ok = true
         if costpos then
           s.th, s.tl, s.fh, s.fl, s.d = xh, xl, xfh, xfl, ARGV[base + 9]
@@ -463,8 +383,8 @@ for i = 1, n do
     local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
     local cnth, cntl = 0, 0
     if cmp(s.th, s.tl, sh, sl) == 0 then cnth, cntl = s.ch, s.cl end
-    local uh, ul = add(cnth, cntl, ch, cl)
-    if cmp(ch, cl, kh, kl) <= 0 and (not costpos or cmp(uh, ul, kh, kl) <= 0) then
+    local uh, ul = add(cnth, cntl, jh, jl)
+    if cmp(ch, cl, kh, kl) <= 0 and cmp(uh, ul, kh, kl) <= 0 then
       ok = true
       if costpos then
         s.th, s.tl, s.ch, s.cl = sh, sl, uh, ul
@@ -484,10 +404,8 @@ for i = 1, n do
       if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
     end
     if cmp(ch, cl, kh, kl) <= 0 then
-      local uh, ul = add(curh, curl, ch, cl)
-      if not costpos then
-        ok = true
-      elseif cmp(uh, ul, kh, kl) <= 0 then
+      local uh, ul = add(curh, curl, jh, jl)
+      if cmp(uh, ul, kh, kl) <= 0 then
         -- (limit - cur - cost) * P >= prev * (P - e), e = t - start
         local rh, rl = sub(kh, kl, uh, ul)
         local eh, el = sub(th, tl, sh, sl)
@@ -512,8 +430,8 @@ for i = 1, n do
     end
     o1, o2 = S(s.uh, s.ul), S(s.ah, s.al)
     if cmp(ch, cl, kh, kl) <= 0 then
-      local uh, ul = add(s.uh, s.ul, ch, cl)
-      if not costpos or cmp(uh, ul, kh, kl) <= 0 then
+      local uh, ul = add(s.uh, s.ul, jh, jl)
+      if cmp(uh, ul, kh, kl) <= 0 then
         ok = true
         if costpos then
           local ah, al = nh, nl

@@ -51,7 +51,7 @@ func TestRunOutput(t *testing.T) {
 {"t":2,"key":"a","cost":1,"allowed":true,"limit":2,"remaining":0,"reset_after":58}
 {"t":3.5,"key":"a","cost":1,"allowed":false,"limit":2,"remaining":0,"retry_after":56.5,"reset_after":56.5}
 {"t":4,"key":"a","cost":3,"allowed":false,"impossible":true,"limit":2,"remaining":0,"reset_after":56}
-{"t":5,"key":"a","cost":0,"allowed":true,"limit":2,"remaining":0,"reset_after":55}
+{"t":5,"key":"a","cost":0,"allowed":false,"limit":2,"remaining":0,"retry_after":55,"reset_after":55}
 {"t":60,"key":"a","cost":1,"allowed":true,"limit":2,"remaining":1,"reset_after":60}
 `,
 	}, {

@@ -15,8 +15,8 @@ import (
 // second, and for the bucket kinds a burst of 5.
 func small(alg sluice.Algorithm) sluice.Policy { return policyFor(alg, 3, time.Second, 5) }
 
-// testPeek checks cost-0 requests: always admitted, they report the state
-// and change nothing.
+// testPeek checks cost-0 requests: admitted iff a request of cost 1 would
+// be admitted now, they report the state and change nothing.
 func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
 	for _, alg := range sluice.Algorithms {
 		t.Run(string(alg), func(t *testing.T) {
@@ -31,8 +31,9 @@ func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
 				admitted = r.check(p, "k", 1).Allowed
 			}
 			for range 3 {
-				if d := r.peek(p, "k"); !d.Allowed || d.Remaining != 0 {
-					t.Fatalf("a peek at an exhausted key: %s, want admitted with remaining 0", fmtDecision(d))
+				d := r.peek(p, "k")
+				if one := r.check(p, "k", 1); d.Allowed || d.Remaining != 0 || d.RetryAfter != one.RetryAfter {
+					t.Fatalf("a peek at an exhausted key: %s, want refused with remaining 0 and the RetryAfter of cost 1 (%s)", fmtDecision(d), fmtDecision(one))
 				}
 			}
 			for _, step := range []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond, 400 * time.Millisecond, time.Second} {
@@ -40,6 +41,25 @@ func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
 				r.peek(p, "k")
 				r.check(p, "k", 1)
 				r.peek(p, "k")
+			}
+		})
+	}
+	// Envoy's check-then-debit (hits_addend 0 on the request, the debit
+	// when the stream is done) limits: on 2 a minute, 2 of 20 pass.
+	for _, alg := range sluice.Algorithms {
+		t.Run(string(alg)+"/check-then-debit", func(t *testing.T) {
+			r := newRig(t, newHarness, later)
+			p := policyFor(alg, 2, time.Minute, 0)
+			passed := 0
+			for range 20 {
+				if r.peek(p, "k").Allowed {
+					passed++
+					r.check(p, "k", 1)
+				}
+				r.at(r.now + int64(time.Millisecond))
+			}
+			if passed != 2 {
+				t.Fatalf("%d of 20 peeks passed on %v, want 2", passed, p)
 			}
 		})
 	}
@@ -249,8 +269,8 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 	})
 	t.Run("Tightened", func(t *testing.T) {
 		// A named policy whose limit drops below what its keys already
-		// used: a peek is still admitted and reports 0 remaining, and
-		// the next request waits for the state to drain under the new
+		// used: a peek is refused (as cost 1 is) and reports 0 remaining,
+		// and the next request waits for the state to drain under the new
 		// parameters. (Both emission intervals are whole nanoseconds, so
 		// the state means the same to both models.)
 		r := newRig(t, newHarness, later)
@@ -260,8 +280,8 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 			after := before
 			after.Limit = 10
 			r.check(before, "k", 50)
-			if d := r.peek(after, "k"); !d.Allowed || d.Remaining != 0 {
-				t.Fatalf("%v, after 50 units under %v: peek %s, want admitted with 0 remaining", after, before, fmtDecision(d))
+			if d := r.peek(after, "k"); d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 {
+				t.Fatalf("%v, after 50 units under %v: peek %s, want refused with 0 remaining and a RetryAfter", after, before, fmtDecision(d))
 			}
 			if d := r.check(after, "k", 1); d.Allowed || d.RetryAfter <= 0 {
 				t.Fatalf("%v, after 50 units under %v: %s, want a rejection with a RetryAfter", after, before, fmtDecision(d))

@@ -42,7 +42,10 @@ func startFallback(ctx context.Context, store sluice.Store, n, maxKeys int, log 
 	default:
 		host, _ := os.Hostname()
 		id := fmt.Sprintf("%s/%d/%08x", host, os.Getpid(), rand.Uint32())
-		r := redisstore.NewReplicas(rs, id, 0)
+		r, err := redisstore.NewReplicas(rs, id, 0, 0)
+		if err != nil {
+			return nil, err
+		}
 		fb.replicas, fb.describe = r, "counted by heartbeats in Redis, id "+id
 		// Count in before serving, so a fleet that starts together knows
 		// its size at once (a failure here is logged by Run's retries).
@@ -53,7 +56,7 @@ func startFallback(ctx context.Context, store sluice.Store, n, maxKeys int, log 
 		var lastLog time.Time
 		go func() {
 			defer wg.Done()
-			r.Run(hctx, 0, func(err error) {
+			r.Run(hctx, func(err error) {
 				if time.Since(lastLog) >= time.Minute { // one line a minute at most
 					lastLog = time.Now()
 					log.Warn("replica heartbeat failed; keeping the last count", "replicas", r.Replicas(), "error", err)

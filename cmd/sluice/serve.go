@@ -75,7 +75,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	case maxKeysNone:
 		maxKeys = 0
 	}
-	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, maxKeys, o.singleSlot)
+	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, maxKeys, o.singleSlot, o.rawSockets)
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -213,8 +213,11 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	defer undoProcs()
 
 	errc := make(chan error, 2)
-	// Raw reads and writes on the gRPC connections: see internal/rawconn.
-	go func() { errc <- fmt.Errorf("gRPC: %w", g.Serve(rawconn.Listen(grpcLis))) }()
+	if o.rawSockets {
+		// Raw reads and writes on the gRPC connections: see internal/rawconn.
+		grpcLis = rawconn.Listen(grpcLis)
+	}
+	go func() { errc <- fmt.Errorf("gRPC: %w", g.Serve(grpcLis)) }()
 	go func() { errc <- fmt.Errorf("HTTP: %w", hsrv.Serve(httpLis)) }()
 	if gwSrv != nil {
 		go func() { errc <- fmt.Errorf("gateway: %w", gwSrv.Serve(gwLis)) }()
@@ -294,7 +297,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 type usageError struct{ error }
 
 // openServeStore opens the store --store names.
-func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string) (store sluice.Store, closeFn func() error, err error) {
+func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string, rawSockets bool) (store sluice.Store, closeFn func() error, err error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
 		s := memstore.New(memstore.WithMaxKeys(maxKeys))
@@ -310,6 +313,9 @@ func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot s
 	}
 	if singleSlot != "" {
 		opts = append(opts, redisstore.WithSingleSlot(singleSlot))
+	}
+	if rawSockets {
+		opts = append(opts, redisstore.WithConnWrapper(rawconn.Wrap))
 	}
 	s, err := redisstore.Open(raw, opts...)
 	if err != nil {

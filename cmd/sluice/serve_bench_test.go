@@ -38,6 +38,7 @@ import (
 // serve process has the last CPU to itself and the load client and Redis
 // share the others (taskset, from util-linux), so that what serve's CPU time
 // measures is its own work and not its contention with the load client.
+// Each runs with plain sockets (the default) and with --raw-sockets.
 //
 //	go test -run '^$' -bench BenchmarkServe -benchtime 100000x ./cmd/sluice
 func BenchmarkServe(b *testing.B) {
@@ -57,17 +58,22 @@ func BenchmarkServe(b *testing.B) {
 				serveCPU = splitCPUs(b)
 			}
 			for _, store := range []string{"mem", "redis"} {
-				b.Run("store="+store, func(b *testing.B) {
-					args := []string{"--store", "memory", "--config", dir}
-					if store == "redis" {
-						args = []string{"--store", "redis://" + sluicetest.StartRedis(b), "--config", dir}
-					}
-					addr, httpAddr, cmd, _ := startServeProcessOn(b, serveCPU, args...)
-					pid := cmd.Process.Pid
-					for _, inflight := range []int{16, 64} {
-						b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, httpAddr, pid, inflight) })
-					}
-				})
+				for _, sockets := range []string{"plain", "raw"} {
+					b.Run("store="+store+"/sockets="+sockets, func(b *testing.B) {
+						args := []string{"--store", "memory", "--config", dir}
+						if store == "redis" {
+							args = []string{"--store", "redis://" + sluicetest.StartRedis(b), "--config", dir}
+						}
+						if sockets == "raw" {
+							args = append(args, "--raw-sockets")
+						}
+						addr, httpAddr, cmd, _ := startServeProcessOn(b, serveCPU, args...)
+						pid := cmd.Process.Pid
+						for _, inflight := range []int{16, 64} {
+							b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, httpAddr, pid, inflight) })
+						}
+					})
+				}
 			}
 		})
 	}

@@ -24,7 +24,7 @@ import (
 const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--max-keys auto|N] [--replicas N] [--redis-single-slot NAME]
                     [--store-timeout D]
-                    [--shutdown-timeout D] [--procs auto|N]
+                    [--shutdown-timeout D] [--procs auto|N] [--raw-sockets]
                     [--response-headers] [--legacy-headers] [--merge-domains] [--shadow-mode]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
@@ -100,16 +100,20 @@ Flags:
   --shutdown-timeout D  how long in-flight requests get to finish after
                       SIGTERM or SIGINT (default 15s)
   --procs auto|N      run Go code on at most N CPUs at once (GOMAXPROCS).
-                      The default, auto, uses as few as the load needs,
-                      from one up to GOMAXPROCS's default (the CPUs, or
-                      the container's CPU limit, at start), which costs
-                      less CPU per request at moderate load: it adds
+                      By default Go's own choice (the CPUs, or the
+                      container's CPU limit). auto uses as few as the
+                      load needs, from one up to that default: it adds
                       CPUs at once when serve's CPU use nears 85% of
                       them, and takes one away after a second in which
-                      the use fitted one fewer. It sees only serve's own
-                      CPU use: on a host whose CPUs other processes keep
-                      busy, set N. A GOMAXPROCS environment variable
-                      overrides auto.
+                      the use fitted one fewer. It saved CPU per request
+                      on a small host shared with the load and Redis; it
+                      has not been shown to pay where serve has CPUs of
+                      its own, so it is opt-in. A GOMAXPROCS environment
+                      variable overrides auto.
+  --raw-sockets       read and write the gRPC and Redis connections with
+                      raw system calls, which keeps the Go runtime's
+                      monitor thread asleep between requests (Linux; off
+                      by default: see BENCHMARKS.md for when it pays)
 
 Gateway mode:
 
@@ -170,8 +174,9 @@ type serveOptions struct {
 	shadowMode      bool // server.WithShadowMode
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
-	procs           int // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (tests in process)
-	replicas        int // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
+	procs           int  // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
+	rawSockets      bool // --raw-sockets: internal/rawconn on gRPC and Redis connections
+	replicas        int  // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
 
 	// For tests: called once both listeners are up, and when shutdown
 	// begins.
@@ -203,7 +208,8 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.gatewayAddr, "gateway-addr", "127.0.0.1:8082", "")
 	fset.StringVar(&o.gatewayDomain, "gateway-domain", server.GatewayDomain, "")
 	fset.StringVar(&o.trustedProxies, "trusted-proxies", "", "")
-	procsFlag := fset.String("procs", "auto", "")
+	procsFlag := fset.String("procs", "", "")
+	fset.BoolVar(&o.rawSockets, "raw-sockets", false, "")
 	err := fset.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		io.WriteString(e.stdout, serveUsage)
@@ -260,8 +266,11 @@ func runServe(e env, args []string) int {
 	if o.shutdownTimeout <= 0 {
 		return e.fail(exitUsage, prefix, "--shutdown-timeout %v: must be positive", o.shutdownTimeout)
 	}
-	o.procs = procsAuto
-	if *procsFlag != "auto" {
+	switch *procsFlag {
+	case "": // Go's default
+	case "auto":
+		o.procs = procsAuto
+	default:
 		n, err := strconv.Atoi(*procsFlag)
 		if err != nil || n < 1 {
 			return e.fail(exitUsage, prefix, "--procs %q: want auto or a whole number of at least 1", *procsFlag)

@@ -79,7 +79,7 @@ func TestQuotaMode(t *testing.T) {
 			}
 		}
 		// b took exactly two hits: the refused requests consumed nothing.
-		if r := h.peek(t, "quota", desc("backend", "b")); r.Statuses[0].GetLimitRemaining() != 0 || r.Statuses[0].GetCode() != rls.RateLimitResponse_OK {
+		if r := h.peek(t, "quota", desc("backend", "b")); r.Statuses[0].GetLimitRemaining() != 0 || r.Statuses[0].GetCode() != rls.RateLimitResponse_OVER_LIMIT {
 			t.Errorf("b: %v", r.Statuses[0])
 		}
 		// One backend alone: its quota is all the request's quota.

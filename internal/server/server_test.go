@@ -292,10 +292,11 @@ func TestPeeksAndHits(t *testing.T) {
 	if r := h.peek(t, "rides", desc("city", "rome")); r.Statuses[0].LimitRemaining != 60 {
 		t.Errorf("a refusal consumed: %v", r)
 	}
-	// A peek at an exhausted limit is OK and reports 0 remaining.
+	// A peek at an exhausted limit is OVER_LIMIT (a hit would be) and
+	// reports 0 remaining, as envoyproxy/ratelimit answers hits_addend 0.
 	h.should(t, "rides", desc("route", "/quotes", "rider", "p"))
 	h.should(t, "rides", desc("route", "/quotes", "rider", "p"))
-	if r := h.peek(t, "rides", desc("route", "/quotes", "rider", "p")); codesOf(r) != "OK: OK" || r.Statuses[0].LimitRemaining != 0 {
+	if r := h.peek(t, "rides", desc("route", "/quotes", "rider", "p")); codesOf(r) != "OVER: OVER" || r.Statuses[0].LimitRemaining != 0 {
 		t.Errorf("peek at an exhausted limit: %v", r)
 	}
 }
@@ -759,8 +760,8 @@ func TestHTTPAPI(t *testing.T) {
 	if code != 200 || r.Allowed || r.OverallCode != "OVER_LIMIT" || !reflect.DeepEqual(r.Statuses[0], want) {
 		t.Errorf("over: %d %+v", code, r)
 	}
-	// Peek.
-	if code, r := check(rider + `,"hits_addend":0}`); code != 200 || !r.Allowed || r.Statuses[0].Remaining != 0 {
+	// Peek: refused, as a hit would be.
+	if code, r := check(rider + `,"hits_addend":0}`); code != 200 || r.Allowed || r.Statuses[0].Remaining != 0 || r.Statuses[0].RetryAfter != 0.5 {
 		t.Errorf("peek: %d %+v", code, r)
 	}
 	// Reset, then the bucket is full again.
@@ -797,7 +798,7 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	metrics := h.get(t, "/metrics")
 	for _, want := range []string{
-		`sluice_decisions_total{domain="rides",policy="rider",result="over_limit"} 1`,
+		`sluice_decisions_total{domain="rides",policy="rider",result="over_limit"} 2`, // the hit and the peek
 		`sluice_decision_duration_seconds_count{api="http"}`,
 		`sluice_store_errors_total`,
 		"sluice_config_last_reload_successful 1",

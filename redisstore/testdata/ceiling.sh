@@ -3,9 +3,10 @@
 # BENCHMARKS.md: redis-benchmark sending EVALSHA, at 64 clients with and
 # without pipelining, of
 #   - a trivial script (return 1): the ceiling of any one-script limiter;
-#   - take.lua, one GCRA decision (100/s) on Redis TIME over 100k keys,
-#     with the arguments redisstore sends for Take(policy, key, 1): the
-#     ceiling of redisstore.
+#   - bucket.lua and fixed.lua, one GCRA and one fixed-window decision
+#     (100/s) on Redis TIME over 100k keys, with the arguments redisstore
+#     sends for Take(policy, key, 1): the ceiling of redisstore;
+#   - INCRBY and EXPIRE, envoyproxy/ratelimit's two commands per decision.
 # It starts its own redis-server on a free loopback port and kills it on
 # exit. Usage: bash redisstore/testdata/ceiling.sh [requests per run]
 set -euo pipefail
@@ -61,18 +62,30 @@ bench() {
 echo "# $(redis-server --version)"
 echo "# $(nproc) CPUs; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 trivial=$(cli SCRIPT LOAD 'return 1')
-take=$(cli -x SCRIPT LOAD <"$here/../take.lua")
+bucket=$(cli -x SCRIPT LOAD <"$here/../bucket.lua")
+fixed=$(cli -x SCRIPT LOAD <"$here/../fixed.lua")
 key='sluice:{u:gcra:100:1000000000:0:__rand_int__}'
-takeArgs=("$key" "${key}l" '' 0 1 b 1 100 1000000000 10000000 0 1000000000 0 1)
+bucketArgs=("$key" '' '' 10000000 0 1000000000 0 1 1 0)
+fkey='sluice:{u:fixed-window:100:1000000000:0:__rand_int__}'
+fixedArgs=("$fkey" '' 1 100 1000000 0)
 
 echo "## trivial script, -P 16"
 bench -P 16 -q EVALSHA "$trivial" 1 key
 echo "## trivial script, -P 1"
 bench -P 1 -q EVALSHA "$trivial" 1 key
+for s in bucket fixed; do
+	cli CONFIG RESETSTAT >/dev/null
+	sha=$bucket args=("${bucketArgs[@]}")
+	if [ "$s" = fixed ]; then sha=$fixed args=("${fixedArgs[@]}"); fi
+	echo "## $s.lua (100k keys), -P 16"
+	bench -P 16 -r 100000 -q EVALSHA "$sha" 1 "${args[@]}"
+	echo "## $s.lua (100k keys), -P 1"
+	bench -P 1 -r 100000 -q EVALSHA "$sha" 1 "${args[@]}"
+	echo "## server time per $s.lua call and per command inside it (INFO commandstats)"
+	cli INFO commandstats | grep -E '^cmdstat_(evalsha|hset|hmget|pexpire|time):' | cut -d, -f1-3
+done
 cli CONFIG RESETSTAT >/dev/null
-echo "## take.lua (GCRA, 100k keys), -P 16"
-bench -P 16 -r 100000 -q EVALSHA "$take" 2 "${takeArgs[@]}"
-echo "## take.lua (GCRA, 100k keys), -P 1"
-bench -P 1 -r 100000 -q EVALSHA "$take" 2 "${takeArgs[@]}"
-echo "## server time per take.lua call and per command inside it (INFO commandstats)"
-cli INFO commandstats | grep -E '^cmdstat_(evalsha|hset|hmget|pexpire|time):' | cut -d, -f1-3
+echo "## INCRBY and EXPIRE (100k keys), -P 1"
+bench -P 1 -r 100000 -q INCRBY 'envoy:__rand_int__' 1
+bench -P 1 -r 100000 -q EXPIRE 'envoy:__rand_int__' 60
+cli INFO commandstats | grep -E '^cmdstat_(incrby|expire):' | cut -d, -f1-3
