@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // Option configures an Interceptor.
@@ -51,8 +53,12 @@ func Global(limits ...Limit) Option {
 	}
 }
 
+// DefaultMaxDelay is the longest a call is held for a leaky-bucket policy
+// unless WithMaxDelay says otherwise.
+const DefaultMaxDelay = decide.DefaultMaxDelay
+
 // WithMaxDelay sets the longest a call is held for a leaky-bucket policy
-// (httplimit.DefaultMaxDelay unless set); a call that would wait longer is
+// (DefaultMaxDelay unless set); a call that would wait longer is
 // refused and takes no place in the queue.
 func WithMaxDelay(d time.Duration) Option {
 	return func(i *Interceptor) error {
@@ -102,6 +108,18 @@ func OnShadowRefusal(f func(ctx context.Context, s ShadowRefusal)) Option {
 func OnError(f func(ctx context.Context, fullMethod string, err error)) Option {
 	return func(i *Interceptor) error {
 		i.onError = f
+		return nil
+	}
+}
+
+// WithCriticalFunc makes the calls for which f reports true critical: they
+// may take the slots an in-flight limit keeps in reserve
+// (sluice.WithReserve). Without it no call is critical, whatever metadata
+// it carries: a client cannot grant itself the reserve. f must be safe for
+// concurrent use; CriticalFrom builds the usual one.
+func WithCriticalFunc(f func(ctx context.Context, fullMethod string) bool) Option {
+	return func(i *Interceptor) error {
+		i.critical = f
 		return nil
 	}
 }
