@@ -18,7 +18,18 @@
 // A stream is checked once, when it opens, at its method's cost; the
 // messages on it are not limited.
 //
+// A call whose context has ended (its client cancelled it, or its deadline
+// passed) before it is decided, or while it is held for a leaky-bucket
+// delay or an in-flight slot, fails with Canceled or DeadlineExceeded and
+// is counted in Stats.Gone: it never reaches the handler and is not a
+// store error, whatever the failure modes. A call a limit has no key for
+// (no API key metadata, a peer that is no IP address) is limited under one
+// key shared by all such calls unless the Limit's Missing says otherwise.
+// No call takes an in-flight limit's reserve unless WithCriticalFunc vouches
+// for it: metadata a client sets grants nothing by itself.
+//
 //	perKey := grpclimit.Limit{Limiter: keyLimiter, Key: grpclimit.Metadata("x-api-key")}
+//	ip, _ := clientip.New() // the peer's address; see clientip.TrustProxies
 //	perIP := grpclimit.Limit{Limiter: ipLimiter, Key: grpclimit.PeerIP(ip)}
 //	i, err := grpclimit.New(
 //		grpclimit.Global(perIP),

@@ -296,6 +296,7 @@ func TestConfigErrors(t *testing.T) {
 		{[]Option{Method("/a/b/c", 1, l)}, `method "/a/b/c"`},
 		{[]Option{Method("/s/m", 1, l), Method("/s/m", 1, l)}, "given twice"},
 		{[]Option{Method("/s/m", -2, l)}, "cost -2"},
+		{[]Option{Method("/s/m", 0, l)}, `method "/s/m": cost 0: must be at least 1`},
 		{[]Option{Method("/s/m", 4, l)}, `cost 4 exceeds the capacity 3 of policy "a"`},
 		{[]Option{Global(l), Method("/s/m", 1, l)}, `method "/s/m": limit 0: policy Name "a" is already used by Global limit 0`},
 		{[]Option{Default(1, Limit{Limiter: l.Limiter})}, "Default: limit 0: Key is nil"},

@@ -17,8 +17,9 @@ type Option func(*Interceptor) error
 
 // Method limits the calls of one method ("/pkg.Service/Method") or, with a
 // trailing slash, of every method of a service ("/pkg.Service/"), with
-// limits (and the Global ones), each call costing cost units. An exact
-// method wins over its service.
+// limits (and the Global ones), each call costing cost units, at least 1
+// (New refuses 0, which would consume nothing and so limit nothing). An
+// exact method wins over its service.
 func Method(name string, cost int64, limits ...Limit) Option {
 	return func(i *Interceptor) error {
 		if !strings.HasPrefix(name, "/") || strings.Count(name, "/") != 2 || name == "//" {
@@ -33,7 +34,7 @@ func Method(name string, cost int64, limits ...Limit) Option {
 }
 
 // Default limits the calls no Method matches with limits (and the Global
-// ones), each costing cost units. Without Default such calls face only the
+// ones), each costing cost units (at least 1). Without Default such calls face only the
 // Global limits, at cost 1.
 func Default(cost int64, limits ...Limit) Option {
 	return func(i *Interceptor) error {

@@ -416,6 +416,9 @@ func TestConfigErrors(t *testing.T) {
 		{[]Option{Route("GET /x/{", 1, named("a"))}, `route "GET /x/{"`},
 		{[]Option{Route("/x", 1, named("a")), Route("/x", 1, named("b"))}, `route "/x"`},
 		{[]Option{Route("/x", -1, named("a"))}, "cost -1"},
+		// A zero cost would limit nothing (on main it was accepted).
+		{[]Option{Route("/x", 0, named("a"))}, `route "/x": cost 0: must be at least 1`},
+		{[]Option{Default(0, named("a"))}, `Default: cost 0: must be at least 1`},
 		{[]Option{Route("/x", 9, named("a"))}, `cost 9 exceeds the capacity 8 of policy "a"`},
 		{[]Option{Route("/x", 1, named(""))}, "no Name"},
 		{[]Option{Route("/x", 1, named("caf\u00e9"))}, "not printable ASCII"},

@@ -46,9 +46,10 @@ const (
 
 // Route limits the requests that match pattern, a Go 1.22 http.ServeMux
 // pattern ("GET /items/{id}", "POST api.example.com/upload", "/static/"),
-// with limits (and the Global ones); each such request costs cost units
-// (0 only peeks: always admitted, and reports the state). When several
-// patterns match a request, the most specific wins, as in a ServeMux.
+// with limits (and the Global ones); each such request costs cost units, at
+// least 1 (New refuses 0, which would consume nothing and so limit
+// nothing). When several patterns match a request, the most specific wins,
+// as in a ServeMux.
 func Route(pattern string, cost int64, limits ...Limit) Option {
 	return func(c *config) error {
 		c.routes = append(c.routes, routeSpec{pattern, cost, limits})
@@ -57,7 +58,7 @@ func Route(pattern string, cost int64, limits ...Limit) Option {
 }
 
 // Default limits the requests no Route matches with limits (and the Global
-// ones), each costing cost units. Without Default, such requests face only
+// ones), each costing cost units (at least 1). Without Default, such requests face only
 // the Global limits, at cost 1.
 func Default(cost int64, limits ...Limit) Option {
 	return func(c *config) error {

@@ -22,8 +22,9 @@ type Spec struct {
 // error names the route, the limit (as "Global limit i" or "limit i", its
 // index where it was given), the field and the value.
 func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, enforced int, err error) {
-	if cost < 0 {
-		return nil, 0, fmt.Errorf("%s: cost %d: must be >= 0", route, cost)
+	if cost < 1 {
+		// A cost of 0 would only peek: nothing consumed, nothing limited.
+		return nil, 0, fmt.Errorf("%s: cost %d: must be at least 1 (a request of cost 0 would consume nothing)", route, cost)
 	}
 	name := func(i int) string { return Name(i, nGlobal) }
 	seen := map[string]int{}
