@@ -351,7 +351,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 	}
 	var violated []string
 	for k := range v.Decisions {
-		if v.Violated(k) {
+		if v.Violated(checks, k) {
 			violated = append(violated, rt.limits[which[v.Offset+k]].Limiter.Policy().Name)
 		}
 	}

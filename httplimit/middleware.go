@@ -313,7 +313,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 	var outBuf [maxStack]outcome
 	outs := outBuf[:0]
 	for k, d := range v.Decisions {
-		if !v.StoreFailed() || v.Violated(k) {
+		if !v.StoreFailed() || v.Violated(checks, k) {
 			outs = append(outs, outcome{&rt.limits[which[v.Offset+k]], d})
 		}
 	}

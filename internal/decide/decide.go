@@ -106,8 +106,8 @@ type Verdict struct {
 	// Err is the store's error when it failed (the failure modes then
 	// decided) or nothing could be decided, and the context's on Gone.
 	Err error
-
-	checks []sluice.Check // the enforced checks Decisions decide
+	// (A Verdict holds no pointer into the Request: a front end's checks
+	// stay on its stack even when the Verdict's error escapes.)
 }
 
 // StoreFailed reports whether the store failed on the request: an error
@@ -116,13 +116,13 @@ func (v *Verdict) StoreFailed() bool { return v.Err != nil && v.Outcome != Gone 
 
 // Violated reports whether Decisions[k] is a reason the request was not
 // admitted: a refusal (Refuse), or a check that fails closed while the
-// store failed (Unavailable).
-func (v *Verdict) Violated(k int) bool {
+// store failed (Unavailable). checks are the Request's Checks.
+func (v *Verdict) Violated(checks []sluice.Check, k int) bool {
 	switch v.Outcome {
 	case Refuse:
 		return !v.Decisions[k].Allowed
 	case Unavailable:
-		return k < len(v.checks) && v.checks[k].Limiter.FailureMode() == sluice.FailClosed
+		return checks[v.Offset+k].Limiter.FailureMode() == sluice.FailClosed
 	}
 	return false
 }
@@ -177,7 +177,7 @@ func Classify(ctx context.Context, checks []sluice.Check, res sluice.Result, err
 		return Verdict{Outcome: Unavailable, Err: err}
 	}
 	ds := res.Decisions[:len(checks)]
-	v := Verdict{Outcome: Admit, Decisions: ds, Err: err, checks: checks}
+	v := Verdict{Outcome: Admit, Decisions: ds, Err: err}
 	var delay, wait time.Duration
 	for k, d := range ds {
 		switch {
@@ -226,7 +226,7 @@ func peekQueues(ctx context.Context, checks []sluice.Check, maxDelay time.Durati
 			continue
 		}
 		d.Allowed, d.RetryAfter = false, d.Delay-maxDelay
-		return Verdict{Outcome: Refuse, Decisions: []sluice.Decision{d}, Offset: k, Wait: d.RetryAfter, checks: checks[k : k+1]}, true
+		return Verdict{Outcome: Refuse, Decisions: []sluice.Decision{d}, Offset: k, Wait: d.RetryAfter}, true
 	}
 	return Verdict{}, false
 }

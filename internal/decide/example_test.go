@@ -22,7 +22,7 @@ func ExampleDecide() {
 	q := decide.Request{Checks: []sluice.Check{{Limiter: l, Key: "alice", Cost: 1}}, Enforced: 1}
 	for range 2 {
 		v := decide.Decide(context.Background(), q)
-		fmt.Println(v.Outcome, v.Violated(0))
+		fmt.Println(v.Outcome, v.Violated(q.Checks, 0))
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -150,7 +150,8 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		res, aerr := allowAll(ctx, checks)
 		v := decide.Classify(ctx, checks, res, aerr)
 		if v.Outcome == decide.Gone {
-			return false, nil, s.gone(label, descs, outs, v.Err)
+			// ctx.Err(), not v.Err: nothing of v escapes, so neither does res.
+			return false, nil, s.gone(label, descs, outs, ctx.Err())
 		}
 		if aerr != nil && res.Decisions == nil {
 			return false, nil, aerr // a bad request, not a store failure
@@ -213,7 +214,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		}
 		d, terr := limiters[i].AllowN(ctx, storeKey(r, descs[i].entries), cost)
 		if v := decide.Classify(ctx, nil, sluice.Result{}, terr); v.Outcome == decide.Gone {
-			return false, nil, s.gone(label, descs, outs, v.Err)
+			return false, nil, s.gone(label, descs, outs, ctx.Err())
 		}
 		if terr != nil {
 			s.storeFailed(label, terr, func() string { return s.ruleNames(outs, []int{i}) })
