@@ -45,7 +45,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -115,8 +114,7 @@ func PeerIP(ip *clientip.Resolver) KeyFunc {
 type Limit struct {
 	// Limiter applies the policy; its Name names it in QuotaFailure.
 	Limiter *sluice.Limiter
-	// Key picks the call's key; when it reports false the limit does not
-	// apply.
+	// Key picks the call's key; when it reports none, Missing decides.
 	Key KeyFunc
 	// Shadow makes the limit decide and record but never refuse: a call it
 	// would have refused is counted in Stats, reported to OnShadowRefusal,
@@ -162,7 +160,9 @@ type Stats struct {
 	// Admitted counts calls let through, including those admitted because
 	// the store failed open.
 	Admitted uint64
-	// Refused counts calls failed with ResourceExhausted.
+	// Refused counts calls a limit refused: failed with ResourceExhausted,
+	// or with Unavailable by a method-wide in-flight limit (the server is
+	// busy).
 	Refused uint64
 	// Delayed counts admitted calls held for a leaky-bucket delay.
 	Delayed uint64
@@ -196,7 +196,7 @@ type Interceptor struct {
 	critical    func(ctx context.Context, fullMethod string) bool // WithCriticalFunc; nil: none
 	inflight    map[string][]InFlightLimit                        // by method; "" for every call (inflight.go)
 
-	admitted, refused, delayed, shadowRefused, errs, unavail, gone, malformed atomic.Uint64
+	counts decide.Counts
 }
 
 type route struct {
@@ -258,10 +258,11 @@ func (i *Interceptor) compile(rt *route) error {
 
 // Stats returns the counts so far.
 func (i *Interceptor) Stats() Stats {
+	c := &i.counts
 	return Stats{
-		Admitted: i.admitted.Load(), Refused: i.refused.Load(), Delayed: i.delayed.Load(),
-		ShadowRefused: i.shadowRefused.Load(), Errors: i.errs.Load(), Unavailable: i.unavail.Load(),
-		Gone: i.gone.Load(), Malformed: i.malformed.Load(),
+		Admitted: c.Admitted.Load(), Refused: c.Refused.Load(), Delayed: c.Delayed.Load(),
+		ShadowRefused: c.ShadowRefused.Load(), Errors: c.Errors.Load(), Unavailable: c.Unavailable.Load(),
+		Gone: c.Gone.Load(), Malformed: c.Malformed.Load(),
 	}
 }
 
@@ -335,19 +336,14 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 		}
 	}
 	v := decide.Decide(ctx, decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: i.maxDelay, Leaky: rt.leaky})
+	i.counts.Verdict(&v)
 	for j, d := range v.Shadow {
-		if !d.Allowed {
-			i.shadowRefused.Add(1)
-			if i.onShadow != nil {
-				i.onShadow(ctx, ShadowRefusal{FullMethod: method, Policy: rt.limits[which[nEnf+j]].Limiter.Policy(), Key: checks[nEnf+j].Key, Decision: d})
-			}
+		if !d.Allowed && i.onShadow != nil {
+			i.onShadow(ctx, ShadowRefusal{FullMethod: method, Policy: rt.limits[which[nEnf+j]].Limiter.Policy(), Key: checks[nEnf+j].Key, Decision: d})
 		}
 	}
-	if v.StoreFailed() {
-		i.errs.Add(1)
-		if i.onError != nil {
-			i.onError(ctx, method, v.Err)
-		}
+	if v.StoreFailed() && i.onError != nil {
+		i.onError(ctx, method, v.Err)
 	}
 	var violated []string
 	for k := range v.Decisions {
@@ -357,19 +353,12 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 	}
 	switch v.Outcome {
 	case decide.Admit:
-		if v.Wait > 0 {
-			i.delayed.Add(1)
-		}
-		i.admitted.Add(1)
 		return nil
 	case decide.Refuse:
-		i.refused.Add(1)
 		return refusal(violated, i.withJitter(v.Wait), v.Impossible)
 	case decide.Gone:
-		i.gone.Add(1)
 		return status.FromContextError(v.Err).Err()
 	}
-	i.unavail.Add(1)
 	msg := "grpclimit: the rate limiter's store failed"
 	if len(violated) > 0 {
 		msg += fmt.Sprintf(" and %q fail closed", violated)
@@ -381,7 +370,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 // missingKey is the InvalidArgument error of a call a MissingRefused limit,
 // named by what, has no key for.
 func (i *Interceptor) missingKey(what string) error {
-	i.malformed.Add(1)
+	i.counts.NoKey()
 	return status.Error(codes.InvalidArgument, "grpclimit: the call carries no key for "+what)
 }
 

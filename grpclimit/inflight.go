@@ -120,24 +120,19 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 				key = k
 			}
 			t := slots.Take(ctx, l.InFlight, key, critical)
-			if t.StoreFailed() {
-				i.errs.Add(1)
-				if i.onError != nil {
-					i.onError(ctx, method, t.Err)
-				}
+			i.counts.Taken(t)
+			if t.StoreFailed() && i.onError != nil {
+				i.onError(ctx, method, t.Err)
 			}
 			name := l.InFlight.Name()
 			switch {
 			case t.Outcome == decide.Admit:
 				continue
 			case t.Outcome == decide.Gone:
-				i.gone.Add(1)
 				return nil, status.FromContextError(t.Err).Err()
 			case t.Outcome == decide.Unavailable:
-				i.unavail.Add(1)
 				return nil, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)
 			}
-			i.refused.Add(1)
 			if l.Key != nil {
 				return nil, inflightStatus(codes.ResourceExhausted, fmt.Sprintf("grpclimit: too many calls in flight for %q; retry after %v", name, inflightRetry), name)
 			}

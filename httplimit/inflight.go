@@ -18,8 +18,8 @@ import (
 // after the rate limits have admitted a request (so a request it refuses
 // has spent its rate-limit units, as one the handler refuses would), and
 // its slot is held until the handler returns. Refusals count in
-// Stats.Refused (429) or Stats.Unavailable (503), store errors in
-// Stats.Errors.
+// Stats.Refused (429, or 503 for a route-wide limit), store failures in
+// Stats.Errors (and Stats.Unavailable when the limit fails closed).
 type InFlightLimit struct {
 	// InFlight is the limit, fixed or adaptive. Its name appears in the
 	// RateLimit headers and must be printable ASCII.
@@ -158,14 +158,11 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 				key = k
 			}
 			t := slots.Take(ctx, l.InFlight, key, critical)
-			if t.StoreFailed() {
-				m.errs.Add(1)
-				if m.onError != nil {
-					m.onError(r, t.Err)
-				}
+			m.counts.Taken(t)
+			if t.StoreFailed() && m.onError != nil {
+				m.onError(r, t.Err)
 			}
 			if t.Outcome == decide.Gone {
-				m.gone.Add(1)
 				return
 			}
 			name := l.InFlight.Name()
@@ -191,15 +188,12 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			hd["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
 			switch {
 			case t.Outcome == decide.Unavailable:
-				m.unavail.Add(1)
 				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
 					Detail: "The in-flight limit " + strconv.Quote(name) + " cannot decide (its store failed) and fails closed."})
 			case l.Key != nil:
-				m.refused.Add(1)
 				writeProblem(w, problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests,
 					Violated: []string{name}, Detail: "Too many requests in flight for " + strconv.Quote(name) + "; retry after 1 s."})
 			default:
-				m.unavail.Add(1)
 				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
 					Violated: []string{name}, Detail: "The server has too many requests in flight (" + strconv.Quote(name) + "); retry after 1 s."})
 			}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -22,8 +21,7 @@ type Limit struct {
 	// Limiter applies the policy. Its policy must have a Name of printable
 	// ASCII: it names the policy in the response headers.
 	Limiter *sluice.Limiter
-	// Key picks the request's key; when it reports false the limit does not
-	// apply to the request.
+	// Key picks the request's key; when it reports none, Missing decides.
 	Key KeyFunc
 	// Shadow makes the limit decide and record but never refuse or delay a
 	// request: one it would have refused is counted in Stats, reported to
@@ -71,7 +69,8 @@ type Stats struct {
 	// Admitted counts requests passed to the handler, including those
 	// admitted because the store failed open.
 	Admitted uint64
-	// Refused counts requests answered 429.
+	// Refused counts requests a limit refused: answered 429, or 503 by a
+	// route-wide in-flight limit (the server is busy).
 	Refused uint64
 	// Delayed counts admitted requests held for a leaky-bucket delay.
 	Delayed uint64
@@ -107,7 +106,7 @@ type Middleware struct {
 	critical    func(*http.Request) bool // WithCriticalFunc; nil: none
 	inflight    *inflightSet             // nil: no in-flight limits
 
-	admitted, refused, delayed, shadowRefused, errs, unavail, gone, malformed atomic.Uint64
+	counts decide.Counts
 }
 
 // route is a compiled route: its limits, enforced ones first.
@@ -227,10 +226,11 @@ func compile(s routeSpec, global []Limit) (*route, error) {
 
 // Stats returns the counts so far.
 func (m *Middleware) Stats() Stats {
+	c := &m.counts
 	return Stats{
-		Admitted: m.admitted.Load(), Refused: m.refused.Load(), Delayed: m.delayed.Load(),
-		ShadowRefused: m.shadowRefused.Load(), Errors: m.errs.Load(), Unavailable: m.unavail.Load(),
-		Gone: m.gone.Load(), Malformed: m.malformed.Load(),
+		Admitted: c.Admitted.Load(), Refused: c.Refused.Load(), Delayed: c.Delayed.Load(),
+		ShadowRefused: c.ShadowRefused.Load(), Errors: c.Errors.Load(), Unavailable: c.Unavailable.Load(),
+		Gone: c.Gone.Load(), Malformed: c.Malformed.Load(),
 	}
 }
 
@@ -294,19 +294,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 		}
 	}
 	v := decide.Decide(r.Context(), decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: m.maxDelay, Leaky: rt.leaky})
+	m.counts.Verdict(&v)
 	for j, d := range v.Shadow {
-		if !d.Allowed {
-			m.shadowRefused.Add(1)
-			if m.onShadow != nil {
-				m.onShadow(r, ShadowRefusal{Route: rt.pattern, Policy: rt.limits[which[nEnf+j]].policy, Key: checks[nEnf+j].Key, Decision: d})
-			}
+		if !d.Allowed && m.onShadow != nil {
+			m.onShadow(r, ShadowRefusal{Route: rt.pattern, Policy: rt.limits[which[nEnf+j]].policy, Key: checks[nEnf+j].Key, Decision: d})
 		}
 	}
-	if v.StoreFailed() {
-		m.errs.Add(1)
-		if m.onError != nil {
-			m.onError(r, v.Err)
-		}
+	if v.StoreFailed() && m.onError != nil {
+		m.onError(r, v.Err)
 	}
 	// The outcomes to render: every enforced decision, or when the failure
 	// modes decided, only the refusals (the others say nothing true).
@@ -322,18 +317,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 		policy = rt.policy
 	}
 	switch v.Outcome {
-	case decide.Gone:
-		m.gone.Add(1)
 	case decide.Unavailable:
 		m.unavailable503(w, outs)
 	case decide.Refuse:
 		m.refuse(w, outs, policy, v.Wait, v.Impossible)
 	case decide.Admit:
 		writeHeaders(w.Header(), outs, policy, m.legacy)
-		if v.Wait > 0 {
-			m.delayed.Add(1)
-		}
-		m.admitted.Add(1)
 		next.ServeHTTP(w, r)
 	}
 }
@@ -342,7 +331,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 // refusal; policy is as for writeHeaders, wait the longest wait of the
 // refusals, and impossible says no wait can cure one of them.
 func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string, wait time.Duration, impossible bool) {
-	m.refused.Add(1)
 	h := w.Header()
 	writeHeaders(h, outs, policy, m.legacy)
 	var violated []string
@@ -368,7 +356,6 @@ func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string
 // unavailable503 answers 503: the store failed and the limits of outs
 // fail closed.
 func (m *Middleware) unavailable503(w http.ResponseWriter, outs []outcome) {
-	m.unavail.Add(1)
 	var closed []string
 	for _, o := range outs {
 		closed = append(closed, o.l.policy.Name)
@@ -384,7 +371,7 @@ func (m *Middleware) unavailable503(w http.ResponseWriter, outs []outcome) {
 // missingKey answers 400: a MissingRefused limit, named by what, has no key
 // for the request.
 func (m *Middleware) missingKey(w http.ResponseWriter, what string) {
-	m.malformed.Add(1)
+	m.counts.NoKey()
 	writeProblem(w, problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
 		Detail: "The request carries no key for " + what + "."})
 }
