@@ -29,6 +29,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -162,6 +163,10 @@ func Decide(ctx context.Context, q Request) Verdict {
 	return v
 }
 
+// errNoDecision is the error of a batch that returned fewer decisions than
+// it had checks, and no error of its own.
+var errNoDecision = errors.New("decide: the batch returned no decision")
+
 // Classify turns the answer of a batch of checks (sluice.AllowAll's result
 // and error, as the enforced checks see it: res.Decisions[:len(checks)])
 // into a Verdict. The rate limit service, which runs its own batches,
@@ -171,8 +176,8 @@ func Classify(ctx context.Context, checks []sluice.Check, res sluice.Result, err
 		return Verdict{Outcome: Gone, Err: cerr}
 	}
 	if len(res.Decisions) < len(checks) {
-		if err == nil && len(checks) == 0 {
-			return Verdict{Outcome: Admit}
+		if err == nil {
+			err = errNoDecision
 		}
 		return Verdict{Outcome: Unavailable, Err: err}
 	}

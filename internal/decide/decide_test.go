@@ -60,6 +60,7 @@ func TestClassify(t *testing.T) {
 		{"failed closed", context.Background(), []sluice.Check{{Limiter: open}, {Limiter: closed}}, []sluice.Decision{{Allowed: true}, {}}, errStore, Unavailable, 0, false, true},
 		{"failed local refusal is never impossible", context.Background(), []sluice.Check{{Limiter: open}}, []sluice.Decision{impossible}, errStore, Refuse, 0, false, true},
 		{"nothing decided", context.Background(), []sluice.Check{{Limiter: open}}, nil, errStore, Unavailable, 0, false, true},
+		{"nothing decided, no error", context.Background(), []sluice.Check{{Limiter: open}}, nil, nil, Unavailable, 0, false, true},
 		{"gone, store error", cancelled, []sluice.Check{{Limiter: open}}, []sluice.Decision{{Allowed: true}}, context.Canceled, Gone, 0, false, false},
 		{"gone, store answered", cancelled, []sluice.Check{{Limiter: open}}, []sluice.Decision{admit}, nil, Gone, 0, false, false},
 	} {
@@ -131,5 +132,27 @@ func TestKeyOf(t *testing.T) {
 	long := strings.Repeat("v", MaxKeyLen)
 	if k, ok := Key(long + "y"); !ok || len(k) != len("sha256:")+64 {
 		t.Errorf("Key hashes a long value: %q", k)
+	}
+}
+
+// Counts counts each verdict once, by outcome; a store failure and each
+// shadow refusal on top.
+func TestCounts(t *testing.T) {
+	var c Counts
+	for _, v := range []Verdict{
+		{Outcome: Admit},
+		{Outcome: Admit, Wait: time.Second},
+		{Outcome: Refuse, Shadow: []sluice.Decision{{}, {Allowed: true}}},
+		{Outcome: Unavailable, Err: errors.New("down")},
+		{Outcome: Gone, Err: context.Canceled},
+	} {
+		c.Verdict(&v)
+	}
+	c.Taken(Taken{Outcome: Admit, Err: errors.New("down")}) // admitted failing open
+	c.Taken(Taken{Outcome: Refuse})
+	c.NoKey()
+	got := [...]uint64{c.Admitted.Load(), c.Delayed.Load(), c.Refused.Load(), c.ShadowRefused.Load(), c.Unavailable.Load(), c.Gone.Load(), c.Errors.Load(), c.Malformed.Load()}
+	if want := [...]uint64{2, 1, 2, 1, 1, 1, 2, 1}; got != want {
+		t.Errorf("admitted, delayed, refused, shadow refused, unavailable, gone, errors, malformed = %v; want %v", got, want)
 	}
 }
