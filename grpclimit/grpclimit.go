@@ -43,7 +43,6 @@ package grpclimit
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -335,7 +334,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 			nEnf++
 		}
 	}
-	v := decide.Decide(ctx, decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: i.maxDelay, Leaky: rt.leaky})
+	v := decide.Decide(ctx, decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: i.maxDelay, Leaky: rt.leaky, Jitter: i.jitter})
 	i.counts.Verdict(&v)
 	for j, d := range v.Shadow {
 		if !d.Allowed && i.onShadow != nil {
@@ -355,7 +354,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 	case decide.Admit:
 		return nil
 	case decide.Refuse:
-		return refusal(violated, i.withJitter(v.Wait), v.Impossible)
+		return refusal(violated, v.Wait, v.Impossible)
 	case decide.Gone:
 		return status.FromContextError(v.Err).Err()
 	}
@@ -372,14 +371,6 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 func (i *Interceptor) missingKey(what string) error {
 	i.counts.NoKey()
 	return status.Error(codes.InvalidArgument, "grpclimit: the call carries no key for "+what)
-}
-
-// withJitter adds the configured random jitter to d.
-func (i *Interceptor) withJitter(d time.Duration) time.Duration {
-	if i.jitter > 0 {
-		d += rand.N(i.jitter)
-	}
-	return d
 }
 
 // refusal is the ResourceExhausted error of a refused call.

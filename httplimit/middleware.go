@@ -4,7 +4,6 @@ package httplimit
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -293,7 +292,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 			nEnf++
 		}
 	}
-	v := decide.Decide(r.Context(), decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: m.maxDelay, Leaky: rt.leaky})
+	v := decide.Decide(r.Context(), decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: m.maxDelay, Leaky: rt.leaky, Jitter: m.jitter})
 	m.counts.Verdict(&v)
 	for j, d := range v.Shadow {
 		if !d.Allowed && m.onShadow != nil {
@@ -328,8 +327,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 }
 
 // refuse answers 429 for outs, in which at least one decision is a
-// refusal; policy is as for writeHeaders, wait the longest wait of the
-// refusals, and impossible says no wait can cure one of them.
+// refusal; policy is as for writeHeaders, wait the verdict's wait (the
+// longest of the refusals, with jitter), and impossible says no wait can
+// cure one of them.
 func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string, wait time.Duration, impossible bool) {
 	h := w.Header()
 	writeHeaders(h, outs, policy, m.legacy)
@@ -343,9 +343,6 @@ func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string
 	if impossible {
 		p.Detail = "The request costs more than the capacity of " + quoteList(violated) + "; retrying will not help."
 	} else {
-		if m.jitter > 0 {
-			wait += rand.N(m.jitter)
-		}
 		secs := ceilSeconds(wait)
 		h["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
 		p.Detail = "Quota exceeded for " + quoteList(violated) + "; retry after " + strconv.FormatInt(secs, 10) + " s."

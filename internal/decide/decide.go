@@ -30,6 +30,7 @@ package decide
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -83,6 +84,11 @@ type Request struct {
 	// Leaky says an enforced check may be leaky-bucket: its queue is peeked
 	// at first (a hint that spares the other requests the peek).
 	Leaky bool
+	// Jitter, when positive, adds a random duration in [0, Jitter) to the
+	// Wait of a refusal that can succeed later, so that clients refused
+	// together do not all come back at once. The Wait is never shorter than
+	// the real one.
+	Jitter time.Duration
 }
 
 // Verdict is the decision on one request.
@@ -99,8 +105,9 @@ type Verdict struct {
 	// Shadow are the shadow checks' decisions; those not Allowed are the
 	// refusals that were not enforced. nil when they were not decided.
 	Shadow []sluice.Decision
-	// Wait is, on Refuse, the longest RetryAfter of the violated checks,
-	// and on Admit the delay the request was held for (leaky-bucket).
+	// Wait is, on Refuse, the longest RetryAfter of the violated checks
+	// plus the Request's jitter, and on Admit the delay the request was held
+	// for (leaky-bucket).
 	Wait time.Duration
 	// Impossible: on Refuse, a violated check can never admit the request.
 	Impossible bool
@@ -140,6 +147,9 @@ func Decide(ctx context.Context, q Request) Verdict {
 	enforced := q.Checks[:q.Enforced]
 	if q.Leaky {
 		if v, ok := peekQueues(ctx, enforced, q.MaxDelay); ok {
+			if q.Jitter > 0 {
+				v.Wait += rand.N(q.Jitter)
+			}
 			return v
 		}
 	}
@@ -155,6 +165,9 @@ func Decide(ctx context.Context, q Request) Verdict {
 	}
 	v := Classify(ctx, enforced, res, err)
 	v.Shadow = shadow
+	if v.Outcome == Refuse && !v.Impossible && q.Jitter > 0 {
+		v.Wait += rand.N(q.Jitter)
+	}
 	if v.Outcome == Admit && v.Wait > 0 {
 		if err := hold(ctx, v.Wait); err != nil {
 			return Verdict{Outcome: Gone, Err: err}

@@ -156,3 +156,17 @@ func TestCounts(t *testing.T) {
 		t.Errorf("admitted, delayed, refused, shadow refused, unavailable, gone, errors, malformed = %v; want %v", got, want)
 	}
 }
+
+// Jitter lengthens a refusal's wait by less than Jitter, never shortens it.
+func TestDecideJitter(t *testing.T) {
+	store := newStore(t)
+	l := limiter(t, store, "hourly", 1)
+	q := Request{Checks: []sluice.Check{{Limiter: l, Key: "k", Cost: 1}}, Enforced: 1, Jitter: time.Minute}
+	Decide(context.Background(), q)
+	for range 20 {
+		v := Decide(context.Background(), q)
+		if v.Outcome != Refuse || v.Wait < time.Hour || v.Wait >= time.Hour+time.Minute {
+			t.Fatalf("%v wait %v; want a refusal waiting [1h, 1h1m)", v.Outcome, v.Wait)
+		}
+	}
+}
