@@ -18,7 +18,18 @@
 // A stream is checked once, when it opens, at its method's cost; the
 // messages on it are not limited.
 //
+// A call whose context has ended (its client cancelled it, or its deadline
+// passed) before it is decided, or while it is held for a leaky-bucket
+// delay or an in-flight slot, fails with Canceled or DeadlineExceeded and
+// is counted in Stats.Gone: it never reaches the handler and is not a
+// store error, whatever the failure modes. A call a limit has no key for
+// (no API key metadata, a peer that is no IP address) is limited under one
+// key shared by all such calls unless the Limit's Missing says otherwise.
+// No call takes an in-flight limit's reserve unless WithCriticalFunc vouches
+// for it: metadata a client sets grants nothing by itself.
+//
 //	perKey := grpclimit.Limit{Limiter: keyLimiter, Key: grpclimit.Metadata("x-api-key")}
+//	ip, _ := clientip.New() // the peer's address; see clientip.TrustProxies
 //	perIP := grpclimit.Limit{Limiter: ipLimiter, Key: grpclimit.PeerIP(ip)}
 //	i, err := grpclimit.New(
 //		grpclimit.Global(perIP),
@@ -31,13 +42,8 @@ package grpclimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -49,7 +55,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // KeyFunc returns the key a call counts against under one limit, and false
@@ -57,10 +64,16 @@ import (
 // "/package.Service/Method". It must be safe for concurrent use.
 type KeyFunc func(ctx context.Context, fullMethod string) (key string, ok bool)
 
+// MaxKeyLen is the longest metadata value Metadata uses as a key as it
+// is; longer values are replaced by "sha256:" and their hex SHA-256.
+const MaxKeyLen = decide.MaxKeyLen
+
 // Metadata returns a KeyFunc that keys a call by the first value of the
 // named incoming metadata key (an API key, say; names are lower-cased as
-// gRPC does). A call without it, or with an empty value, is not subject to
-// the limit. Values longer than httplimit.MaxKeyLen are hashed.
+// gRPC does), trimmed of surrounding whitespace. It reports no key for a
+// call without it, or with an empty value: the Limit's Missing then
+// decides (by default such calls share one key). Values longer than
+// MaxKeyLen are hashed.
 func Metadata(name string) KeyFunc {
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, bool) {
@@ -68,44 +81,29 @@ func Metadata(name string) KeyFunc {
 		if len(vals) == 0 {
 			return "", false
 		}
-		v := strings.TrimSpace(vals[0])
-		if v == "" {
-			return "", false
-		}
-		if len(v) > httplimit.MaxKeyLen {
-			sum := sha256.Sum256([]byte(v))
-			return "sha256:" + hex.EncodeToString(sum[:]), true
-		}
-		return v, true
+		return decide.Key(vals[0])
 	}
 }
+
+// metadataKeys are the forwarded headers' names as metadata keys.
+var metadataKeys = [...]string{clientip.XForwardedFor: "x-forwarded-for", clientip.Forwarded: "forwarded", clientip.XRealIP: "x-real-ip"}
 
 // PeerIP returns a KeyFunc that keys a call by its client's address as ip
 // resolves it: the peer's address, normalised and aggregated (IPv6 to a
 // /64 by default), or behind trusted proxies the address they pass on in
 // the x-forwarded-for, forwarded or x-real-ip metadata (whichever ip was
-// told to trust). A nil ip keys by the peer's address with the defaults of
-// httplimit.NewClientIP. A peer that is not an IP address (a Unix socket,
-// an in-memory connection) is not subject to the limit.
-func PeerIP(ip *httplimit.ClientIP) KeyFunc {
-	if ip == nil {
-		ip, _ = httplimit.NewClientIP()
-	}
+// told to trust). A nil ip keys by the peer's address with clientip's
+// defaults. A peer that is not an IP address (a Unix socket, an in-memory
+// connection) has no key: the Limit's Missing decides.
+func PeerIP(ip *clientip.Resolver) KeyFunc {
 	return func(ctx context.Context, _ string) (string, bool) {
 		p, ok := peer.FromContext(ctx)
 		if !ok || p.Addr == nil {
 			return "", false
 		}
-		r := &http.Request{RemoteAddr: p.Addr.String()}
-		for _, k := range [...]string{"x-forwarded-for", "forwarded", "x-real-ip"} {
-			if v := metadata.ValueFromIncomingContext(ctx, k); len(v) > 0 {
-				if r.Header == nil {
-					r.Header = http.Header{}
-				}
-				r.Header[http.CanonicalHeaderKey(k)] = v
-			}
-		}
-		return ip.Key(r)
+		return ip.KeyFrom(p.Addr.String(), func(s clientip.Source) []string {
+			return metadata.ValueFromIncomingContext(ctx, metadataKeys[s])
+		})
 	}
 }
 
@@ -115,14 +113,34 @@ func PeerIP(ip *httplimit.ClientIP) KeyFunc {
 type Limit struct {
 	// Limiter applies the policy; its Name names it in QuotaFailure.
 	Limiter *sluice.Limiter
-	// Key picks the call's key; when it reports false the limit does not
-	// apply.
+	// Key picks the call's key; when it reports none, Missing decides.
 	Key KeyFunc
 	// Shadow makes the limit decide and record but never refuse: a call it
 	// would have refused is counted in Stats, reported to OnShadowRefusal,
 	// and proceeds.
 	Shadow bool
+	// Missing says what the limit does with a call Key reports no key for.
+	// The zero value, MissingShared, counts all such calls under one shared
+	// key: a call without the API key is limited, never let through
+	// unlimited.
+	Missing Missing
 }
+
+// Missing says what a Limit does with a call its Key reports no key for
+// (no API key metadata, say). Under MissingShared, the zero value, every such
+// call counts under one key shared by all of them (the empty key, which
+// no key function of this package returns): they are limited together,
+// never let through unlimited. Under MissingRefused such a call is
+// failed with InvalidArgument; under MissingSkipped the limit does not apply to it (choose
+// it only where another limit covers those calls).
+type Missing = decide.Missing
+
+// The values of Missing.
+const (
+	MissingShared  = decide.Share
+	MissingRefused = decide.Reject
+	MissingSkipped = decide.Skip
+)
 
 // ShadowRefusal describes a call a shadow limit would have refused.
 type ShadowRefusal struct {
@@ -141,7 +159,9 @@ type Stats struct {
 	// Admitted counts calls let through, including those admitted because
 	// the store failed open.
 	Admitted uint64
-	// Refused counts calls failed with ResourceExhausted.
+	// Refused counts calls a limit refused: failed with ResourceExhausted,
+	// or with Unavailable by a method-wide in-flight limit (the server is
+	// busy).
 	Refused uint64
 	// Delayed counts admitted calls held for a leaky-bucket delay.
 	Delayed uint64
@@ -152,6 +172,13 @@ type Stats struct {
 	// Unavailable counts calls failed with Unavailable because the store
 	// failed and a limit fails closed.
 	Unavailable uint64
+	// Gone counts calls whose client went away (their context ended)
+	// before they were decided or while they were held: never passed to
+	// the handler, and not store errors.
+	Gone uint64
+	// Malformed counts calls failed with InvalidArgument because a
+	// MissingRefused limit had no key for them.
+	Malformed uint64
 }
 
 // Interceptor holds the limits of a gRPC server. It is safe for concurrent
@@ -165,18 +192,18 @@ type Interceptor struct {
 	unavailable time.Duration
 	onShadow    func(context.Context, ShadowRefusal)
 	onError     func(context.Context, string, error)
-	inflight    map[string][]InFlightLimit // by method; "" for every call (inflight.go)
+	critical    func(ctx context.Context, fullMethod string) bool // WithCriticalFunc; nil: none
+	inflight    map[string][]InFlightLimit                        // by method; "" for every call (inflight.go)
 
-	admitted, refused, delayed, shadowRefused, errs, unavail atomic.Uint64
+	counts decide.Counts
 }
 
 type route struct {
-	name      string
-	cost      int64
-	own       []Limit
-	limits    []Limit // enforced first, then shadow
-	nEnforced int
-	leaky     bool
+	name   string
+	cost   int64
+	own    []Limit
+	limits []Limit // enforced first, then shadow
+	leaky  bool
 }
 
 // New returns an Interceptor. It fails, naming the culprit, on a malformed
@@ -184,7 +211,7 @@ type route struct {
 // without a Limiter or Key, or two limits of one method with the same
 // policy name.
 func New(opts ...Option) (*Interceptor, error) {
-	i := &Interceptor{methods: map[string]*route{}, maxDelay: httplimit.DefaultMaxDelay, unavailable: time.Second}
+	i := &Interceptor{methods: map[string]*route{}, maxDelay: DefaultMaxDelay, unavailable: time.Second}
 	for _, o := range opts {
 		if err := o(i); err != nil {
 			return nil, err
@@ -211,46 +238,30 @@ func (i *Interceptor) compile(rt *route) error {
 	if rt.name == "" {
 		name = "Default"
 	}
-	if rt.cost < 0 {
-		return fmt.Errorf("grpclimit: %s: cost %d: must be >= 0", name, rt.cost)
-	}
 	all := append(append([]Limit(nil), i.global...), rt.own...)
-	seen := map[string]bool{}
-	for shadow := range 2 {
-		for n, l := range all {
-			if l.Shadow != (shadow == 1) {
-				continue
-			}
-			if l.Limiter == nil || l.Key == nil {
-				return fmt.Errorf("grpclimit: %s: limit %d: Limiter and Key must both be set", name, n)
-			}
-			p := l.Limiter.Policy()
-			if seen[p.Name] {
-				return fmt.Errorf("grpclimit: %s: policy name %q used by two limits", name, p.Name)
-			}
-			seen[p.Name] = true
-			capacity := p.Limit
-			if p.Algorithm.IsBucket() && p.Burst != 0 {
-				capacity = p.Burst
-			}
-			if rt.cost > capacity {
-				return fmt.Errorf("grpclimit: %s: cost %d exceeds the capacity %d of policy %q: no call could ever be admitted", name, rt.cost, capacity, p.Name)
-			}
-			rt.limits = append(rt.limits, l)
-			if !l.Shadow {
-				rt.nEnforced++
-				rt.leaky = rt.leaky || p.Algorithm == sluice.LeakyBucket
-			}
-		}
+	specs := make([]decide.Spec, len(all))
+	for n, l := range all {
+		specs[n] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, Shadow: l.Shadow}
+	}
+	order, _, err := decide.Order(name, rt.cost, len(i.global), specs)
+	if err != nil {
+		return fmt.Errorf("grpclimit: %w", err)
+	}
+	for _, n := range order {
+		l := all[n]
+		rt.limits = append(rt.limits, l)
+		rt.leaky = rt.leaky || !l.Shadow && l.Limiter.Policy().Algorithm == sluice.LeakyBucket
 	}
 	return nil
 }
 
 // Stats returns the counts so far.
 func (i *Interceptor) Stats() Stats {
+	c := &i.counts
 	return Stats{
-		Admitted: i.admitted.Load(), Refused: i.refused.Load(), Delayed: i.delayed.Load(),
-		ShadowRefused: i.shadowRefused.Load(), Errors: i.errs.Load(), Unavailable: i.unavail.Load(),
+		Admitted: c.Admitted.Load(), Refused: c.Refused.Load(), Delayed: c.Delayed.Load(),
+		ShadowRefused: c.ShadowRefused.Load(), Errors: c.Errors.Load(), Unavailable: c.Unavailable.Load(),
+		Gone: c.Gone.Load(), Malformed: c.Malformed.Load(),
 	}
 }
 
@@ -297,8 +308,8 @@ func (i *Interceptor) match(method string) *route {
 	return i.def
 }
 
-// check decides a call: nil to proceed (after any leaky-bucket delay), or
-// the status error to return.
+// check decides a call with the decision core: nil to proceed (after any
+// leaky-bucket delay), or the status error to return.
 func (i *Interceptor) check(ctx context.Context, method string) error {
 	rt := i.match(method)
 	if rt == nil || len(rt.limits) == 0 {
@@ -310,7 +321,11 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 	nEnf := 0
 	for n, l := range rt.limits {
 		key, ok := l.Key(ctx, method)
-		if !ok {
+		key, use, reject := decide.KeyOf(key, ok, l.Missing)
+		if reject {
+			return i.missingKey("policy " + fmt.Sprintf("%q", l.Limiter.Policy().Name))
+		}
+		if !use {
 			continue
 		}
 		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: rt.cost})
@@ -319,108 +334,43 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 			nEnf++
 		}
 	}
-	if len(checks) == 0 {
-		i.admitted.Add(1)
+	v := decide.Decide(ctx, decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: i.maxDelay, Leaky: rt.leaky, Jitter: i.jitter})
+	i.counts.Verdict(&v)
+	for j, d := range v.Shadow {
+		if !d.Allowed && i.onShadow != nil {
+			i.onShadow(ctx, ShadowRefusal{FullMethod: method, Policy: rt.limits[which[nEnf+j]].Limiter.Policy(), Key: checks[nEnf+j].Key, Decision: d})
+		}
+	}
+	if v.StoreFailed() && i.onError != nil {
+		i.onError(ctx, method, v.Err)
+	}
+	var violated []string
+	for k := range v.Decisions {
+		if v.Violated(checks, k) {
+			violated = append(violated, rt.limits[which[v.Offset+k]].Limiter.Policy().Name)
+		}
+	}
+	switch v.Outcome {
+	case decide.Admit:
 		return nil
+	case decide.Refuse:
+		return refusal(violated, v.Wait, v.Impossible)
+	case decide.Gone:
+		return status.FromContextError(v.Err).Err()
 	}
-	if rt.leaky {
-		for j := range nEnf {
-			l := rt.limits[which[j]]
-			if l.Limiter.Policy().Algorithm != sluice.LeakyBucket {
-				continue
-			}
-			d, err := l.Limiter.AllowN(ctx, checks[j].Key, 0)
-			if err == nil && d.Delay > i.maxDelay {
-				i.refused.Add(1)
-				return refusal([]string{l.Limiter.Policy().Name}, i.withJitter(d.Delay-i.maxDelay), false)
-			}
-		}
+	msg := "grpclimit: the rate limiter's store failed"
+	if len(violated) > 0 {
+		msg += fmt.Sprintf(" and %q fail closed", violated)
 	}
-	res, err := sluice.AllowAll(ctx, checks...)
-	if err == nil && !res.Allowed && nEnf < len(checks) {
-		enforcedOK := true
-		for j, d := range res.Decisions {
-			switch {
-			case d.Allowed:
-			case j < nEnf:
-				enforcedOK = false
-			default:
-				i.shadowRefused.Add(1)
-				if i.onShadow != nil {
-					i.onShadow(ctx, ShadowRefusal{FullMethod: method, Policy: rt.limits[which[j]].Limiter.Policy(), Key: checks[j].Key, Decision: d})
-				}
-			}
-		}
-		if enforcedOK {
-			res, err = sluice.AllowAll(ctx, checks[:nEnf]...)
-		}
-	}
-	if err != nil {
-		i.errs.Add(1)
-		if i.onError != nil {
-			i.onError(ctx, method, err)
-		}
-		var local []string
-		var wait time.Duration
-		for j, c := range checks[:nEnf] {
-			if c.Limiter.FailureMode() == sluice.FailLocal && j < len(res.Decisions) && !res.Decisions[j].Allowed {
-				// Its local share (sluice.FailLocal) is spent.
-				local = append(local, c.Limiter.Policy().Name)
-				wait = max(wait, res.Decisions[j].RetryAfter)
-			}
-			if c.Limiter.FailureMode() == sluice.FailClosed {
-				i.unavail.Add(1)
-				st, _ := status.New(codes.Unavailable, "grpclimit: the rate limiter's store failed and policy "+
-					fmt.Sprintf("%q", c.Limiter.Policy().Name)+" fails closed").
-					WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(i.unavailable)})
-				return st.Err()
-			}
-		}
-		if len(local) > 0 {
-			i.refused.Add(1)
-			return refusal(local, i.withJitter(wait), false)
-		}
-		i.admitted.Add(1)
-		return nil
-	}
-	if !res.Allowed {
-		var violated []string
-		var wait time.Duration
-		impossible := false
-		for j, d := range res.Decisions[:nEnf] {
-			if !d.Allowed {
-				violated = append(violated, checks[j].Limiter.Policy().Name)
-				wait = max(wait, d.RetryAfter)
-				impossible = impossible || d.Impossible
-			}
-		}
-		i.refused.Add(1)
-		return refusal(violated, i.withJitter(wait), impossible)
-	}
-	var delay time.Duration
-	for _, d := range res.Decisions[:nEnf] {
-		delay = max(delay, d.Delay)
-	}
-	if delay > 0 {
-		i.delayed.Add(1)
-		t := time.NewTimer(delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		}
-	}
-	i.admitted.Add(1)
-	return nil
+	st, _ := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(i.unavailable)})
+	return st.Err()
 }
 
-// withJitter adds the configured random jitter to d.
-func (i *Interceptor) withJitter(d time.Duration) time.Duration {
-	if i.jitter > 0 {
-		d += rand.N(i.jitter)
-	}
-	return d
+// missingKey is the InvalidArgument error of a call a MissingRefused limit,
+// named by what, has no key for.
+func (i *Interceptor) missingKey(what string) error {
+	i.counts.NoKey()
+	return status.Error(codes.InvalidArgument, "grpclimit: the call carries no key for "+what)
 }
 
 // refusal is the ResourceExhausted error of a refused call.

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -195,7 +195,7 @@ func TestPeerIP(t *testing.T) {
 	}
 
 	// Behind a trusted proxy (here: loopback), the forwarded address is the key.
-	ip, err := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, "127.0.0.0/8"))
+	ip, err := clientip.New(clientip.TrustProxies(clientip.XForwardedFor, "127.0.0.0/8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,14 +211,26 @@ func TestPeerIP(t *testing.T) {
 	}
 }
 
+// An in-memory peer has no IP address: by default its calls share one key
+// (limited together, defect 9); with MissingSkipped the limit does not
+// apply to them; with MissingRefused they fail with InvalidArgument.
 func TestUnaryBufconnPeerIsNoKey(t *testing.T) {
-	store, _ := newStore(t)
-	perIP := newLimiter(t, store, sluice.Policy{Name: "per-ip", Algorithm: sluice.GCRA, Limit: 1, Period: time.Hour})
-	i, _ := New(Global(Limit{Limiter: perIP, Key: PeerIP(nil)}))
-	c := serve(t, i, false)
-	for range 3 {
-		if _, err := c.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
-			t.Fatalf("in-memory peer: %v; want no limit (no IP address)", err)
+	for _, c := range []struct {
+		missing Missing
+		codes   []codes.Code
+	}{
+		{MissingShared, []codes.Code{codes.OK, codes.ResourceExhausted, codes.ResourceExhausted}},
+		{MissingSkipped, []codes.Code{codes.OK, codes.OK, codes.OK}},
+		{MissingRefused, []codes.Code{codes.InvalidArgument, codes.InvalidArgument, codes.InvalidArgument}},
+	} {
+		store, _ := newStore(t)
+		perIP := newLimiter(t, store, sluice.Policy{Name: "per-ip", Algorithm: sluice.GCRA, Limit: 1, Period: time.Hour})
+		i, _ := New(Global(Limit{Limiter: perIP, Key: PeerIP(nil), Missing: c.missing}))
+		cl := serve(t, i, false)
+		for n, want := range c.codes {
+			if _, err := cl.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != want {
+				t.Errorf("Missing %d: in-memory peer, call %d: %v; want %v", c.missing, n, err, want)
+			}
 		}
 	}
 }
@@ -275,6 +287,7 @@ func TestShadowAndFailure(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	store, _ := newStore(t)
 	l := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}), Key: Metadata("k")}
+	unnamed := Limit{Limiter: newLimiter(t, store, sluice.Policy{Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}), Key: Metadata("k")}
 	for _, c := range []struct {
 		opts []Option
 		want string
@@ -283,9 +296,13 @@ func TestConfigErrors(t *testing.T) {
 		{[]Option{Method("/a/b/c", 1, l)}, `method "/a/b/c"`},
 		{[]Option{Method("/s/m", 1, l), Method("/s/m", 1, l)}, "given twice"},
 		{[]Option{Method("/s/m", -2, l)}, "cost -2"},
+		{[]Option{Method("/s/m", 0, l)}, `method "/s/m": cost 0: must be at least 1`},
 		{[]Option{Method("/s/m", 4, l)}, `cost 4 exceeds the capacity 3 of policy "a"`},
-		{[]Option{Global(l), Method("/s/m", 1, l)}, `policy name "a" used by two limits`},
-		{[]Option{Default(1, Limit{Limiter: l.Limiter})}, "Limiter and Key"},
+		{[]Option{Global(l), Method("/s/m", 1, l)}, `method "/s/m": limit 0: policy Name "a" is already used by Global limit 0`},
+		{[]Option{Default(1, Limit{Limiter: l.Limiter})}, "Default: limit 0: Key is nil"},
+		// Defect 12: the error named `policy name ""`, not the limits.
+		{[]Option{Global(unnamed), Method("/s/m", 1, unnamed)}, `method "/s/m": limit 0: policy Name is empty, as is Global limit 0's`},
+		{[]Option{Global(l), Method("/s/m", 1, Limit{Key: Metadata("k")})}, `method "/s/m": limit 0: Limiter is nil`},
 		{[]Option{WithMaxDelay(-1)}, "WithMaxDelay"},
 		{[]Option{WithRetryJitter(-1)}, "WithRetryJitter"},
 		{[]Option{WithUnavailableRetryAfter(0)}, "WithUnavailableRetryAfter"},
@@ -395,6 +412,34 @@ func TestStoreFailureLocal(t *testing.T) {
 	for n, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
 		if _, err := c.Check(withKey("k"), &healthpb.HealthCheckRequest{}); status.Code(err) != want {
 			t.Errorf("call %d: %v, want %v (a share of 2 of 4)", n, err, want)
+		}
+	}
+}
+
+// TestClientGone: a call whose client has gone (its context cancelled)
+// never reaches the handler and is no store error, whatever the failure
+// mode (defect 6: 10 cancelled calls at 1/hour all reached it, each counted
+// as a store error).
+func TestClientGone(t *testing.T) {
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed} {
+		store, _ := newStore(t)
+		l := newLimiter(t, store, sluice.Policy{Name: "hourly", Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Hour}, sluice.WithFailureMode(mode))
+		i, err := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reached := 0
+		handler := func(context.Context, any) (any, error) { reached++; return nil, nil }
+		unary := i.Unary()
+		for range 10 {
+			ctx, cancel := context.WithCancel(metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k")))
+			cancel()
+			if _, err := unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: check}, handler); status.Code(err) != codes.Canceled {
+				t.Errorf("%v: %v; want Canceled", mode, err)
+			}
+		}
+		if st := i.Stats(); reached != 0 || st.Gone != 10 || st.Errors != 0 || st.Admitted != 0 {
+			t.Errorf("%v: %d reached the handler, stats %+v; want none, 10 gone, no errors", mode, reached, st)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // InFlightLimit bounds how many calls are in flight at once, across every
@@ -28,12 +29,27 @@ type InFlightLimit struct {
 	// ResourceExhausted. When nil, every call of the method shares one
 	// limit, and a call over it fails with Unavailable (the server is busy).
 	Key KeyFunc
+	// Missing says what the limit does with a call Key reports no key for,
+	// as for Limit: by default such calls share one key.
+	Missing Missing
 }
 
-// CriticalMetadata is the incoming metadata key that marks a call critical
-// for the reserve of in-flight limits (sluice.WithReserve):
-// "sluice-priority: critical".
+// CriticalMetadata is the incoming metadata key CriticalFrom reads:
+// "sluice-priority: critical" asks for the reserve of in-flight limits
+// (sluice.WithReserve). The metadata alone grants nothing: only
+// WithCriticalFunc does.
 const CriticalMetadata = "sluice-priority"
+
+// CriticalFrom returns a function for WithCriticalFunc: a call is critical
+// when it carries "sluice-priority: critical" and trusted(ctx, fullMethod)
+// reports true (a peer the server knows, say, or an authenticated
+// internal caller). A nil trusted trusts nobody.
+func CriticalFrom(trusted func(ctx context.Context, fullMethod string) bool) func(ctx context.Context, fullMethod string) bool {
+	return func(ctx context.Context, fullMethod string) bool {
+		v := metadata.ValueFromIncomingContext(ctx, CriticalMetadata)
+		return len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), "critical") && trusted != nil && trusted(ctx, fullMethod)
+	}
+}
 
 // inflightRetry is the RetryInfo delay of a call refused by an in-flight
 // limit: slots free up as calls finish.
@@ -78,53 +94,45 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 	if len(own) == 0 && len(global) == 0 {
 		return func(error) {}, nil
 	}
-	critical := false
-	if v := metadata.ValueFromIncomingContext(ctx, CriticalMetadata); len(v) > 0 {
-		critical = strings.EqualFold(v[0], "critical")
-	}
-	var held []*sluice.Holder
-	bg := context.WithoutCancel(ctx)
+	critical := i.critical != nil && i.critical(ctx, method)
+	slots := new(decide.Slots)
 	release := func(err error) {
 		dropped := false
 		switch status.Code(err) {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
 			dropped = true
 		}
-		for _, h := range held {
-			h.Release(bg, dropped)
-		}
+		slots.Release(ctx, dropped)
 	}
 	for _, list := range [][]InFlightLimit{global, own} {
 		for _, l := range list {
 			key := "*"
 			if l.Key != nil {
 				k, ok := l.Key(ctx, method)
-				if !ok {
+				k, use, reject := decide.KeyOf(k, ok, l.Missing)
+				if reject {
+					slots.Cancel(ctx)
+					return nil, i.missingKey(fmt.Sprintf("the in-flight limit %q", l.InFlight.Name()))
+				}
+				if !use {
 					continue
 				}
 				key = k
 			}
-			h, _, err := l.InFlight.Acquire(ctx, key, critical)
-			if h != nil {
-				if err != nil { // admitted by the failure mode (open, or local)
-					i.errs.Add(1)
-				}
-				held = append(held, h)
-				h.KeepAlive(bg) // not ctx: held until the handler returns, even after the client has gone
-				continue
-			}
-			for _, h := range held { // refused before it ran: no Controller learns from it
-				h.Cancel(bg)
+			t := slots.Take(ctx, l.InFlight, key, critical)
+			i.counts.Taken(t)
+			if t.StoreFailed() && i.onError != nil {
+				i.onError(ctx, method, t.Err)
 			}
 			name := l.InFlight.Name()
-			if err != nil && l.InFlight.FailureMode() == sluice.FailLocal {
-				i.errs.Add(1) // the store failed and the local share is full: a refusal
-			} else if err != nil {
-				i.errs.Add(1)
-				i.unavail.Add(1)
+			switch {
+			case t.Outcome == decide.Admit:
+				continue
+			case t.Outcome == decide.Gone:
+				return nil, status.FromContextError(t.Err).Err()
+			case t.Outcome == decide.Unavailable:
 				return nil, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)
 			}
-			i.refused.Add(1)
 			if l.Key != nil {
 				return nil, inflightStatus(codes.ResourceExhausted, fmt.Sprintf("grpclimit: too many calls in flight for %q; retry after %v", name, inflightRetry), name)
 			}

@@ -30,8 +30,13 @@ func TestInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	trusted := func(ctx context.Context, _ string) bool {
+		v := metadata.ValueFromIncomingContext(ctx, "x-trusted")
+		return len(v) > 0 && v[0] == "yes"
+	}
 	i, err := New(InFlight("/grpc.health.v1.Health/Watch", InFlightLimit{InFlight: watch}),
-		InFlight(check, InFlightLimit{InFlight: perKey, Key: Metadata("x-api-key")}))
+		InFlight(check, InFlightLimit{InFlight: perKey, Key: Metadata("x-api-key")}),
+		WithCriticalFunc(CriticalFrom(trusted)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +67,11 @@ func TestInFlight(t *testing.T) {
 	if ri, qf := details(t, err); ri == nil || ri.RetryDelay.AsDuration() != time.Second || qf == nil || qf.Violations[0].Subject != "policy:watch" {
 		t.Fatalf("details: RetryInfo %v QuotaFailure %v", ri, qf)
 	}
-	critical := metadata.AppendToOutgoingContext(context.Background(), CriticalMetadata, "critical")
+	// Defect 10: the metadata alone claimed the reserve.
+	if _, err := open(metadata.AppendToOutgoingContext(context.Background(), CriticalMetadata, "critical")); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a critical claim the trust function does not vouch for: %v, want Unavailable", err)
+	}
+	critical := metadata.AppendToOutgoingContext(context.Background(), CriticalMetadata, "critical", "x-trusted", "yes")
 	cancel, err := open(critical)
 	if err != nil {
 		t.Fatalf("critical stream in the reserve: %v", err)
@@ -96,8 +105,8 @@ func TestInFlight(t *testing.T) {
 			t.Fatalf("check %d: %v (a per-client slot not given back?)", n, err)
 		}
 	}
-	if st := i.Stats(); st.Refused != 2+waited {
-		t.Errorf("stats %+v, want %d refused", st, 2+waited)
+	if st := i.Stats(); st.Refused != 3+waited { // with the untrusted claim
+		t.Errorf("stats %+v, want %d refused", st, 3+waited)
 	}
 }
 

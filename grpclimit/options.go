@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // Option configures an Interceptor.
@@ -15,8 +17,9 @@ type Option func(*Interceptor) error
 
 // Method limits the calls of one method ("/pkg.Service/Method") or, with a
 // trailing slash, of every method of a service ("/pkg.Service/"), with
-// limits (and the Global ones), each call costing cost units. An exact
-// method wins over its service.
+// limits (and the Global ones), each call costing cost units, at least 1
+// (New refuses 0, which would consume nothing and so limit nothing). An
+// exact method wins over its service.
 func Method(name string, cost int64, limits ...Limit) Option {
 	return func(i *Interceptor) error {
 		if !strings.HasPrefix(name, "/") || strings.Count(name, "/") != 2 || name == "//" {
@@ -31,7 +34,7 @@ func Method(name string, cost int64, limits ...Limit) Option {
 }
 
 // Default limits the calls no Method matches with limits (and the Global
-// ones), each costing cost units. Without Default such calls face only the
+// ones), each costing cost units (at least 1). Without Default such calls face only the
 // Global limits, at cost 1.
 func Default(cost int64, limits ...Limit) Option {
 	return func(i *Interceptor) error {
@@ -51,8 +54,12 @@ func Global(limits ...Limit) Option {
 	}
 }
 
+// DefaultMaxDelay is the longest a call is held for a leaky-bucket policy
+// unless WithMaxDelay says otherwise.
+const DefaultMaxDelay = decide.DefaultMaxDelay
+
 // WithMaxDelay sets the longest a call is held for a leaky-bucket policy
-// (httplimit.DefaultMaxDelay unless set); a call that would wait longer is
+// (DefaultMaxDelay unless set); a call that would wait longer is
 // refused and takes no place in the queue.
 func WithMaxDelay(d time.Duration) Option {
 	return func(i *Interceptor) error {
@@ -102,6 +109,18 @@ func OnShadowRefusal(f func(ctx context.Context, s ShadowRefusal)) Option {
 func OnError(f func(ctx context.Context, fullMethod string, err error)) Option {
 	return func(i *Interceptor) error {
 		i.onError = f
+		return nil
+	}
+}
+
+// WithCriticalFunc makes the calls for which f reports true critical: they
+// may take the slots an in-flight limit keeps in reserve
+// (sluice.WithReserve). Without it no call is critical, whatever metadata
+// it carries: a client cannot grant itself the reserve. f must be safe for
+// concurrent use; CriticalFrom builds the usual one.
+func WithCriticalFunc(f func(ctx context.Context, fullMethod string) bool) Option {
+	return func(i *Interceptor) error {
+		i.critical = f
 		return nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -40,7 +41,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 		return l
 	}
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	org := func(r *http.Request) (string, bool) { return "acme", true }
 	one := newMiddleware(b,
 		Route("GET /items/{id}", 1, Limit{Limiter: policy("per-ip"), Key: ip.Key}),

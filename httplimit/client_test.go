@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -80,7 +81,7 @@ func (c *honestClient) get(url string, hdr ...string) (int, error) {
 // it makes when told succeeds: no Retry-After was ever too early.
 func TestHonestClientFinishes(t *testing.T) {
 	store, clock := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	// 2 per 3 s with a burst of 3 (1.5 s between tokens, never a whole
 	// second), and a per-key sliding window of 10 per 20 s.
 	perIP := newLimiter(t, store, sluice.Policy{Name: "per-ip", Algorithm: sluice.TokenBucket, Limit: 2, Period: 3 * time.Second, Burst: 3})

@@ -9,14 +9,15 @@
 //
 // A Limit pairs a sluice.Limiter (a policy over a store, with its failure
 // mode) with a KeyFunc that says which key a request counts against: the
-// client IP (ClientIP.Key), a header such as an API key (Header), or any
-// function of the request (a JWT subject, a tenant). Routes are Go 1.22
+// client IP (ClientIP, resolved by a clientip.Resolver), a header such as
+// an API key (Header), or any function of the request (a JWT subject, a
+// tenant). Routes are Go 1.22
 // ServeMux patterns, matched by an internal http.ServeMux, each with a cost
 // and its limits; Global limits apply to every request and Default to
 // requests no route matches:
 //
-//	ip, _ := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, "10.0.0.0/8"))
-//	perIP := httplimit.Limit{Limiter: ipLimiter, Key: ip.Key}
+//	ip, _ := clientip.New(clientip.TrustProxies(clientip.XForwardedFor, "10.0.0.0/8"))
+//	perIP := httplimit.Limit{Limiter: ipLimiter, Key: httplimit.ClientIP(ip)}
 //	perKey := httplimit.Limit{Limiter: keyLimiter, Key: httplimit.Header("X-API-Key")}
 //	m, err := httplimit.New(
 //		httplimit.Global(perIP),
@@ -73,14 +74,37 @@
 // local share, and admitted otherwise (limits that fail open, and local
 // shares that admit it).
 //
+// # Requests without a key
+//
+// A request a limit has no key for (no API key header, a peer that is no
+// IP address) is never let through that limit unlimited by default: under
+// the zero Limit.Missing, MissingShared, every such request counts under one
+// key shared by all of them, so together they get the limit's rate.
+// MissingRefused answers them 400 Bad Request instead (an API that demands
+// a key), and MissingSkipped lets them past that limit (only where another
+// limit, per IP say, covers them). The same holds for keyed in-flight limits.
+//
+// # Clients that go away
+//
+// A request whose context has ended (its client closed the connection, or
+// its deadline passed) before it is decided, or while it is held for a
+// leaky-bucket delay or waits for an in-flight slot, is counted in
+// Stats.Gone and gets no answer: it never reaches the handler, and it is
+// not a store error (OnError does not see it), whatever the failure modes.
+//
+// # The in-flight reserve
+//
+// An in-flight limit may keep slots for critical requests
+// (sluice.WithReserve). No request is critical unless WithCriticalFunc says
+// so: a header a client sets grants nothing by itself. CriticalFrom builds
+// the usual trust function, which believes CriticalHeader only from the
+// peers a function vouches for (clientip.Resolver.TrustsPeer: your own
+// proxies).
+//
 // # Client IPs
 //
-// ClientIP resolves the client address from RemoteAddr, and from
-// X-Forwarded-For, Forwarded (RFC 7239) or X-Real-IP only when the peer is
-// a configured trusted proxy: the list is walked right to left and the
-// first address that is not a trusted proxy is the client, so nothing a
-// client writes into those headers can change its key. Addresses are
-// normalised (IPv4-mapped IPv6 to IPv4, zones dropped) and IPv6 addresses
-// are aggregated to a prefix (/64 by default), so one host cannot mint
-// millions of keys.
+// Client addresses are resolved by package clientip: from RemoteAddr, and
+// from X-Forwarded-For, Forwarded (RFC 7239) or X-Real-IP only when the
+// peer is a configured trusted proxy, aggregating IPv6 clients to a prefix
+// (/64 by default). See that package.
 package httplimit

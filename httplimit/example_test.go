@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -40,8 +41,8 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	ip, _ := httplimit.NewClientIP()
-	m, err := httplimit.New(httplimit.Global(httplimit.Limit{Limiter: perIP, Key: ip.Key}))
+	ip, _ := clientip.New()
+	m, err := httplimit.New(httplimit.Global(httplimit.Limit{Limiter: perIP, Key: httplimit.ClientIP(ip)}))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -114,7 +115,7 @@ func ExampleNew_multipleLimits() {
 		}
 		return l
 	}
-	ip, _ := httplimit.NewClientIP()
+	ip, _ := clientip.New()
 	org := func(r *http.Request) (string, bool) {
 		// In real life: the tenant claim of a verified JWT.
 		tenant, _, ok := strings.Cut(r.Header.Get("X-API-Key"), ".")
@@ -122,7 +123,7 @@ func ExampleNew_multipleLimits() {
 	}
 	m, err := httplimit.New(
 		httplimit.Global(
-			httplimit.Limit{Limiter: policy("per-ip", 60), Key: ip.Key},
+			httplimit.Limit{Limiter: policy("per-ip", 60), Key: httplimit.ClientIP(ip)},
 			httplimit.Limit{Limiter: policy("per-key", 30), Key: httplimit.Header("X-API-Key")},
 			httplimit.Limit{Limiter: policy("per-org", 2), Key: org},
 		),
@@ -140,32 +141,4 @@ func ExampleNew_multipleLimits() {
 	// acme.alice 404 "per-ip";r=59;t=1, "per-key";r=29;t=2, "per-org";r=1;t=30
 	// acme.bob 404 "per-ip";r=58;t=2, "per-key";r=29;t=2, "per-org";r=0;t=60
 	// acme.carol 429 "per-ip";r=58, "per-key";r=30, "per-org";r=0;t=30
-}
-
-// Behind a load balancer in 10.0.0.0/8 that appends to X-Forwarded-For,
-// the client is the rightmost address the balancer wrote; what the client
-// wrote itself is ignored.
-func ExampleNewClientIP() {
-	ip, err := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, "10.0.0.0/8"))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, c := range []struct{ remote, xff string }{
-		{"10.0.0.5:41000", "203.0.113.7"},
-		{"10.0.0.5:41000", "198.51.100.1, 203.0.113.7"}, // the client forged the first entry
-		{"203.0.113.7:5000", "198.51.100.1"},            // not through the balancer
-		{"10.0.0.5:41000", "2001:db8:aa:bb:1:2:3:4"},    // IPv6 keys are /64 prefixes
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = c.remote
-		r.Header.Set("X-Forwarded-For", c.xff)
-		key, _ := ip.Key(r)
-		fmt.Println(key)
-	}
-	// Output:
-	// 203.0.113.7
-	// 203.0.113.7
-	// 203.0.113.7
-	// 2001:db8:aa:bb::/64
 }

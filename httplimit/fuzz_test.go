@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 )
 
 // Hostile requests (any method, path, host, forwarding headers and API
@@ -20,11 +21,11 @@ func FuzzMiddleware(f *testing.F) {
 	f.Add("POST", "/upload/../upload", "", "[::1]:1", ",,,", `for="[::1]"`, "")
 	f.Add("CONNECT", "*", "x:99999", "garbage", "\x00", "\"", strings.Repeat("k", 300))
 	store, _ := newStore(f)
-	ip, err := NewClientIP(TrustProxies(XForwardedFor, "10.0.0.0/8", "::1/128"))
+	ip, err := clientip.New(clientip.TrustProxies(clientip.XForwardedFor, "10.0.0.0/8", "::1/128"))
 	if err != nil {
 		f.Fatal(err)
 	}
-	fwd, _ := NewClientIP(TrustProxies(Forwarded, "10.0.0.0/8", "::1/128"), WithIPv6Prefix(56))
+	fwd, _ := clientip.New(clientip.TrustProxies(clientip.Forwarded, "10.0.0.0/8", "::1/128"), clientip.WithIPv6Prefix(56))
 	mk := func(name string, alg sluice.Algorithm) *sluice.Limiter {
 		return newLimiter(f, store, sluice.Policy{Name: name, Algorithm: alg, Limit: 3, Period: time.Minute})
 	}

@@ -3,7 +3,6 @@
 package httplimit
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // InFlightLimit bounds how many requests are in flight at once, across
@@ -18,8 +18,8 @@ import (
 // after the rate limits have admitted a request (so a request it refuses
 // has spent its rate-limit units, as one the handler refuses would), and
 // its slot is held until the handler returns. Refusals count in
-// Stats.Refused (429) or Stats.Unavailable (503), store errors in
-// Stats.Errors.
+// Stats.Refused (429, or 503 for a route-wide limit), store failures in
+// Stats.Errors (and Stats.Unavailable when the limit fails closed).
 type InFlightLimit struct {
 	// InFlight is the limit, fixed or adaptive. Its name appears in the
 	// RateLimit headers and must be printable ASCII.
@@ -28,13 +28,26 @@ type InFlightLimit struct {
 	// When nil, every request of the route shares one limit, and a request
 	// over it gets 503 (the server is busy, not the client too greedy).
 	Key KeyFunc
+	// Missing says what the limit does with a request Key reports no key
+	// for, as for Limit: by default such requests share one key.
+	Missing Missing
 }
 
-// CriticalHeader is the request header that marks a request critical for
-// the reserve of in-flight limits (sluice.WithReserve): "Sluice-Priority:
-// critical". Behind a gateway, strip it from untrusted clients (sluice
-// serve's gateway mode keeps it only from ClientIP.TrustsPeer peers).
+// CriticalHeader is the request header CriticalFrom reads: "Sluice-Priority:
+// critical" asks for the reserve of in-flight limits (sluice.WithReserve).
+// The header alone grants nothing: only WithCriticalFunc does.
 const CriticalHeader = "Sluice-Priority"
+
+// CriticalFrom returns a function for WithCriticalFunc: a request is
+// critical when it carries "Sluice-Priority: critical" and trusted(r)
+// reports true, for instance when its peer is a proxy that sets the header
+// itself (clientip.Resolver.TrustsPeer). A nil trusted trusts nobody.
+func CriticalFrom(trusted func(r *http.Request) bool) func(r *http.Request) bool {
+	return func(r *http.Request) bool {
+		vals := r.Header[CriticalHeader]
+		return len(vals) > 0 && strings.EqualFold(strings.TrimSpace(vals[0]), "critical") && trusted != nil && trusted(r)
+	}
+}
 
 // DefaultInFlightRetryAfter is the Retry-After of a request refused by an
 // in-flight limit: slots free up when requests finish, typically well
@@ -125,96 +138,66 @@ func (s *inflightSet) wrap(m *Middleware, next http.Handler) http.Handler {
 // when one refuses), runs next, and releases them.
 func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, lists ...[]InFlightLimit) {
 	ctx := r.Context()
-	critical := strings.EqualFold(r.Header.Get(CriticalHeader), "critical")
-	var heldBuf [maxStack]*sluice.Holder
-	held := heldBuf[:0]
-	bg := context.WithoutCancel(ctx)
-	releaseAll := func(dropped bool) {
-		for _, h := range held {
-			h.Release(bg, dropped)
-		}
-	}
-	// cancelAll gives back the slots of a request refused before it ran:
-	// no Controller learns from it (a sample of a few microseconds would
-	// drag an adaptive limit down for everyone).
-	cancelAll := func() {
-		for _, h := range held {
-			h.Cancel(bg)
-		}
-	}
+	critical := m.critical != nil && m.critical(r)
+	var slots decide.Slots
 	var policy, state []byte
 	for _, list := range lists {
 		for _, l := range list {
-			key := ""
+			key := "*"
 			if l.Key != nil {
 				k, ok := l.Key(r)
-				if !ok {
+				k, use, reject := decide.KeyOf(k, ok, l.Missing)
+				if reject {
+					slots.Cancel(ctx)
+					m.missingKey(w, "the in-flight limit "+strconv.Quote(l.InFlight.Name()))
+					return
+				}
+				if !use {
 					continue
 				}
 				key = k
-			} else {
-				key = "*"
 			}
-			h, sl, err := l.InFlight.Acquire(ctx, key, critical)
-			if h != nil && err != nil { // admitted failing open
-				m.errs.Add(1)
-				if m.onError != nil {
-					m.onError(r, err)
-				}
+			t := slots.Take(ctx, l.InFlight, key, critical)
+			m.counts.Taken(t)
+			if t.StoreFailed() && m.onError != nil {
+				m.onError(r, t.Err)
 			}
-			limit := l.InFlight.Limit()
-			policy = appendSep(policy)
-			policy = appendSFString(policy, l.InFlight.Name())
-			policy = append(policy, ";q="...)
-			policy = appendSFInt(policy, limit)
-			policy = append(policy, `;qu="concurrent-requests"`...)
-			state = appendSep(state)
-			state = appendSFString(state, l.InFlight.Name())
-			state = append(state, ";r="...)
-			if h == nil {
-				cancelAll()
-				state = appendSFInt(state, 0)
-				state = append(state, ";t="...)
-				state = appendSFInt(state, ceilSeconds(DefaultInFlightRetryAfter))
-				hd := w.Header()
-				addHeader(hd, "Ratelimit-Policy", string(policy))
-				addHeader(hd, "Ratelimit", string(state))
-				hd["Retry-After"] = []string{strconv.FormatInt(ceilSeconds(DefaultInFlightRetryAfter), 10)}
-				if err != nil && l.InFlight.FailureMode() == sluice.FailLocal {
-					// The store failed and the local share is full: a
-					// refusal like any other, below.
-					m.errs.Add(1)
-					if m.onError != nil {
-						m.onError(r, err)
-					}
-				} else if err != nil {
-					m.errs.Add(1)
-					m.unavail.Add(1)
-					if m.onError != nil {
-						m.onError(r, err)
-					}
-					writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-						Detail: "The in-flight limit " + strconv.Quote(l.InFlight.Name()) + " cannot decide (its store failed) and fails closed."})
-					return
-				}
-				if l.Key != nil {
-					m.refused.Add(1)
-					writeProblem(w, problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests,
-						Violated: []string{l.InFlight.Name()}, Detail: "Too many requests in flight for " + strconv.Quote(l.InFlight.Name()) + "; retry after 1 s."})
-					return
-				}
-				m.unavail.Add(1)
-				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-					Violated: []string{l.InFlight.Name()}, Detail: "The server has too many requests in flight (" + strconv.Quote(l.InFlight.Name()) + "); retry after 1 s."})
+			if t.Outcome == decide.Gone {
 				return
 			}
-			state = appendSFInt(state, limit-sl.Held)
-			held = append(held, h)
-			if l.InFlight.TTL() > 0 {
-				// Not ctx: the slot is held until the handler returns,
-				// even after the client has gone.
-				h.KeepAlive(bg)
+			name := l.InFlight.Name()
+			policy = appendSep(policy)
+			policy = appendSFString(policy, name)
+			policy = append(policy, ";q="...)
+			policy = appendSFInt(policy, l.InFlight.Limit())
+			policy = append(policy, `;qu="concurrent-requests"`...)
+			state = appendSep(state)
+			state = appendSFString(state, name)
+			state = append(state, ";r="...)
+			if t.Outcome == decide.Admit {
+				state = appendSFInt(state, t.Free)
+				continue
 			}
+			secs := ceilSeconds(DefaultInFlightRetryAfter)
+			state = appendSFInt(state, 0)
+			state = append(state, ";t="...)
+			state = appendSFInt(state, secs)
+			hd := w.Header()
+			addHeader(hd, "Ratelimit-Policy", string(policy))
+			addHeader(hd, "Ratelimit", string(state))
+			hd["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
+			switch {
+			case t.Outcome == decide.Unavailable:
+				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
+					Detail: "The in-flight limit " + strconv.Quote(name) + " cannot decide (its store failed) and fails closed."})
+			case l.Key != nil:
+				writeProblem(w, problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests,
+					Violated: []string{name}, Detail: "Too many requests in flight for " + strconv.Quote(name) + "; retry after 1 s."})
+			default:
+				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
+					Violated: []string{name}, Detail: "The server has too many requests in flight (" + strconv.Quote(name) + "); retry after 1 s."})
+			}
+			return
 		}
 	}
 	if len(policy) > 0 {
@@ -222,7 +205,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 		addHeader(w.Header(), "Ratelimit", string(state))
 	}
 	sw := &statusWriter{ResponseWriter: w}
-	defer func() { releaseAll(sw.status >= 500) }()
+	defer func() { slots.Release(ctx, sw.status >= 500) }()
 	next.ServeHTTP(sw, r)
 }
 

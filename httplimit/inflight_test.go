@@ -31,8 +31,10 @@ func TestInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	trusted := func(r *http.Request) bool { return r.Header.Get("X-Trusted") == "yes" }
 	m, err := httplimit.New(httplimit.InFlight("GET /reports", httplimit.InFlightLimit{InFlight: route}),
-		httplimit.InFlight("GET /mine", httplimit.InFlightLimit{InFlight: perClient, Key: httplimit.Header("X-Client")}))
+		httplimit.InFlight("GET /mine", httplimit.InFlightLimit{InFlight: perClient, Key: httplimit.Header("X-Client")}),
+		httplimit.WithCriticalFunc(httplimit.CriticalFrom(trusted)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +68,12 @@ func TestInFlight(t *testing.T) {
 	if got, want := w.Header().Get("RateLimit"), `"reports";r=0;t=1`; got != want {
 		t.Fatalf("RateLimit %q, want %q", got, want)
 	}
-	go func() { done <- serve("/reports", httplimit.CriticalHeader, "critical") }()
-	<-entered // the critical one takes the reserve
 	if w := serve("/reports", httplimit.CriticalHeader, "critical"); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a critical claim the trust function does not vouch for: %d, want 503", w.Code)
+	}
+	go func() { done <- serve("/reports", httplimit.CriticalHeader, "critical", "X-Trusted", "yes") }()
+	<-entered // the critical one takes the reserve
+	if w := serve("/reports", httplimit.CriticalHeader, "critical", "X-Trusted", "yes"); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("5th request (critical, beyond the limit): %d, want 503", w.Code)
 	}
 	for range 2 {
@@ -96,8 +101,8 @@ func TestInFlight(t *testing.T) {
 			t.Fatalf("sequential request answered %d", w.Code)
 		}
 	}
-	if st := m.Stats(); st.Refused != 1 || st.Unavailable != 2 || st.Errors != 0 {
-		t.Fatalf("stats %+v, want 1 refused (429), 2 unavailable (503)", st)
+	if st := m.Stats(); st.Refused != 4 || st.Unavailable != 0 || st.Errors != 0 {
+		t.Fatalf("stats %+v, want 4 refused (one 429, three 503 of a busy server), none unavailable (the store did not fail)", st)
 	}
 	if !strings.Contains(w.Body.String(), "reports") {
 		t.Fatalf("503 body %q does not name the limit", w.Body.String())
@@ -147,5 +152,49 @@ func TestInFlightLocalRefusal(t *testing.T) {
 	}
 	if st := m.Stats(); st.Refused != 1 || st.Unavailable != 0 || st.Errors != 2 {
 		t.Errorf("Stats() = %+v, want 1 refused, 0 unavailable, 2 errors", st)
+	}
+}
+
+// TestCriticalNeedsTrust: without WithCriticalFunc, a request that claims
+// the reserve with the header gets no more than any other (defect 10: it
+// took the reserve).
+func TestCriticalNeedsTrust(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	route, err := sluice.NewInFlight(store, "reports", 4, sluice.WithReserve(0.25))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: route}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			entered <- struct{}{}
+			<-block
+		}
+	}))
+	done := make(chan int, 3)
+	for range 3 { // the 3 slots open to every request
+		go func() {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "/hold", nil))
+			done <- w.Code
+		}()
+		<-entered
+	}
+	req := httptest.NewRequest("GET", "/now", nil)
+	req.Header.Set(httplimit.CriticalHeader, "critical")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	close(block)
+	for range 3 {
+		<-done
+	}
+	if w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("an untrusted critical claim: %d, want 503 (the reserve is granted only by WithCriticalFunc)", w.Code)
 	}
 }

@@ -3,10 +3,10 @@
 package httplimit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
-	"strings"
+
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // KeyFunc returns the key a request counts against under one limit, and
@@ -18,11 +18,12 @@ type KeyFunc func(r *http.Request) (key string, ok bool)
 // MaxKeyLen is the longest header value Header uses as a key as it is;
 // longer values are replaced by "sha256:" and their hex SHA-256, so a
 // client cannot make the store hold arbitrarily long keys.
-const MaxKeyLen = 128
+const MaxKeyLen = decide.MaxKeyLen
 
 // Header returns a KeyFunc that keys a request by the value of the named
-// header (an API key, say), trimmed of surrounding whitespace. A request
-// without the header, or with an empty one, is not subject to the limit;
+// header (an API key, say), trimmed of surrounding whitespace. It reports
+// no key for a request without the header, or with an empty one: the
+// Limit's Missing then decides (by default such requests share one key);
 // with several lines of it, the first counts.
 func Header(name string) KeyFunc {
 	name = http.CanonicalHeaderKey(name)
@@ -31,14 +32,13 @@ func Header(name string) KeyFunc {
 		if len(vals) == 0 {
 			return "", false
 		}
-		v := strings.TrimSpace(vals[0])
-		if v == "" {
-			return "", false
-		}
-		if len(v) > MaxKeyLen {
-			sum := sha256.Sum256([]byte(v))
-			return "sha256:" + hex.EncodeToString(sum[:]), true
-		}
-		return v, true
+		return decide.Key(vals[0])
 	}
 }
+
+// ClientIP returns a KeyFunc that keys a request by its client's address as
+// ip resolves it (the peer, or behind trusted proxies the address they
+// pass on), aggregated to ip's prefixes. A nil ip trusts no proxy and uses
+// clientip's defaults. A peer that is not an IP address (a Unix socket)
+// has no key: the Limit's Missing decides.
+func ClientIP(ip *clientip.Resolver) KeyFunc { return ip.Key }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -21,7 +22,7 @@ func TestLeakyBucketDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
 		defer store.Close()
-		ip, _ := NewClientIP()
+		ip, _ := clientip.New()
 		// A queue of 5 draining 1 per second.
 		lim := newLimiter(t, store, sluice.Policy{Name: "ingest", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 5})
 		start := time.Now()
@@ -75,7 +76,7 @@ func TestLeakyBucketCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
 		defer store.Close()
-		ip, _ := NewClientIP()
+		ip, _ := clientip.New()
 		lim := newLimiter(t, store, sluice.Policy{Name: "ingest", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 5})
 		calls := 0
 		h := newMiddleware(t, Global(Limit{Limiter: lim, Key: ip.Key})).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls++ }))

@@ -4,13 +4,12 @@ package httplimit
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // Limit is one limit a request is checked against: a Limiter (a named
@@ -21,8 +20,7 @@ type Limit struct {
 	// Limiter applies the policy. Its policy must have a Name of printable
 	// ASCII: it names the policy in the response headers.
 	Limiter *sluice.Limiter
-	// Key picks the request's key; when it reports false the limit does not
-	// apply to the request.
+	// Key picks the request's key; when it reports none, Missing decides.
 	Key KeyFunc
 	// Shadow makes the limit decide and record but never refuse or delay a
 	// request: one it would have refused is counted in Stats, reported to
@@ -30,7 +28,28 @@ type Limit struct {
 	// when the request is admitted, as it would if it were enforced, and
 	// is not advertised in the response headers.
 	Shadow bool
+	// Missing says what the limit does with a request Key reports no key
+	// for. The zero value, MissingShared, counts all such requests under
+	// one shared key: a request without the API key header is limited,
+	// never let through unlimited.
+	Missing Missing
 }
+
+// Missing says what a Limit does with a request its Key reports no key for
+// (no API key header, say). Under MissingShared, the zero value, every such
+// request counts under one key shared by all of them (the empty key, which
+// no key function of this package returns): they are limited together,
+// never let through unlimited. Under MissingRefused such a request is
+// answered 400 Bad Request; under MissingSkipped the limit does not apply to it (choose
+// it only where another limit covers those requests).
+type Missing = decide.Missing
+
+// The values of Missing.
+const (
+	MissingShared  = decide.Share
+	MissingRefused = decide.Reject
+	MissingSkipped = decide.Skip
+)
 
 // ShadowRefusal describes a request a shadow limit would have refused.
 type ShadowRefusal struct {
@@ -49,7 +68,8 @@ type Stats struct {
 	// Admitted counts requests passed to the handler, including those
 	// admitted because the store failed open.
 	Admitted uint64
-	// Refused counts requests answered 429.
+	// Refused counts requests a limit refused: answered 429, or 503 by a
+	// route-wide in-flight limit (the server is busy).
 	Refused uint64
 	// Delayed counts admitted requests held for a leaky-bucket delay.
 	Delayed uint64
@@ -61,6 +81,13 @@ type Stats struct {
 	// Unavailable counts requests answered 503 because the store failed
 	// and a limit fails closed.
 	Unavailable uint64
+	// Gone counts requests whose client went away (the request's context
+	// ended) before they were decided or while they were held: never
+	// passed to the handler, and not store errors.
+	Gone uint64
+	// Malformed counts requests answered 400 because a MissingRefused
+	// limit had no key for them.
+	Malformed uint64
 }
 
 // Middleware rate-limits the requests of an http.Handler. It is safe for
@@ -75,9 +102,10 @@ type Middleware struct {
 	legacy      bool
 	onShadow    func(*http.Request, ShadowRefusal)
 	onError     func(*http.Request, error)
-	inflight    *inflightSet // nil: no in-flight limits
+	critical    func(*http.Request) bool // WithCriticalFunc; nil: none
+	inflight    *inflightSet             // nil: no in-flight limits
 
-	admitted, refused, delayed, shadowRefused, errs, unavail atomic.Uint64
+	counts decide.Counts
 }
 
 // route is a compiled route: its limits, enforced ones first.
@@ -115,6 +143,7 @@ func New(opts ...Option) (*Middleware, error) {
 	m := &Middleware{
 		byPattern: map[string]*route{}, maxDelay: c.maxDelay, jitter: c.jitter,
 		unavailable: c.unavailable, legacy: c.legacy, onShadow: c.onShadow, onError: c.onError,
+		critical: c.critical,
 	}
 	if len(c.routes) > 0 {
 		m.mux = http.NewServeMux()
@@ -165,40 +194,30 @@ func compile(s routeSpec, global []Limit) (*route, error) {
 	if s.pattern == "" {
 		name = "Default"
 	}
-	if s.cost < 0 {
-		return nil, fmt.Errorf("httplimit: %s: cost %d: must be >= 0", name, s.cost)
+	all := append(append([]Limit(nil), global...), s.limits...)
+	specs := make([]decide.Spec, len(all))
+	for i, l := range all {
+		specs[i] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, Shadow: l.Shadow}
+	}
+	order, _, err := decide.Order(name, s.cost, len(global), specs)
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %w", err)
 	}
 	rt := &route{pattern: s.pattern, cost: s.cost}
-	all := append(append([]Limit(nil), global...), s.limits...)
-	seen := map[string]bool{}
-	for shadow := range 2 {
-		for i, l := range all {
-			if l.Shadow != (shadow == 1) {
-				continue
+	for _, i := range order {
+		l := all[i]
+		p := l.Limiter.Policy()
+		if err := validName(p.Name); err != nil {
+			return nil, fmt.Errorf("httplimit: %s: %s: %w", name, decide.Name(i, len(global)), err)
+		}
+		rt.limits = append(rt.limits, limit{Limit: l, policy: p, item: policyItem(p)})
+		if !l.Shadow {
+			if rt.nEnforced > 0 {
+				rt.policy += ", "
 			}
-			if l.Limiter == nil || l.Key == nil {
-				return nil, fmt.Errorf("httplimit: %s: limit %d: Limiter and Key must both be set", name, i)
-			}
-			p := l.Limiter.Policy()
-			if err := validName(p.Name); err != nil {
-				return nil, fmt.Errorf("httplimit: %s: limit %d: %w", name, i, err)
-			}
-			if seen[p.Name] {
-				return nil, fmt.Errorf("httplimit: %s: policy name %q used by two limits", name, p.Name)
-			}
-			seen[p.Name] = true
-			if capacity, _ := quota(p); s.cost > capacity {
-				return nil, fmt.Errorf("httplimit: %s: cost %d exceeds the capacity %d of policy %q: no request could ever be admitted", name, s.cost, capacity, p.Name)
-			}
-			rt.limits = append(rt.limits, limit{Limit: l, policy: p, item: policyItem(p)})
-			if !l.Shadow {
-				if rt.nEnforced > 0 {
-					rt.policy += ", "
-				}
-				rt.policy += policyItem(p)
-				rt.nEnforced++
-				rt.leaky = rt.leaky || p.Algorithm == sluice.LeakyBucket
-			}
+			rt.policy += policyItem(p)
+			rt.nEnforced++
+			rt.leaky = rt.leaky || p.Algorithm == sluice.LeakyBucket
 		}
 	}
 	return rt, nil
@@ -206,9 +225,11 @@ func compile(s routeSpec, global []Limit) (*route, error) {
 
 // Stats returns the counts so far.
 func (m *Middleware) Stats() Stats {
+	c := &m.counts
 	return Stats{
-		Admitted: m.admitted.Load(), Refused: m.refused.Load(), Delayed: m.delayed.Load(),
-		ShadowRefused: m.shadowRefused.Load(), Errors: m.errs.Load(), Unavailable: m.unavail.Load(),
+		Admitted: c.Admitted.Load(), Refused: c.Refused.Load(), Delayed: c.Delayed.Load(),
+		ShadowRefused: c.ShadowRefused.Load(), Errors: c.Errors.Load(), Unavailable: c.Unavailable.Load(),
+		Gone: c.Gone.Load(), Malformed: c.Malformed.Load(),
 	}
 }
 
@@ -248,6 +269,7 @@ func (m *Middleware) match(r *http.Request) *route {
 // maxStack is how many limits per request fit the stack buffers.
 const maxStack = 8
 
+// serve decides r with the decision core and renders the verdict.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, next http.Handler) {
 	var checkBuf [maxStack]sluice.Check
 	var whichBuf [maxStack]int
@@ -256,7 +278,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 	for i := range rt.limits {
 		l := &rt.limits[i]
 		key, ok := l.Key(r)
-		if !ok {
+		key, use, reject := decide.KeyOf(key, ok, l.Missing)
+		if reject {
+			m.missingKey(w, "policy "+strconv.Quote(l.policy.Name))
+			return
+		}
+		if !use {
 			continue
 		}
 		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: rt.cost})
@@ -265,112 +292,57 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 			nEnf++
 		}
 	}
-	if len(checks) == 0 {
-		m.admitted.Add(1)
-		next.ServeHTTP(w, r)
-		return
-	}
-	ctx := r.Context()
-
-	// A leaky-bucket request that would wait too long is refused before it
-	// takes a place in the queue: peek at the queue's delay first.
-	if rt.leaky {
-		for j := range nEnf {
-			l := &rt.limits[which[j]]
-			if l.policy.Algorithm != sluice.LeakyBucket {
-				continue
-			}
-			d, err := l.Limiter.AllowN(ctx, checks[j].Key, 0)
-			if err == nil && d.Delay > m.maxDelay {
-				d.Allowed, d.RetryAfter = false, d.Delay-m.maxDelay
-				m.refuse(w, []outcome{{l, d}}, "")
-				return
-			}
+	v := decide.Decide(r.Context(), decide.Request{Checks: checks, Enforced: nEnf, MaxDelay: m.maxDelay, Leaky: rt.leaky, Jitter: m.jitter})
+	m.counts.Verdict(&v)
+	for j, d := range v.Shadow {
+		if !d.Allowed && m.onShadow != nil {
+			m.onShadow(r, ShadowRefusal{Route: rt.pattern, Policy: rt.limits[which[nEnf+j]].policy, Key: checks[nEnf+j].Key, Decision: d})
 		}
 	}
-
-	res, err := sluice.AllowAll(ctx, checks...)
-	if err == nil && !res.Allowed && nEnf < len(checks) {
-		enforcedOK := true
-		for j, d := range res.Decisions {
-			switch {
-			case d.Allowed:
-			case j < nEnf:
-				enforcedOK = false
-			default:
-				m.shadowRefused.Add(1)
-				if m.onShadow != nil {
-					l := &rt.limits[which[j]]
-					m.onShadow(r, ShadowRefusal{Route: rt.pattern, Policy: l.policy, Key: checks[j].Key, Decision: d})
-				}
-			}
-		}
-		if enforcedOK {
-			// Only shadow limits refused: had they been enforced, nothing
-			// would have been consumed; decide again without them.
-			res, err = sluice.AllowAll(ctx, checks[:nEnf]...)
-		}
+	if v.StoreFailed() && m.onError != nil {
+		m.onError(r, v.Err)
 	}
-	if err != nil {
-		m.failed(w, r, rt, which[:nEnf], checks[:nEnf], res.Decisions, err, next)
-		return
-	}
-
+	// The outcomes to render: every enforced decision, or when the failure
+	// modes decided, only the refusals (the others say nothing true).
 	var outBuf [maxStack]outcome
 	outs := outBuf[:0]
-	var delay time.Duration
-	for j := range nEnf {
-		d := res.Decisions[j]
-		outs = append(outs, outcome{&rt.limits[which[j]], d})
-		delay = max(delay, d.Delay)
-	}
-	policy := ""
-	if nEnf == rt.nEnforced {
-		policy = rt.policy
-	}
-	if !res.Allowed {
-		m.refuse(w, outs, policy)
-		return
-	}
-	writeHeaders(w.Header(), outs, policy, m.legacy)
-	if delay > 0 {
-		m.delayed.Add(1)
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return // the client is gone
+	for k, d := range v.Decisions {
+		if !v.StoreFailed() || v.Violated(checks, k) {
+			outs = append(outs, outcome{&rt.limits[which[v.Offset+k]], d})
 		}
 	}
-	m.admitted.Add(1)
-	next.ServeHTTP(w, r)
+	policy := ""
+	if len(outs) == rt.nEnforced {
+		policy = rt.policy
+	}
+	switch v.Outcome {
+	case decide.Unavailable:
+		m.unavailable503(w, outs)
+	case decide.Refuse:
+		m.refuse(w, outs, policy, v.Wait, v.Impossible)
+	case decide.Admit:
+		writeHeaders(w.Header(), outs, policy, m.legacy)
+		next.ServeHTTP(w, r)
+	}
 }
 
 // refuse answers 429 for outs, in which at least one decision is a
-// refusal; policy is as for writeHeaders.
-func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string) {
-	m.refused.Add(1)
+// refusal; policy is as for writeHeaders, wait the verdict's wait (the
+// longest of the refusals, with jitter), and impossible says no wait can
+// cure one of them.
+func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string, wait time.Duration, impossible bool) {
 	h := w.Header()
 	writeHeaders(h, outs, policy, m.legacy)
 	var violated []string
-	var wait time.Duration
-	impossible := false
 	for _, o := range outs {
-		if o.d.Allowed {
-			continue
+		if !o.d.Allowed {
+			violated = append(violated, o.l.policy.Name)
 		}
-		violated = append(violated, o.l.policy.Name)
-		wait = max(wait, o.d.RetryAfter)
-		impossible = impossible || o.d.Impossible
 	}
 	p := problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests, Violated: violated}
 	if impossible {
 		p.Detail = "The request costs more than the capacity of " + quoteList(violated) + "; retrying will not help."
 	} else {
-		if m.jitter > 0 {
-			wait += rand.N(m.jitter)
-		}
 		secs := ceilSeconds(wait)
 		h["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
 		p.Detail = "Quota exceeded for " + quoteList(violated) + "; retry after " + strconv.FormatInt(secs, 10) + " s."
@@ -378,39 +350,25 @@ func (m *Middleware) refuse(w http.ResponseWriter, outs []outcome, policy string
 	writeProblem(w, p)
 }
 
-// failed handles a store error: answer 503 if an enforced limit fails
-// closed, 429 if a limit that fails local refused (its local share is
-// spent), else admit.
-func (m *Middleware) failed(w http.ResponseWriter, r *http.Request, rt *route, which []int, checks []sluice.Check, decisions []sluice.Decision, err error, next http.Handler) {
-	m.errs.Add(1)
-	if m.onError != nil {
-		m.onError(r, err)
-	}
+// unavailable503 answers 503: the store failed and the limits of outs
+// fail closed.
+func (m *Middleware) unavailable503(w http.ResponseWriter, outs []outcome) {
 	var closed []string
-	var local []outcome
-	for j, c := range checks {
-		switch c.Limiter.FailureMode() {
-		case sluice.FailClosed:
-			closed = append(closed, rt.limits[which[j]].policy.Name)
-		case sluice.FailLocal:
-			if j < len(decisions) && !decisions[j].Allowed {
-				local = append(local, outcome{&rt.limits[which[j]], decisions[j]})
-			}
-		}
+	for _, o := range outs {
+		closed = append(closed, o.l.policy.Name)
 	}
-	if len(closed) == 0 && len(local) > 0 {
-		m.refuse(w, local, "")
-		return
+	detail := "The rate limiter cannot decide (its store failed)."
+	if len(closed) > 0 {
+		detail = "The rate limiter cannot decide (its store failed) and " + quoteList(closed) + " fail closed."
 	}
-	if len(closed) == 0 {
-		m.admitted.Add(1)
-		next.ServeHTTP(w, r)
-		return
-	}
-	m.unavail.Add(1)
 	w.Header()["Retry-After"] = []string{strconv.FormatInt(max(ceilSeconds(m.unavailable), 1), 10)}
-	writeProblem(w, problem{
-		Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-		Detail: "The rate limiter cannot decide (its store failed) and " + quoteList(closed) + " fail closed.",
-	})
+	writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable, Detail: detail})
+}
+
+// missingKey answers 400: a MissingRefused limit, named by what, has no key
+// for the request.
+func (m *Middleware) missingKey(w http.ResponseWriter, what string) {
+	m.counts.NoKey()
+	writeProblem(w, problem{Type: "about:blank", Title: "Bad Request", Status: http.StatusBadRequest,
+		Detail: "The request carries no key for " + what + "."})
 }

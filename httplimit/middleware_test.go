@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/memstore"
 )
 
 func TestPerIP(t *testing.T) {
 	store, clock := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	lim := newLimiter(t, store, sluice.Policy{Name: "per-ip", Algorithm: sluice.TokenBucket, Limit: 2, Period: time.Second})
 	h := newMiddleware(t, Global(Limit{Limiter: lim, Key: ip.Key})).Handler(okHandler)
 
@@ -66,7 +67,7 @@ func TestPerIP(t *testing.T) {
 // exactly Retry-After later is admitted.
 func TestRetryAfterRoundsUp(t *testing.T) {
 	store, clock := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	p := sluice.Policy{Name: "slow", Algorithm: sluice.GCRA, Limit: 2, Period: 3 * time.Second}
 	lim := newLimiter(t, store, p)
 	h := newMiddleware(t, Global(Limit{Limiter: lim, Key: ip.Key})).Handler(okHandler)
@@ -99,7 +100,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 // A request refused by one limit consumes nothing from the others.
 func TestAllOrNothing(t *testing.T) {
 	store, _ := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	perIP := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "per-ip", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Minute}), Key: ip.Key}
 	perKey := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "per-key", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Minute}), Key: Header("X-API-Key")}
 	h := newMiddleware(t, Global(perIP, perKey)).Handler(okHandler)
@@ -124,17 +125,52 @@ func TestAllOrNothing(t *testing.T) {
 			t.Errorf("per-key t=%d later than Retry-After %v", states["per-key"].t, ra)
 		}
 	}
-	// A request without an API key faces only the per-IP limit.
+	// A request without an API key counts under per-key's shared key.
 	w = send(h, "GET", "/", "192.0.2.1:1")
 	states, _ := parseRateLimit(t, w.Header())
-	if w.Code != 200 || len(states) != 1 || states["per-ip"].r != 8 {
-		t.Errorf("without a key: %d %+v; want 200 and per-ip r=8 only", w.Code, states)
+	if w.Code != 200 || len(states) != 2 || states["per-ip"].r != 8 || states["per-key"].r != 0 {
+		t.Errorf("without a key: %d %+v; want 200, per-ip r=8 and per-key r=0", w.Code, states)
+	}
+}
+
+// TestMissingKey: a request a limit has no key for (no API key header) is
+// limited under one shared key by default, refused with 400 by
+// MissingRefused, and let past that limit only by MissingSkipped (defect 9:
+// every request without the header went through unlimited).
+func TestMissingKey(t *testing.T) {
+	for _, c := range []struct {
+		missing Missing
+		codes   []int // of 3 requests without the header, at 2 per minute
+	}{
+		{MissingShared, []int{200, 200, 429}},
+		{MissingRefused, []int{400, 400, 400}},
+		{MissingSkipped, []int{200, 200, 200}},
+	} {
+		store, _ := newStore(t)
+		perKey := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "per-key", Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}),
+			Key: Header("X-API-Key"), Missing: c.missing}
+		m := newMiddleware(t, Global(perKey))
+		h := m.Handler(okHandler)
+		for i, want := range c.codes {
+			if w := send(h, "GET", "/", "192.0.2.1:1"); w.Code != want {
+				t.Errorf("Missing %d: request %d without a key: %d, want %d", c.missing, i, w.Code, want)
+			}
+		}
+		// A request with a key is limited under its own.
+		if w := send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k"); w.Code != 200 {
+			t.Errorf("Missing %d: with a key: %d, want 200", c.missing, w.Code)
+		}
+		if c.missing == MissingRefused {
+			if st := m.Stats(); st.Malformed != 3 {
+				t.Errorf("Stats %+v, want 3 malformed", st)
+			}
+		}
 	}
 }
 
 func TestRoutes(t *testing.T) {
 	store, _ := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	mk := func(name string, limit int64) Limit {
 		return Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: name, Algorithm: sluice.TokenBucket, Limit: limit, Period: time.Hour}), Key: ip.Key}
 	}
@@ -186,7 +222,7 @@ func TestRoutes(t *testing.T) {
 // Without Default or Global, requests no route matches pass untouched.
 func TestUnmatchedPassThrough(t *testing.T) {
 	store, _ := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	l := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.GCRA, Limit: 1, Period: time.Hour}), Key: ip.Key}
 	h := newMiddleware(t, Route("/limited", 1, l)).Handler(okHandler)
 	for range 3 {
@@ -205,7 +241,7 @@ func TestUnmatchedPassThrough(t *testing.T) {
 // trusted proxy.
 func TestSpoofedForwardedFor(t *testing.T) {
 	store, _ := newStore(t)
-	ip, err := NewClientIP(TrustProxies(XForwardedFor, "10.0.0.0/8"))
+	ip, err := clientip.New(clientip.TrustProxies(clientip.XForwardedFor, "10.0.0.0/8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +270,7 @@ func TestSpoofedForwardedFor(t *testing.T) {
 
 func TestShadow(t *testing.T) {
 	store, _ := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	enforced := newLimiter(t, store, sluice.Policy{Name: "enforced", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Minute})
 	shadowP := sluice.Policy{Name: "candidate", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Minute}
 	shadow := newLimiter(t, store, shadowP)
@@ -286,7 +322,7 @@ func TestShadow(t *testing.T) {
 }
 
 func TestStoreFailure(t *testing.T) {
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
 	q := sluice.Policy{Name: "q", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}
 	for _, c := range []struct {
@@ -330,7 +366,7 @@ func TestStoreFailure(t *testing.T) {
 
 func TestLegacyHeaders(t *testing.T) {
 	store, clock := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	a := newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.TokenBucket, Limit: 10, Period: 10 * time.Second, Burst: 5})
 	b := newLimiter(t, store, sluice.Policy{Name: "b", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Minute})
 	h := newMiddleware(t, WithLegacyHeaders(), Global(Limit{Limiter: a, Key: ip.Key}, Limit{Limiter: b, Key: ip.Key})).Handler(okHandler)
@@ -349,7 +385,7 @@ func TestLegacyHeaders(t *testing.T) {
 
 func TestRetryJitter(t *testing.T) {
 	store, _ := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	lim := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: 3 * time.Second})
 	h := newMiddleware(t, WithRetryJitter(10*time.Second), Global(Limit{Limiter: lim, Key: ip.Key})).Handler(okHandler)
 	send(h, "GET", "/", "192.0.2.1:1")
@@ -368,7 +404,7 @@ func TestRetryJitter(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	store, _ := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	named := func(name string) Limit {
 		return Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: name, Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second, Burst: 8}), Key: ip.Key}
 	}
@@ -380,11 +416,19 @@ func TestConfigErrors(t *testing.T) {
 		{[]Option{Route("GET /x/{", 1, named("a"))}, `route "GET /x/{"`},
 		{[]Option{Route("/x", 1, named("a")), Route("/x", 1, named("b"))}, `route "/x"`},
 		{[]Option{Route("/x", -1, named("a"))}, "cost -1"},
+		// A zero cost would limit nothing (on main it was accepted).
+		{[]Option{Route("/x", 0, named("a"))}, `route "/x": cost 0: must be at least 1`},
+		{[]Option{Default(0, named("a"))}, `Default: cost 0: must be at least 1`},
 		{[]Option{Route("/x", 9, named("a"))}, `cost 9 exceeds the capacity 8 of policy "a"`},
 		{[]Option{Route("/x", 1, named(""))}, "no Name"},
 		{[]Option{Route("/x", 1, named("caf\u00e9"))}, "not printable ASCII"},
-		{[]Option{Global(named("a")), Route("/x", 1, named("a"))}, `policy name "a" used by two limits`},
-		{[]Option{Route("/x", 1, Limit{Key: ip.Key})}, "Limiter and Key"},
+		{[]Option{Global(named("a")), Route("/x", 1, named("a"))}, `route "/x": limit 0: policy Name "a" is already used by Global limit 0`},
+		{[]Option{Route("/x", 1, Limit{Key: ip.Key})}, `route "/x": limit 0: Limiter is nil`},
+		// Defect 12: a limit is named by its index where it was given, not
+		// counting the Global limits.
+		{[]Option{Global(named("g")), Route("/x", 1, named("a"), Limit{Key: ip.Key})}, `route "/x": limit 1: Limiter is nil`},
+		{[]Option{Global(named("g")), Route("/x", 1, named("a"), Limit{Limiter: named("b").Limiter})}, `route "/x": limit 1: Key is nil`},
+		{[]Option{Global(named("g"), named("")), Route("/x", 1)}, `route "/x": Global limit 1: policy has no Name`},
 		{[]Option{Default(1), Default(2)}, "Default given twice"},
 		{[]Option{WithMaxDelay(-1)}, "WithMaxDelay"},
 		{[]Option{WithRetryJitter(-1)}, "WithRetryJitter"},
@@ -412,7 +456,7 @@ func httptestRequest(remote string, hdr ...string) *http.Request {
 // twice) does.
 func TestConcurrentExactlyTheLimit(t *testing.T) {
 	store, _ := newStore(t)
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	enforced := newLimiter(t, store, sluice.Policy{Name: "enforced", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Hour})
 	shadow := newLimiter(t, store, sluice.Policy{Name: "shadow", Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour})
 	m := newMiddleware(t, Global(Limit{Limiter: enforced, Key: ip.Key}, Limit{Limiter: shadow, Key: ip.Key, Shadow: true}))
@@ -446,7 +490,7 @@ func TestConcurrentExactlyTheLimit(t *testing.T) {
 // while the store fails: 200 until the share is spent, then 429 (a limit's
 // refusal, with Retry-After), not 503.
 func TestStoreFailureLocal(t *testing.T) {
-	ip, _ := NewClientIP()
+	ip, _ := clientip.New()
 	store, clock := newStore(t)
 	local := memstore.New(memstore.WithClock(clock))
 	defer local.Close()
@@ -462,5 +506,49 @@ func TestStoreFailureLocal(t *testing.T) {
 	}
 	if st := m.Stats(); st.Errors != 3 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestClientGone: a request whose client has gone (its context cancelled)
+// is never passed to the handler and is no store error, whatever the
+// failure mode (defect 6: 10 cancelled requests at 1/hour all reached the
+// handler, each counted as a store error).
+func TestClientGone(t *testing.T) {
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed} {
+		store, _ := newStore(t)
+		l := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "hourly", Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Hour},
+			sluice.WithFailureMode(mode)), Key: Header("X-API-Key")}
+		m := newMiddleware(t, Global(l))
+		reached := 0
+		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+		for range 10 {
+			r := httptestRequest("192.0.2.1:1", "X-API-Key", "k")
+			ctx, cancel := context.WithCancel(r.Context())
+			cancel()
+			h.ServeHTTP(newRecorder(), r.WithContext(ctx))
+		}
+		if st := m.Stats(); reached != 0 || st.Gone != 10 || st.Errors != 0 || st.Admitted != 0 {
+			t.Errorf("%v: %d reached the handler, stats %+v; want none, 10 gone, no errors", mode, reached, st)
+		}
+	}
+}
+
+// TestClientGoneInFlight: a client gone before its in-flight slot is taken
+// is not counted as a store error (it was, and answered 503).
+func TestClientGoneInFlight(t *testing.T) {
+	store, _ := newStore(t)
+	f, err := sluice.NewInFlight(store, "slots", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMiddleware(t, InFlight("", InFlightLimit{InFlight: f}))
+	reached := 0
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+	r := httptestRequest("192.0.2.1:1")
+	ctx, cancel := context.WithCancel(r.Context())
+	cancel()
+	h.ServeHTTP(newRecorder(), r.WithContext(ctx))
+	if st := m.Stats(); reached != 0 || st.Gone != 1 || st.Errors != 0 || st.Unavailable != 0 {
+		t.Errorf("%d reached the handler, stats %+v; want none, 1 gone, no errors", reached, st)
 	}
 }

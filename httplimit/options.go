@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // Option configures a Middleware.
@@ -28,6 +30,7 @@ type config struct {
 	legacy      bool
 	onShadow    func(*http.Request, ShadowRefusal)
 	onError     func(*http.Request, error)
+	critical    func(*http.Request) bool
 	inflight    []inflightSpec // InFlight (inflight.go)
 }
 
@@ -35,7 +38,7 @@ type config struct {
 const (
 	// DefaultMaxDelay is the longest a request is held for a leaky-bucket
 	// policy unless WithMaxDelay says otherwise.
-	DefaultMaxDelay = 10 * time.Second
+	DefaultMaxDelay = decide.DefaultMaxDelay
 	// DefaultUnavailableRetryAfter is the Retry-After of a 503 answered
 	// because the store failed and a limit fails closed.
 	DefaultUnavailableRetryAfter = time.Second
@@ -43,9 +46,10 @@ const (
 
 // Route limits the requests that match pattern, a Go 1.22 http.ServeMux
 // pattern ("GET /items/{id}", "POST api.example.com/upload", "/static/"),
-// with limits (and the Global ones); each such request costs cost units
-// (0 only peeks: always admitted, and reports the state). When several
-// patterns match a request, the most specific wins, as in a ServeMux.
+// with limits (and the Global ones); each such request costs cost units, at
+// least 1 (New refuses 0, which would consume nothing and so limit
+// nothing). When several patterns match a request, the most specific wins,
+// as in a ServeMux.
 func Route(pattern string, cost int64, limits ...Limit) Option {
 	return func(c *config) error {
 		c.routes = append(c.routes, routeSpec{pattern, cost, limits})
@@ -54,7 +58,7 @@ func Route(pattern string, cost int64, limits ...Limit) Option {
 }
 
 // Default limits the requests no Route matches with limits (and the Global
-// ones), each costing cost units. Without Default, such requests face only
+// ones), each costing cost units (at least 1). Without Default, such requests face only
 // the Global limits, at cost 1.
 func Default(cost int64, limits ...Limit) Option {
 	return func(c *config) error {
@@ -139,6 +143,18 @@ func OnShadowRefusal(f func(r *http.Request, s ShadowRefusal)) Option {
 func OnError(f func(r *http.Request, err error)) Option {
 	return func(c *config) error {
 		c.onError = f
+		return nil
+	}
+}
+
+// WithCriticalFunc makes the requests for which f reports true critical:
+// they may take the slots an in-flight limit keeps in reserve
+// (sluice.WithReserve). Without it no request is critical, whatever it
+// carries: a client cannot grant itself the reserve. f must be safe for
+// concurrent use; CriticalFrom builds the usual one.
+func WithCriticalFunc(f func(r *http.Request) bool) Option {
+	return func(c *config) error {
+		c.critical = f
 		return nil
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -26,7 +27,7 @@ func TestRetryableHTTPClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
 		defer store.Close()
-		ip, _ := NewClientIP()
+		ip, _ := clientip.New()
 		perIP := newLimiter(t, store, sluice.Policy{Name: "per-ip", Algorithm: sluice.TokenBucket, Limit: 2, Period: 3 * time.Second, Burst: 3})
 		perKey := newLimiter(t, store, sluice.Policy{Name: "per-key", Algorithm: sluice.SlidingWindow, Limit: 10, Period: 20 * time.Second})
 		m := newMiddleware(t, WithRetryJitter(700*time.Millisecond),

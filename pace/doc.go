@@ -50,6 +50,14 @@
 // host for its Retry-After, and then one request at a time probes the
 // policy until a response tells the state again.
 //
+// # Memory
+//
+// What a Transport remembers is bounded whatever its servers send: at most
+// MaxPolicies policies per host (a server that names more, say one per
+// tenant, loses the state of those it named least recently, which then go
+// as if nothing were known of them), and at most MaxHosts hosts no request
+// is using (the least recently used is forgotten first).
+//
 // # Deadlines
 //
 // A request waits under its context. If the wait the Transport knows it

@@ -18,20 +18,31 @@ var ErrDeadline = errors.New("pace: the rate limit wait would pass the request's
 
 // Transport is an http.RoundTripper that delays requests so that they are
 // not refused by the server's rate limit (see the package documentation for
-// the exact guarantee). Create it with New; it is safe for concurrent use,
-// and one Transport should serve all the goroutines of one client.
+// the exact guarantee). Create it with New (the zero Transport is usable
+// too, and sends through http.DefaultTransport); it is safe for concurrent
+// use, and one Transport should serve all the goroutines of one client.
 type Transport struct {
 	base  http.RoundTripper
 	mu    sync.Mutex
 	hosts map[string]*host
+	tick  uint64 // counts uses, to find the least recently used
 }
+
+// The bounds of what a Transport remembers, whatever its servers send.
+const (
+	// MaxPolicies is the most policies a Transport remembers per host. A
+	// server that names more loses the state of the least recently named
+	// ones: their next request goes as if nothing were known of them.
+	MaxPolicies = 64
+	// MaxHosts is the most hosts a Transport remembers while none of their
+	// requests is under way; past it the least recently used idle host is
+	// forgotten.
+	MaxHosts = 1024
+)
 
 // New returns a Transport that sends requests through base
 // (http.DefaultTransport when nil).
 func New(base http.RoundTripper) *Transport {
-	if base == nil {
-		base = http.DefaultTransport
-	}
 	return &Transport{base: base, hosts: map[string]*host{}}
 }
 
@@ -42,10 +53,14 @@ type host struct {
 	blocked  time.Time // no request before (Retry-After)
 	inflight int64
 	news     chan struct{} // closed, and replaced, on every response
+	users    int           // RoundTrips holding this host
+	used     uint64        // Transport.tick of its last use
+	tick     uint64        // counts responses, to find the least recently named policy
 }
 
 // policy is what the responses said of one named policy.
 type policy struct {
+	used  uint64    // host.tick of the last response that named it
 	r     int64     // units left, as of the last report
 	reset time.Time // when the key is idle again
 	// exact reports whether reset came from a t parameter of an admitted
@@ -76,13 +91,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		news := h.news
 		t.mu.Unlock()
 		if err := wait(ctx, now, until, news); err != nil {
+			t.mu.Lock()
+			h.users--
+			t.mu.Unlock()
 			closeBody(req)
 			return nil, fmt.Errorf("pace: %s %s: %w", req.Method, req.URL.Redacted(), err)
 		}
 	}
-	resp, err := t.base.RoundTrip(req)
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	h.users--
 	h.inflight--
 	if err == nil {
 		h.learn(resp, time.Now())
@@ -122,16 +145,42 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// host returns the state of host name.
+// host returns the state of host name, held by the caller until it gives
+// it up (users--). A new host past MaxHosts forgets the least recently
+// used host that no request holds.
 func (t *Transport) host(name string) *host {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.tick++
 	h := t.hosts[name]
 	if h == nil {
+		if t.hosts == nil {
+			t.hosts = map[string]*host{}
+		}
+		if len(t.hosts) >= MaxHosts {
+			t.forgetIdleHost()
+		}
 		h = &host{pols: map[string]*policy{}, news: make(chan struct{})}
 		t.hosts[name] = h
 	}
+	h.users++
+	h.used = t.tick
 	return h
+}
+
+// forgetIdleHost forgets the least recently used host no request holds, if
+// any.
+func (t *Transport) forgetIdleHost() {
+	var oldest string
+	var at uint64
+	for name, h := range t.hosts {
+		if h.users == 0 && (oldest == "" || h.used < at) {
+			oldest, at = name, h.used
+		}
+	}
+	if oldest != "" {
+		delete(t.hosts, oldest)
+	}
 }
 
 // ready reports whether a request can be sent at now. If not, until is the
@@ -190,6 +239,7 @@ func later(a, b time.Time) time.Time {
 // learn updates h from a response received at now.
 func (h *host) learn(resp *http.Response, now time.Time) {
 	h.seen = true
+	h.tick++
 	caps := map[string]int64{}
 	var conc map[string]bool
 	for _, it := range parseList(resp.Header, "RateLimit-Policy") {
@@ -211,9 +261,13 @@ func (h *host) learn(resp *http.Response, now time.Time) {
 	for _, it := range parseList(resp.Header, "RateLimit") {
 		p := h.pols[it.name]
 		if p == nil {
+			if len(h.pols) >= MaxPolicies {
+				h.forgetPolicy()
+			}
 			p = &policy{}
 			h.pols[it.name] = p
 		}
+		p.used = h.tick
 		if q, ok := caps[it.name]; ok {
 			p.q = q
 		}
@@ -249,4 +303,17 @@ func (h *host) learn(resp *http.Response, now time.Time) {
 		p.reset = later(p.reset, reset)
 		p.exact = p.exact && hasT
 	}
+}
+
+// forgetPolicy forgets the policy the responses named least recently.
+func (h *host) forgetPolicy() {
+	var oldest string
+	var at uint64
+	first := true
+	for name, p := range h.pols {
+		if first || p.used < at {
+			oldest, at, first = name, p.used, false
+		}
+	}
+	delete(h.pols, oldest)
 }

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/procs"
 	"github.com/sluicehq/sluice/internal/rawconn"
@@ -133,11 +133,11 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	var gw *server.Gateway
 	if o.upstream != "" {
 		u, _ := url.Parse(o.upstream) // checked by runServe
-		var ipOpts []httplimit.IPOption
+		var ipOpts []clientip.Option
 		if o.trustedProxies != "" {
-			ipOpts = append(ipOpts, httplimit.TrustProxies(httplimit.XForwardedFor, strings.Split(o.trustedProxies, ",")...))
+			ipOpts = append(ipOpts, clientip.TrustProxies(clientip.XForwardedFor, strings.Split(o.trustedProxies, ",")...))
 		}
-		ip, err := httplimit.NewClientIP(ipOpts...)
+		ip, err := clientip.New(ipOpts...)
 		if err != nil {
 			return e.fail(exitUsage, prefix, "--trusted-proxies: %v", err)
 		}

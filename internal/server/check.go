@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // descriptor is one descriptor of a request, whatever the API.
@@ -42,10 +43,17 @@ type outcome struct {
 	// override: rule is the descriptor's own limit (overrideRule), whose
 	// names come from the request; metrics count it as OverridePolicy.
 	override bool
+	// gone: the caller left (its context ended) before the answer; counted
+	// as client_gone, neither a decision nor a store failure.
+	gone bool
 }
 
 // errUnavailable is returned while no configuration is in force.
 var errUnavailable = errors.New("no configuration loaded yet")
+
+// errGone is returned (wrapping the context's error) when the caller has
+// gone before its answer: there is nobody to answer.
+var errGone = errors.New("the caller has gone")
 
 // check decides one request: all its enforced descriptors all-or-nothing,
 // then its shadow-mode ones. allowed is false if any descriptor is over.
@@ -140,6 +148,11 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	// descriptors.
 	for len(checks) > 0 {
 		res, aerr := allowAll(ctx, checks)
+		v := decide.Classify(ctx, checks, res, aerr)
+		if v.Outcome == decide.Gone {
+			// ctx.Err(), not v.Err: nothing of v escapes, so neither does res.
+			return false, nil, s.gone(label, descs, outs, ctx.Err())
+		}
 		if aerr != nil && res.Decisions == nil {
 			return false, nil, aerr // a bad request, not a store failure
 		}
@@ -147,7 +160,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		for j, i := range idx {
 			d := res.Decisions[j]
 			outs[i].decision = d
-			outs[i].failed = aerr != nil
+			outs[i].failed = v.StoreFailed()
 			outs[i].over = !d.Allowed
 			if !d.Allowed {
 				if outs[i].rule.QuotaMode {
@@ -157,9 +170,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 				}
 			}
 		}
-		if aerr != nil && ctx.Err() == nil {
-			// (A caller that has gone, its context cancelled or past its
-			// deadline, is no store failure.)
+		if v.StoreFailed() {
 			s.storeFailed(label, aerr, func() string { return s.ruleNames(outs, idx) })
 		}
 		if res.Allowed {
@@ -202,6 +213,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			cost = 0
 		}
 		d, terr := limiters[i].AllowN(ctx, storeKey(r, descs[i].entries), cost)
+		if v := decide.Classify(ctx, nil, sluice.Result{}, terr); v.Outcome == decide.Gone {
+			return false, nil, s.gone(label, descs, outs, ctx.Err())
+		}
 		if terr != nil {
 			s.storeFailed(label, terr, func() string { return s.ruleNames(outs, []int{i}) })
 			outs[i].failed = true
@@ -217,6 +231,17 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	return allowed, outs, nil
 }
 
+// gone counts a request whose caller left before its answer (cerr, the
+// context's error): each descriptor under a rule as client_gone, none as a
+// store failure or a decision. It returns the error check returns.
+func (s *Server) gone(domain string, descs []descriptor, outs []outcome, cerr error) error {
+	for i := range outs {
+		outs[i].gone = true
+		s.count(domain, descs[i].entries, &outs[i])
+	}
+	return fmt.Errorf("%w: %w", errGone, cerr)
+}
+
 // count records one descriptor's outcome in the decision metrics, under the
 // domain label domain.
 func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
@@ -226,6 +251,8 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 	}
 	result := "ok"
 	switch {
+	case o.gone:
+		result = "client_gone"
 	case r.Unlimited:
 		result = "unlimited"
 	case o.failed && r.FailureMode == sluice.FailLocal && o.over:
@@ -246,6 +273,9 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 		policy = s.labels.name(r, entries)
 	}
 	s.metrics.decisions.WithLabelValues(domain, policy, result).Inc()
+	if o.gone {
+		return // no decision to show
+	}
 	if o.configured != nil {
 		r = o.configured
 	}

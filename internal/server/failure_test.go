@@ -18,6 +18,8 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
@@ -92,13 +94,19 @@ descriptors:
 			t.Errorf("fail-local %d: %s, want %s", i, got, want)
 		}
 	}
-	// A caller that has gone (Envoy cancelled the call) is no store
-	// failure: its refusal counts as a decision (failed_closed: 3 below),
-	// not in sluice_store_errors_total (still 8).
+	// A caller that has gone (Envoy cancelled the call) is its own
+	// outcome, client_gone: no store failure (sluice_store_errors_total
+	// stays 8), and no decision of any failure mode (on main the local one
+	// counted as failed_local_over_limit, the closed one as failed_closed).
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := r.ShouldRateLimit(gone, &rls.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{desc("closed", "x")}}); err != nil {
-		t.Fatalf("a cancelled call: %v", err)
+	for _, key := range []string{"closed", "local"} {
+		if _, err := r.ShouldRateLimit(gone, &rls.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{desc(key, "x")}}); status.Code(err) != codes.Canceled {
+			t.Fatalf("a cancelled call on %s: %v, want Canceled", key, err)
+		}
+	}
+	if _, err := r.ShouldRateLimit(gone, &rls.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{desc("open", "x"), desc("closed", "x")}}); status.Code(err) != codes.Canceled {
+		t.Fatalf("a cancelled call of two descriptors: %v, want Canceled", err)
 	}
 	rec := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -109,7 +117,10 @@ descriptors:
 		`sluice_decisions_total{domain="d",policy="d.local",result="failed_local_over_limit"} 1`,
 		`sluice_replicas 1`,
 		`sluice_decisions_total{domain="d",policy="d.open",result="failed_open"} 4`,
-		`sluice_decisions_total{domain="d",policy="d.closed",result="failed_closed"} 3`,
+		`sluice_decisions_total{domain="d",policy="d.closed",result="failed_closed"} 2`,
+		`sluice_decisions_total{domain="d",policy="d.closed",result="client_gone"} 2`,
+		`sluice_decisions_total{domain="d",policy="d.open",result="client_gone"} 1`,
+		`sluice_decisions_total{domain="d",policy="d.local",result="client_gone"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

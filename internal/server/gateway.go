@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 )
@@ -47,7 +48,7 @@ const GatewayDomain = "gateway"
 type Gateway struct {
 	s      *Server
 	domain string
-	ip     *httplimit.ClientIP
+	ip     *clientip.Resolver
 	proxy  *httputil.ReverseProxy
 	cur    atomic.Pointer[gatewayState]
 
@@ -64,7 +65,7 @@ type gatewayState struct {
 // trusts, then the peer), X-Forwarded-Host and X-Forwarded-Proto. Every later
 // Apply builds its policies too. If a configuration is in force, its
 // policies are built now, and an error is returned if they do not build.
-func (s *Server) Gateway(upstream *url.URL, domain string, ip *httplimit.ClientIP) (*Gateway, error) {
+func (s *Server) Gateway(upstream *url.URL, domain string, ip *clientip.Resolver) (*Gateway, error) {
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(upstream)
@@ -159,18 +160,21 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		shadow := r.ShadowMode || sn.shadowed[r] != nil // WithShadowMode
 		switch pattern := ratePattern(r); {
 		case len(r.Path) == 1 && key != nil && last.Value == "":
-			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: shadow})
+			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: shadow, Missing: httplimit.MissingSkipped})
 			continue
 		case pattern != "":
 			if _, ok := routes[pattern]; !ok {
 				order = append(order, pattern)
 			}
-			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: shadow})
+			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: shadow, Missing: httplimit.MissingSkipped})
 			continue
 		}
 		g.s.log.Warn("gateway: rule ignored (want remote_address or header:NAME, at the top or under a route)", "rule", r.FullKey, "file", r.File, "line", r.Line)
 	}
-	opts := []httplimit.Option{httplimit.Global(global...)}
+	// A request without the descriptor's header is not limited by its rule
+	// (MissingSkipped above), as Envoy sends no such descriptor; only a
+	// trusted proxy may claim the in-flight reserve.
+	opts := []httplimit.Option{httplimit.Global(global...), httplimit.WithCriticalFunc(httplimit.CriticalFrom(g.ip.TrustsPeer))}
 	for _, p := range order {
 		opts = append(opts, httplimit.Route(p, 1, routes[p]...))
 	}

@@ -89,9 +89,9 @@ func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
 		return httplimit.InFlight(last.Value, httplimit.InFlightLimit{InFlight: f})
 	case last.Value != "" || g.keyFunc(last.Key) == nil:
 	case len(r.Path) == 1:
-		return httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f, Key: withPath(nil, last.Key, g.keyFunc(last.Key))})
+		return httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f, Key: withPath(nil, last.Key, g.keyFunc(last.Key)), Missing: httplimit.MissingSkipped})
 	case len(r.Path) == 2 && isRoute(r.Path[0]):
-		return httplimit.InFlight(r.Path[0].Value, httplimit.InFlightLimit{InFlight: f, Key: withPath(r.Path[:1], last.Key, g.keyFunc(last.Key))})
+		return httplimit.InFlight(r.Path[0].Value, httplimit.InFlightLimit{InFlight: f, Key: withPath(r.Path[:1], last.Key, g.keyFunc(last.Key)), Missing: httplimit.MissingSkipped})
 	}
 	g.s.log.Warn("gateway: in-flight rule ignored (want a route, or remote_address or header:NAME at the top or under a route)", "rule", r.FullKey, "file", r.File, "line", r.Line)
 	return nil

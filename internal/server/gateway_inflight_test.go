@@ -12,6 +12,7 @@ import (
 
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -47,7 +48,7 @@ func TestGatewayInFlight(t *testing.T) {
 	}))
 	defer upstream.Close()
 	u, _ := url.Parse(upstream.URL)
-	ip, err := httplimit.NewClientIP()
+	ip, err := clientip.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ descriptors:
 		{"10.0.0.0/8", http.StatusServiceUnavailable, ""},
 		{"127.0.0.1/32", http.StatusOK, "critical"},
 	} {
-		ip, err := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, tc.trusted))
+		ip, err := clientip.New(clientip.TrustProxies(clientip.XForwardedFor, tc.trusted))
 		if err != nil {
 			t.Fatal(err)
 		}

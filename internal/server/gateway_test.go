@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -39,7 +39,7 @@ func TestGateway(t *testing.T) {
 	}))
 	defer upstream.Close()
 	u, _ := url.Parse(upstream.URL)
-	ip, err := httplimit.NewClientIP()
+	ip, err := clientip.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestGatewayRouteConflict(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer upstream.Close()
 	u, _ := url.Parse(upstream.URL)
-	ip, err := httplimit.NewClientIP()
+	ip, err := clientip.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestGatewayGlobalShadowMode(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer upstream.Close()
 	u, _ := url.Parse(upstream.URL)
-	ip, err := httplimit.NewClientIP()
+	ip, err := clientip.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestGatewayForwardedFor(t *testing.T) {
 		{"127.0.0.1/32", "5.5.5.5, 13.1.1.1, 127.0.0.1"},
 		{"10.0.0.0/8", "127.0.0.1"},
 	} {
-		ip, err := httplimit.NewClientIP(httplimit.TrustProxies(httplimit.XForwardedFor, tc.trusted))
+		ip, err := clientip.New(clientip.TrustProxies(clientip.XForwardedFor, tc.trusted))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +245,7 @@ func TestGatewayForwardedFor(t *testing.T) {
 }
 
 // mustGateway is srv.Gateway, failing the test on an error.
-func mustGateway(t *testing.T, srv *Server, u *url.URL, domain string, ip *httplimit.ClientIP) *Gateway {
+func mustGateway(t *testing.T, srv *Server, u *url.URL, domain string, ip *clientip.Resolver) *Gateway {
 	t.Helper()
 	g, err := srv.Gateway(u, domain, ip)
 	if err != nil {
@@ -266,7 +266,7 @@ func TestGatewayUpstreamDown(t *testing.T) {
 	}
 	u, _ := url.Parse("http://" + ln.Addr().String())
 	ln.Close() // nothing listens there now: every dial is refused
-	ip, err := httplimit.NewClientIP()
+	ip, err := clientip.New()
 	if err != nil {
 		t.Fatal(err)
 	}

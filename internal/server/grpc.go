@@ -63,6 +63,9 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 	}
 	allowed, outs, err := r.s.check(ctx, "grpc", req.GetDomain(), descs)
 	if err != nil {
+		if errors.Is(err, errGone) {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
 		if errors.Is(err, errUnavailable) {
 			return nil, status.Error(codes.Unavailable, err.Error())
 		}

@@ -169,6 +169,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	allowed, outs, err := s.check(r.Context(), "http", req.Domain, descs)
+	if errors.Is(err, errGone) {
+		return // the client has gone: nobody to answer
+	}
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, errUnavailable) {

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -185,7 +185,7 @@ func TestGatewayLongHeaderKey(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer upstream.Close()
 	u, _ := url.Parse(upstream.URL)
-	ip, err := httplimit.NewClientIP()
+	ip, err := clientip.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func newMetrics() *metrics {
 		registry: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
-			Help: "Descriptor decisions by domain, policy (the rule's name or key) and result: ok, over_limit, shadow_over_limit, unlimited, failed_open, failed_closed, failed_local (admitted by the local share while the store failed), failed_local_over_limit.",
+			Help: "Descriptor decisions by domain, policy (the rule's name or key) and result: ok, over_limit, shadow_over_limit, unlimited, failed_open, failed_closed, failed_local (admitted by the local share while the store failed), failed_local_over_limit, client_gone (the caller left before its answer: neither a decision nor a store failure).",
 		}, []string{"domain", "policy", "result"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package httplimit
+package clientip
 
 import (
 	"fmt"
@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-func TestClientIP(t *testing.T) {
-	plain, _ := NewClientIP()
-	trust := func(s Source) *ClientIP {
-		c, err := NewClientIP(TrustProxies(s, "10.0.0.0/8", "2001:db8:ffff::/48", "192.168.1.1"))
+func TestResolver(t *testing.T) {
+	plain, _ := New()
+	trust := func(s Source) *Resolver {
+		c, err := New(TrustProxies(s, "10.0.0.0/8", "2001:db8:ffff::/48", "192.168.1.1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -22,7 +22,7 @@ func TestClientIP(t *testing.T) {
 	xff, fwd, xri := trust(XForwardedFor), trust(Forwarded), trust(XRealIP)
 	cases := []struct {
 		name   string
-		c      *ClientIP
+		c      *Resolver
 		remote string
 		hdr    []string
 		addr   string // "" for not ok
@@ -91,8 +91,8 @@ func TestClientIP(t *testing.T) {
 	}
 }
 
-func TestClientIPPrefixes(t *testing.T) {
-	c, err := NewClientIP(WithIPv4Prefix(24), WithIPv6Prefix(48))
+func TestResolverPrefixes(t *testing.T) {
+	c, err := New(WithIPv4Prefix(24), WithIPv6Prefix(48))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestClientIPPrefixes(t *testing.T) {
 			t.Errorf("%s: key %q; want %q", remote, got, want)
 		}
 	}
-	full, _ := NewClientIP(WithIPv6Prefix(128))
+	full, _ := New(WithIPv6Prefix(128))
 	if got, _ := full.Key(httptestRequest("[2001:db8::1]:1")); got != "2001:db8::1" {
 		t.Errorf("/128 key %q", got)
 	}
@@ -113,8 +113,8 @@ func TestClientIPPrefixes(t *testing.T) {
 
 // A header of 10,000 hops costs at most WithMaxHops entries and allocates
 // nothing.
-func TestClientIPBoundedWork(t *testing.T) {
-	c, _ := NewClientIP(TrustProxies(XForwardedFor, "10.0.0.0/8"), WithMaxHops(16))
+func TestResolverBoundedWork(t *testing.T) {
+	c, _ := New(TrustProxies(XForwardedFor, "10.0.0.0/8"), WithMaxHops(16))
 	hops := make([]string, 10_000)
 	for i := range hops {
 		hops[i] = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
@@ -132,16 +132,16 @@ func TestClientIPBoundedWork(t *testing.T) {
 	if a, _ := c.Addr(garbage); a != netip.MustParseAddr("10.0.0.1") {
 		t.Errorf("garbage: got %v; want the peer", a)
 	}
-	f, _ := NewClientIP(TrustProxies(Forwarded, "10.0.0.0/8"))
+	f, _ := New(TrustProxies(Forwarded, "10.0.0.0/8"))
 	fr := httptestRequest("10.0.0.1:1", "Forwarded", strings.Repeat("for=10.0.0.2;a=b;c=d,", 10_000))
 	if n := testing.AllocsPerRun(100, func() { f.Addr(fr) }); n != 0 {
 		t.Errorf("Forwarded: Addr allocates %v times per call", n)
 	}
 }
 
-func TestClientIPConfigErrors(t *testing.T) {
+func TestResolverConfigErrors(t *testing.T) {
 	for _, c := range []struct {
-		opt  IPOption
+		opt  Option
 		want string
 	}{
 		{TrustProxies(XForwardedFor, "10.0.0.0/33"), `trusted proxy "10.0.0.0/33"`},
@@ -155,16 +155,16 @@ func TestClientIPConfigErrors(t *testing.T) {
 		{WithIPv4Prefix(33), "bits 33"},
 		{WithMaxHops(0), "n 0"},
 	} {
-		_, err := NewClientIP(c.opt)
+		_, err := New(c.opt)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v; want an error containing %q", err, c.want)
 		}
 	}
-	if _, err := NewClientIP(TrustProxies(XForwardedFor, "10.0.0.0/8"), TrustProxies(Forwarded, "10.0.0.0/8")); err == nil || !strings.Contains(err.Error(), "already trusted for X-Forwarded-For") {
+	if _, err := New(TrustProxies(XForwardedFor, "10.0.0.0/8"), TrustProxies(Forwarded, "10.0.0.0/8")); err == nil || !strings.Contains(err.Error(), "already trusted for X-Forwarded-For") {
 		t.Errorf("two sources: %v", err)
 	}
 	// Mapped and non-canonical prefixes are normalised.
-	c, err := NewClientIP(TrustProxies(XForwardedFor, "::ffff:10.0.0.0/104", "192.168.7.9/16"))
+	c, err := New(TrustProxies(XForwardedFor, "::ffff:10.0.0.0/104", "192.168.7.9/16"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,14 +178,14 @@ func TestClientIPConfigErrors(t *testing.T) {
 // Whatever the headers, the resolver never panics; the answer is the peer
 // unless the peer is trusted, and always a valid, unzoned, unmapped
 // address.
-func FuzzClientIP(f *testing.F) {
+func FuzzResolver(f *testing.F) {
 	f.Add("10.0.0.1:1", "203.0.113.5, 10.0.0.2", `for="[2001:db8::1]:80";proto=https`, "203.0.113.5")
 	f.Add("192.0.2.1:1", "", "", "")
 	f.Add("[::ffff:10.0.0.1]:1", ",,,,", `for=";for=,`, "[::1]")
 	f.Add("[fe80::1%eth0]:1", "fe80::1%eth0", "for=\"\\\"\"", "999.1.1.1")
-	var resolvers []*ClientIP
+	var resolvers []*Resolver
 	for _, s := range []Source{XForwardedFor, Forwarded, XRealIP} {
-		c, err := NewClientIP(TrustProxies(s, "10.0.0.0/8", "fe80::/10"), WithMaxHops(8))
+		c, err := New(TrustProxies(s, "10.0.0.0/8", "fe80::/10"), WithMaxHops(8))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -217,4 +217,61 @@ func FuzzClientIP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// httptestRequest is a request from remote with header name/value pairs.
+func httptestRequest(remote string, hdr ...string) *http.Request {
+	r := &http.Request{RemoteAddr: remote, Header: http.Header{}}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Add(hdr[i], hdr[i+1])
+	}
+	return r
+}
+
+// The zero Resolver and a nil one are the defaults: the peer is the client,
+// IPv4 keyed per address, IPv6 per /64, no header believed.
+func TestResolverZero(t *testing.T) {
+	for name, c := range map[string]*Resolver{"zero": {}, "nil": nil} {
+		for remote, want := range map[string]string{
+			"192.0.2.77:1":              "192.0.2.77",
+			"[2001:db8:aaaa:bbbb::1]:1": "2001:db8:aaaa:bbbb::/64",
+		} {
+			r := httptestRequest(remote, "X-Forwarded-For", "203.0.113.5")
+			if got, ok := c.Key(r); !ok || got != want {
+				t.Errorf("%s: %s: key %q, %v; want %q", name, remote, got, ok, want)
+			}
+			if c.TrustsPeer(r) {
+				t.Errorf("%s: trusts %s", name, remote)
+			}
+		}
+	}
+}
+
+// KeyFrom reads the forwarded header through the function it is given, and
+// only for a trusted peer.
+func TestResolverKeyFrom(t *testing.T) {
+	c, err := New(TrustProxies(XRealIP, "10.0.0.0/8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	header := func(s Source) []string {
+		asked++
+		if s != XRealIP {
+			t.Errorf("asked for %v", s)
+		}
+		return []string{"203.0.113.5"}
+	}
+	if key, ok := c.KeyFrom("10.1.1.1:5", header); !ok || key != "203.0.113.5" {
+		t.Errorf("trusted peer: key %q, %v", key, ok)
+	}
+	if key, ok := c.KeyFrom("192.0.2.1:5", header); !ok || key != "192.0.2.1" {
+		t.Errorf("untrusted peer: key %q, %v", key, ok)
+	}
+	if asked != 1 {
+		t.Errorf("header read %d times; want once (for the trusted peer only)", asked)
+	}
+	if _, ok := c.KeyFrom("pipe", header); ok {
+		t.Error("a peer that is no address has a key")
+	}
 }

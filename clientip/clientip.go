@@ -1,6 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package httplimit
+// Package clientip resolves the address of the client that sent a request,
+// safely behind trusted proxies, and turns it into a rate-limiting key.
+//
+// The peer (the connection's remote address) is the client, unless it is a
+// proxy named by TrustProxies: then the one header those proxies set
+// (X-Forwarded-For, Forwarded of RFC 7239, or X-Real-IP) is walked right to
+// left, and the first address that is not a trusted proxy is the client,
+// so nothing a client writes into those headers can change its key.
+// Addresses are normalised (IPv4-mapped IPv6 to IPv4, zones dropped) and
+// IPv6 addresses are aggregated to a prefix (/64 by default), so one host
+// cannot mint millions of keys.
+//
+// A Resolver serves net/http directly (Key is an httplimit.KeyFunc) and any
+// other transport through KeyFrom, given the peer and a way to read the
+// forwarded header (grpclimit reads it from incoming metadata).
+package clientip
 
 import (
 	"fmt"
@@ -13,7 +28,7 @@ import (
 // address of its client.
 type Source uint8
 
-// The headers ClientIP can read behind trusted proxies.
+// The headers a Resolver can read behind trusted proxies.
 const (
 	// XForwardedFor is X-Forwarded-For: a comma-separated list of addresses,
 	// each proxy appending the address of its peer.
@@ -39,12 +54,12 @@ func (s Source) String() string {
 	return fmt.Sprintf("Source(%d)", uint8(s))
 }
 
-// Defaults of ClientIP.
+// Defaults of a Resolver.
 const (
 	// DefaultIPv6Prefix is the prefix length IPv6 clients are aggregated
 	// to: a /64 is what one site or host is usually given.
 	DefaultIPv6Prefix = 64
-	// DefaultMaxHops is the most forwarded entries ClientIP examines.
+	// DefaultMaxHops is the most forwarded entries a Resolver examines.
 	DefaultMaxHops = 16
 )
 
@@ -52,10 +67,11 @@ const (
 // bracketed IPv6 address with a zone and a port fits easily.
 const maxEntryLen = 128
 
-// ClientIP resolves the address of the client that sent a request and
-// turns it into a rate-limiting key. The zero value is not usable; call
-// NewClientIP. A ClientIP is safe for concurrent use.
-type ClientIP struct {
+// Resolver resolves the address of the client that sent a request and
+// turns it into a rate-limiting key. The zero Resolver (and a nil one)
+// trusts no proxy and aggregates with the defaults: the client is the peer.
+// A Resolver is safe for concurrent use.
+type Resolver struct {
 	source  Source
 	trusted []netip.Prefix
 	maxHops int
@@ -63,31 +79,31 @@ type ClientIP struct {
 	v6Bits  int
 }
 
-// IPOption configures a ClientIP.
-type IPOption func(*ClientIP) error
+// Option configures a Resolver.
+type Option func(*Resolver) error
 
-// TrustProxies makes ClientIP believe the source header, but only on
+// TrustProxies makes the Resolver believe the source header, but only on
 // requests whose peer (RemoteAddr) lies in one of cidrs, and only as far
 // as the chain of trusted proxies goes. cidrs are prefixes such as
 // "10.0.0.0/8" or "fd00::/8", or single addresses. Name exactly the
 // header your proxies set: any other header is the client's to forge.
 // TrustProxies may be given several times for the same source.
-func TrustProxies(source Source, cidrs ...string) IPOption {
-	return func(c *ClientIP) error {
+func TrustProxies(source Source, cidrs ...string) Option {
+	return func(c *Resolver) error {
 		if source < XForwardedFor || source > XRealIP {
-			return fmt.Errorf("httplimit: TrustProxies: source %v: want XForwardedFor, Forwarded or XRealIP", source)
+			return fmt.Errorf("clientip: TrustProxies: source %v: want XForwardedFor, Forwarded or XRealIP", source)
 		}
 		if len(cidrs) == 0 {
-			return fmt.Errorf("httplimit: TrustProxies(%v): no proxy CIDRs given", source)
+			return fmt.Errorf("clientip: TrustProxies(%v): no proxy CIDRs given", source)
 		}
 		if c.source != 0 && c.source != source {
-			return fmt.Errorf("httplimit: TrustProxies(%v): proxies already trusted for %v; read one header only", source, c.source)
+			return fmt.Errorf("clientip: TrustProxies(%v): proxies already trusted for %v; read one header only", source, c.source)
 		}
 		c.source = source
 		for _, s := range cidrs {
 			p, err := parseCIDR(s)
 			if err != nil {
-				return fmt.Errorf("httplimit: trusted proxy %q: %w", s, err)
+				return fmt.Errorf("clientip: trusted proxy %q: %w", s, err)
 			}
 			c.trusted = append(c.trusted, p)
 		}
@@ -123,10 +139,10 @@ func parseCIDR(s string) (netip.Prefix, error) {
 // WithIPv6Prefix sets the prefix length IPv6 clients are aggregated to:
 // every address in one prefix shares a key. 128 keys each address;
 // the default is 64.
-func WithIPv6Prefix(bits int) IPOption {
-	return func(c *ClientIP) error {
+func WithIPv6Prefix(bits int) Option {
+	return func(c *Resolver) error {
 		if bits < 1 || bits > 128 {
-			return fmt.Errorf("httplimit: WithIPv6Prefix: bits %d: must be between 1 and 128", bits)
+			return fmt.Errorf("clientip: WithIPv6Prefix: bits %d: must be between 1 and 128", bits)
 		}
 		c.v6Bits = bits
 		return nil
@@ -135,10 +151,10 @@ func WithIPv6Prefix(bits int) IPOption {
 
 // WithIPv4Prefix sets the prefix length IPv4 clients are aggregated to;
 // the default, 32, keys each address.
-func WithIPv4Prefix(bits int) IPOption {
-	return func(c *ClientIP) error {
+func WithIPv4Prefix(bits int) Option {
+	return func(c *Resolver) error {
 		if bits < 1 || bits > 32 {
-			return fmt.Errorf("httplimit: WithIPv4Prefix: bits %d: must be between 1 and 32", bits)
+			return fmt.Errorf("clientip: WithIPv4Prefix: bits %d: must be between 1 and 32", bits)
 		}
 		c.v4Bits = bits
 		return nil
@@ -149,20 +165,20 @@ func WithIPv4Prefix(bits int) IPOption {
 // (DefaultMaxHops unless set). When every examined entry is a trusted
 // proxy, the last one examined is taken as the client, so a header of
 // thousands of entries costs no more than n.
-func WithMaxHops(n int) IPOption {
-	return func(c *ClientIP) error {
+func WithMaxHops(n int) Option {
+	return func(c *Resolver) error {
 		if n < 1 {
-			return fmt.Errorf("httplimit: WithMaxHops: n %d: must be at least 1", n)
+			return fmt.Errorf("clientip: WithMaxHops: n %d: must be at least 1", n)
 		}
 		c.maxHops = n
 		return nil
 	}
 }
 
-// NewClientIP returns a ClientIP. Without TrustProxies the client is
-// always the peer, RemoteAddr, and no header is read.
-func NewClientIP(opts ...IPOption) (*ClientIP, error) {
-	c := &ClientIP{maxHops: DefaultMaxHops, v4Bits: 32, v6Bits: DefaultIPv6Prefix}
+// New returns a Resolver. Without TrustProxies the client is always the
+// peer, RemoteAddr, and no header is read.
+func New(opts ...Option) (*Resolver, error) {
+	c := &Resolver{}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -174,57 +190,94 @@ func NewClientIP(opts ...IPOption) (*ClientIP, error) {
 // Addr returns the client's address, normalised (an IPv4-mapped IPv6
 // address becomes IPv4, a zone is dropped) but not aggregated. It reports
 // false when RemoteAddr is not an IP address (a Unix socket, say).
-func (c *ClientIP) Addr(r *http.Request) (netip.Addr, bool) {
-	peer, ok := parseRemoteAddr(r.RemoteAddr)
-	if !ok {
-		return netip.Addr{}, false
-	}
-	if c.source == 0 || !c.isTrusted(peer) {
-		return peer, true
-	}
-	switch c.source {
-	case XForwardedFor:
-		return c.walk(r.Header["X-Forwarded-For"], peer, parseXFFEntry), true
-	case Forwarded:
-		return c.walk(r.Header["Forwarded"], peer, parseForwardedElement), true
-	default:
-		vals := r.Header["X-Real-Ip"]
-		if len(vals) == 0 {
-			return peer, true
-		}
-		if a, ok := parseXFFEntry(vals[len(vals)-1]); ok {
-			return a, true
-		}
-		return peer, true
-	}
+func (c *Resolver) Addr(r *http.Request) (netip.Addr, bool) {
+	return c.AddrFrom(r.RemoteAddr, func(s Source) []string { return r.Header[headerKeys[s]] })
 }
 
 // Key returns the client's rate-limiting key: its address, or the prefix it
-// is aggregated to ("2001:db8:1:2::/64"). It is a KeyFunc.
-func (c *ClientIP) Key(r *http.Request) (string, bool) {
+// is aggregated to ("2001:db8:1:2::/64"). It has the shape of an
+// httplimit.KeyFunc.
+func (c *Resolver) Key(r *http.Request) (string, bool) {
 	a, ok := c.Addr(r)
 	if !ok {
 		return "", false
 	}
-	bits := c.v6Bits
-	if a.Is4() {
-		bits = c.v4Bits
-	}
-	if bits == a.BitLen() {
-		return a.String(), true
-	}
-	return netip.PrefixFrom(a, bits).Masked().String(), true
+	return c.key(a), true
 }
 
 // TrustsPeer reports whether the request's peer (RemoteAddr) is one of the
 // proxies TrustProxies names: whether the headers it set about its client
-// (the forwarded chain, httplimit's CriticalHeader) may be believed.
-func (c *ClientIP) TrustsPeer(r *http.Request) bool {
-	peer, ok := parseRemoteAddr(r.RemoteAddr)
-	return ok && c.source != 0 && c.isTrusted(peer)
+// may be believed.
+func (c *Resolver) TrustsPeer(r *http.Request) bool { return c.Trusts(r.RemoteAddr) }
+
+// Trusts reports whether peer, a remote address ("ip:port" or a bare
+// address), is one of the proxies TrustProxies names.
+func (c *Resolver) Trusts(peer string) bool {
+	a, ok := parseRemoteAddr(peer)
+	return ok && c != nil && c.source != 0 && c.isTrusted(a)
 }
 
-func (c *ClientIP) isTrusted(a netip.Addr) bool {
+// AddrFrom is Addr for any transport: peer is the connection's remote
+// address ("ip:port" or a bare address), and header returns the lines of
+// the forwarded header named by the Source, in order (it is called only
+// when the peer is a trusted proxy).
+func (c *Resolver) AddrFrom(peer string, header func(Source) []string) (netip.Addr, bool) {
+	a, ok := parseRemoteAddr(peer)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	if c == nil || c.source == 0 || !c.isTrusted(a) {
+		return a, true
+	}
+	vals := header(c.source)
+	switch c.source {
+	case XForwardedFor:
+		return c.walk(vals, a, parseXFFEntry), true
+	case Forwarded:
+		return c.walk(vals, a, parseForwardedElement), true
+	default:
+		if len(vals) == 0 {
+			return a, true
+		}
+		if x, ok := parseXFFEntry(vals[len(vals)-1]); ok {
+			return x, true
+		}
+		return a, true
+	}
+}
+
+// KeyFrom is Key for any transport, as AddrFrom is Addr.
+func (c *Resolver) KeyFrom(peer string, header func(Source) []string) (string, bool) {
+	a, ok := c.AddrFrom(peer, header)
+	if !ok {
+		return "", false
+	}
+	return c.key(a), true
+}
+
+// headerKeys are the sources' names as keys of an http.Header.
+var headerKeys = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-Ip"}
+
+// key is a's rate-limiting key: a, or the prefix it is aggregated to.
+func (c *Resolver) key(a netip.Addr) string {
+	v4, v6 := 32, DefaultIPv6Prefix
+	if c != nil && c.v4Bits != 0 {
+		v4 = c.v4Bits
+	}
+	if c != nil && c.v6Bits != 0 {
+		v6 = c.v6Bits
+	}
+	bits := v6
+	if a.Is4() {
+		bits = v4
+	}
+	if bits == a.BitLen() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, bits).Masked().String()
+}
+
+func (c *Resolver) isTrusted(a netip.Addr) bool {
 	for _, p := range c.trusted {
 		if p.Contains(a) {
 			return true
@@ -238,14 +291,18 @@ func (c *ClientIP) isTrusted(a netip.Addr) bool {
 // is a trusted proxy, the entry it appended names the next hop. It stops
 // at the first address that is not a trusted proxy (the client), at an
 // entry that does not parse (the current, trusted, hop is the best
-// answer), or after c.maxHops entries. It examines at most maxHops entries
+// answer), or after c.maxHops entries (DefaultMaxHops when unset). It examines at
+// most that many entries
 // and allocates nothing.
-func (c *ClientIP) walk(vals []string, cur netip.Addr, parse func(string) (netip.Addr, bool)) netip.Addr {
-	hops := 0
+func (c *Resolver) walk(vals []string, cur netip.Addr, parse func(string) (netip.Addr, bool)) netip.Addr {
+	hops, maxHops := 0, c.maxHops
+	if maxHops == 0 {
+		maxHops = DefaultMaxHops
+	}
 	for i := len(vals) - 1; i >= 0; i-- {
 		s := vals[i]
 		for {
-			if !c.isTrusted(cur) || hops == c.maxHops {
+			if !c.isTrusted(cur) || hops == maxHops {
 				return cur
 			}
 			hops++

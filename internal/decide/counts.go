@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package decide
+
+import "sync/atomic"
+
+// Counts counts what a front end did with its requests, by outcome. The
+// zero Counts is ready; it is safe for concurrent use.
+type Counts struct {
+	Admitted, Refused, Delayed, ShadowRefused, Errors, Unavailable, Gone, Malformed atomic.Uint64
+}
+
+// Verdict counts the rate limits' verdict on one request: its outcome (an
+// admission also as Delayed when it was held), its store failure, and the
+// refusals of its shadow checks.
+func (c *Counts) Verdict(v *Verdict) {
+	if v.StoreFailed() {
+		c.Errors.Add(1)
+	}
+	for _, d := range v.Shadow {
+		if !d.Allowed {
+			c.ShadowRefused.Add(1)
+		}
+	}
+	switch v.Outcome {
+	case Admit:
+		c.Admitted.Add(1)
+		if v.Wait > 0 {
+			c.Delayed.Add(1)
+		}
+	default:
+		c.outcome(v.Outcome)
+	}
+}
+
+// Taken counts the answer of one in-flight limit: its store failure, and
+// any outcome but Admit (the rate limits counted the admission).
+func (c *Counts) Taken(t Taken) {
+	if t.StoreFailed() {
+		c.Errors.Add(1)
+	}
+	if t.Outcome != Admit {
+		c.outcome(t.Outcome)
+	}
+}
+
+// NoKey counts a request refused because a limit had no key for it.
+func (c *Counts) NoKey() { c.Malformed.Add(1) }
+
+func (c *Counts) outcome(o Outcome) {
+	switch o {
+	case Refuse:
+		c.Refused.Add(1)
+	case Gone:
+		c.Gone.Add(1)
+	default:
+		c.Unavailable.Add(1)
+	}
+}
