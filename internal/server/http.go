@@ -155,10 +155,6 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	descs := make([]descriptor, len(req.Descriptors))
 	for i, d := range req.Descriptors {
-		if len(d.Entries) == 0 {
-			writeError(w, http.StatusBadRequest, "descriptors[%d].entries: must not be empty", i)
-			return
-		}
 		descs[i] = descriptor{entries: d.Entries, hits: hits}
 		if d.HitsAddend != nil {
 			descs[i].hits = *d.HitsAddend
