@@ -118,4 +118,3 @@ func TestDurationUntilReset(t *testing.T) {
 	// A token bucket's is the time until full, rounded up: 0.5 s → 1 s.
 	check("token bucket", reset(desc("tb", "t")), time.Second)
 }
-
