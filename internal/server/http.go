@@ -284,3 +284,33 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	io.WriteString(w, "ready\n")
 }
+
+// The HTTP API server's timeouts (NewHTTPServer). A client that reaches the
+// port holds a connection, a goroutine and its buffers only this long:
+//   - ReadHeaderTimeout: the request line and headers, a few hundred bytes.
+//   - ReadTimeout: the whole request, a body of at most 1 MiB (maxBody) at
+//     100 KiB/s or faster.
+//   - WriteTimeout: from the end of the headers to the end of the answer:
+//     the longest handler, a simulation, stops at 5 s, and its picture (a
+//     few hundred KiB) is written in the rest; a client that does not read
+//     its answer is cut off then.
+//   - IdleTimeout: a kept-alive connection between requests; the live page
+//     asks every second or two.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 10 * time.Second
+	WriteTimeout      = 15 * time.Second
+	IdleTimeout       = 60 * time.Second
+)
+
+// NewHTTPServer returns an http.Server for h (the API: Handler) with the
+// timeouts above.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+	}
+}

@@ -67,6 +67,8 @@ type Server struct {
 
 	collectors []prometheus.Collector // WithCollector
 
+	simulating chan struct{} // one token per simulation running (MaxSimulations)
+
 	applyMu  sync.Mutex // serializes Apply and Gateway
 	gateways []*Gateway // built by Apply for each configuration
 }
@@ -112,7 +114,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("server: store is nil")
 	}
-	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now}
+	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now, simulating: make(chan struct{}, MaxSimulations)}
 	if r, ok := store.(sluice.Resetter); ok {
 		s.resetter = r
 	}
