@@ -40,8 +40,10 @@ Flags:
   --config DIR        a directory of YAML files in the format of Envoy's
                       ratelimit service, with sluice's extensions; watched
                       and reloaded on change (a bad change is logged and the
-                      configuration in force stays). Default: the built-in
-                      example configuration (see 'sluice config check').
+                      configuration in force stays): 250ms after the last
+                      change, and while changes keep coming at least once
+                      a second. Default: the built-in example
+                      configuration (see 'sluice config check').
   --store URL         memory (also mem:// or memory://), the default; or
                       redis://host:port/db, rediss://host:port,
                       redis+cluster://host1:port1,host2:port2 (or rediss+),
