@@ -128,7 +128,10 @@ Gateway mode:
                       X-Forwarded-For is believed (default: none; the
                       client IP is the peer address). The upstream gets
                       X-Forwarded-For: a trusted peer's chain with the
-                      peer appended, or from another peer the peer alone.
+                      peer appended, or from another peer the peer alone;
+                      X-Real-Ip and the other client-address headers
+                      (True-Client-Ip, CF-Connecting-IP, ...) are removed
+                      from other peers' requests.
                       Sluice-Priority: critical (the claim on an in-flight
                       rule's critical_reserve) is believed only from a
                       trusted peer, and removed from other peers' requests
