@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -135,4 +136,74 @@ func TestHTTPServerTimeouts(t *testing.T) {
 		c.Close()
 		l.Close()
 	})
+}
+
+// jsonPost is a POST of body to path with a JSON content type.
+func jsonPost(path, body string) *http.Request {
+	r := httptest.NewRequest("POST", path, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+// TestCrossSiteRefused: the admin API refuses what another site's page can
+// make an operator's browser send: a POST whose body is not declared JSON
+// (a cross-site form or fetch may send text/plain without a preflight) is
+// 415, and a POST from another origin (Sec-Fetch-Site, or Origin against
+// Host) is 403. Every answer carries nosniff, same-origin CORP and
+// frame-ancestors 'none', and none carries a CORS grant. On main
+// text/plain POSTs to /v1/check and /v1/reset answered 200.
+func TestCrossSiteRefused(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	check := `{"domain":"rides","descriptors":[{"entries":[{"key":"rider","value":"x"}]}]}`
+	reset := `{"domain":"rides","entries":[{"key":"rider","value":"x"}]}`
+	for _, tc := range []struct {
+		name, path, body string
+		header           map[string]string
+		want             int
+	}{
+		{"text/plain check", "/v1/check", check, map[string]string{"Content-Type": "text/plain"}, 415},
+		{"text/plain reset", "/v1/reset", reset, map[string]string{"Content-Type": "text/plain"}, 415},
+		{"form reset", "/v1/reset", reset, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415},
+		{"no type", "/v1/check", check, nil, 415},
+		{"cross-site check", "/v1/check", check, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403},
+		{"same-site reset", "/v1/reset", reset, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "same-site"}, 403},
+		{"other origin", "/v1/check", check, map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, 403},
+		{"cross-site simulate", "/v1/simulate", `{"algorithm":"gcra","limit":1,"period":"1s","pattern":"burst 2"}`, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403},
+		{"same origin", "/v1/check", check, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "same-origin"}, 200},
+		{"JSON with charset", "/v1/check", check, map[string]string{"Content-Type": "application/json; charset=utf-8"}, 200},
+		{"not a browser", "/v1/reset", reset, map[string]string{"Content-Type": "application/json"}, 200},
+	} {
+		req, _ := http.NewRequest("POST", h.http.URL+tc.path, strings.NewReader(tc.body))
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %s %s, want %d", tc.name, resp.Status, b, tc.want)
+		}
+	}
+	for _, path := range []string{"/", "/app.js", "/v1/rules", "/metrics", "/healthz"} {
+		req, _ := http.NewRequest("GET", h.http.URL+path, nil)
+		req.Header.Set("Origin", "https://evil.example")
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		hd := resp.Header
+		if hd.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(hd.Get("Content-Security-Policy"), "frame-ancestors 'none'") || hd.Get("Cross-Origin-Resource-Policy") != "same-origin" {
+			t.Errorf("GET %s: headers %v", path, hd)
+		}
+		for k := range hd {
+			if strings.HasPrefix(k, "Access-Control-") {
+				t.Errorf("GET %s: %s: %s", path, k, hd.Get(k))
+			}
+		}
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,7 +33,40 @@ import (
 //
 // A known path asked with another method answers 405 with an Allow header;
 // an unknown path, 404.
+//
+// The page invites an operator to open this origin in a browser, so the API
+// refuses what another site's page could make that browser send or read:
+//   - a POST from another origin (Sec-Fetch-Site, else Origin against Host;
+//     http.CrossOriginProtection) is answered 403;
+//   - a POST body must be declared JSON (application/json or a +json
+//     type), else 415: a cross-site page can send text/plain without
+//     asking, but a JSON type needs a CORS preflight, which this API never
+//     grants (it sends no Access-Control-* headers at all);
+//   - every answer says X-Content-Type-Options: nosniff,
+//     Cross-Origin-Resource-Policy: same-origin (no other origin may embed
+//     or read it) and may not be framed (frame-ancestors 'none',
+//     X-Frame-Options: DENY).
+//
+// Clients that are not browsers (Envoy, curl, scripts) send no
+// Sec-Fetch-Site or Origin and are not affected, beyond the content type.
 func (s *Server) Handler() http.Handler {
+	return secureHeaders(http.NewCrossOriginProtection().Handler(s.mux()))
+}
+
+// secureHeaders sets the headers every API answer carries (Handler). The
+// page's own Content-Security-Policy (handlePage) replaces the API's.
+func secureHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/rules", s.handleRules)
 	mux.HandleFunc("POST /v1/simulate", s.handleSimulate)
@@ -108,6 +143,10 @@ type ResetRequest struct {
 const maxBody = 1 << 20
 
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", r.Header.Get("Content-Type"))
+		return false
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -313,4 +352,11 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
 	}
+}
+
+// isJSON reports whether the media type ct is JSON: application/json or
+// another application/*+json type, with any parameters.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
