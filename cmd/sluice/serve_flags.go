@@ -65,8 +65,10 @@ Flags:
                       sluice_store_evictions_total{reason="forced"}) the
                       soonest-idle keys, forgiving what they still owed,
                       which loses exactness for those keys. The default,
-                      auto, is 1/4 of the memory (the cgroup's memory
-                      limit if set, else MemAvailable at start) divided
+                      auto, is 1/4 of the memory (the memory limit of
+                      serve's own cgroup, as /proc/self/cgroup names it,
+                      or of an ancestor, if set: a systemd MemoryMax=, a
+                      container's; else MemAvailable at start) divided
                       by 128 bytes per key, at least 10000; 0 means no
                       bound. Idle keys are dropped exactly when they
                       expire either way
