@@ -4,6 +4,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -206,4 +208,65 @@ func TestCrossSiteRefused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stallStore answers nothing until its caller's context ends, as Redis
+// while it stalls.
+type stallStore struct{}
+
+func (stallStore) Take(ctx context.Context, _ sluice.Policy, _ string, _ int64) (sluice.Decision, error) {
+	<-ctx.Done()
+	return sluice.Decision{}, ctx.Err()
+}
+
+func (stallStore) TakeAll(ctx context.Context, _ []sluice.Request, _ []sluice.Decision) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestHTTPTimeout: an HTTP API caller's Sluice-Timeout bounds its call
+// while the store stalls (fake clock); there was no way to send one, and a
+// caller waited the store's whole ceiling. A bad value is 400.
+func TestHTTPTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(stallStore{}, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(mapFS("d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, failure_mode: closed}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+		h := s.Handler()
+		for _, path := range []string{"/v1/check", "/v1/reset"} {
+			body := `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
+			if path == "/v1/reset" {
+				body = `{"domain":"d","entries":[{"key":"k","value":"v"}]}`
+			}
+			req := jsonPost(path, body)
+			req.Header.Set(TimeoutHeader, "50ms")
+			rec := httptest.NewRecorder()
+			start := time.Now()
+			done := make(chan struct{})
+			go func() { h.ServeHTTP(rec, req); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Hour):
+				t.Fatalf("%s with %s: 50ms: no answer in an hour", path, TimeoutHeader)
+			}
+			if d := time.Since(start); d > 50*time.Millisecond {
+				t.Errorf("%s with %s: 50ms: answered after %v", path, TimeoutHeader, d)
+			}
+			req = jsonPost(path, body)
+			req.Header.Set(TimeoutHeader, "soon")
+			rec = httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusBadRequest {
+				t.Errorf("%s with %s: soon: %d", path, TimeoutHeader, rec.Code)
+			}
+		}
+	})
 }

@@ -23,6 +23,7 @@ import (
 //
 //	POST /v1/check   decide (or peek at) descriptors of a domain
 //	POST /v1/reset   forget one descriptor's state under its rule
+//	                 (both take a deadline in TimeoutHeader)
 //	GET  /healthz    200 while the process serves
 //	GET  /readyz     200 once a configuration is in force, 503 before and while stopping
 //	GET  /metrics    Prometheus metrics
@@ -175,7 +176,35 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// TimeoutHeader is the HTTP API's deadline: a Go duration ("50ms") after
+// which the caller no longer wants the answer, as gRPC's grpc-timeout is
+// for RLS. A store call ends by it (redisstore: less its margin), and the
+// rule's failure mode answers in time. Without it, a call is bounded only
+// by the store's own ceiling: --store-timeout, 3 s by default on Redis.
+const TimeoutHeader = "Sluice-Timeout"
+
+// withTimeout returns r's context bounded by its TimeoutHeader, if any. A
+// header that is not a positive duration is answered 400, and ok is false.
+func withTimeout(w http.ResponseWriter, r *http.Request) (ctx context.Context, cancel context.CancelFunc, ok bool) {
+	v := r.Header.Get(TimeoutHeader)
+	if v == "" {
+		return r.Context(), func() {}, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		writeError(w, http.StatusBadRequest, "%s %q: want a positive duration such as 50ms", TimeoutHeader, v)
+		return nil, nil, false
+	}
+	ctx, cancel = context.WithTimeout(r.Context(), d)
+	return ctx, cancel, true
+}
+
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := withTimeout(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
 	var req CheckRequest
 	if !decodeJSON(w, r, &req) {
 		return
@@ -203,7 +232,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	allowed, outs, err := s.check(r.Context(), "http", req.Domain, descs)
+	allowed, outs, err := s.check(ctx, "http", req.Domain, descs)
 	if err != nil {
 		code := http.StatusBadRequest
 		if errors.Is(err, errUnavailable) {
@@ -260,6 +289,11 @@ func toJSON(o *outcome) JSONStatus {
 }
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := withTimeout(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
 	var req ResetRequest
 	if !decodeJSON(w, r, &req) {
 		return
@@ -283,7 +317,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := storeKey(rule, req.Entries)
-	if err := s.resetter.Reset(r.Context(), rule.Policy, key); err != nil {
+	if err := s.resetter.Reset(ctx, rule.Policy, key); err != nil {
 		s.metrics.storeErrors.WithLabelValues(req.Domain).Inc()
 		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)
 		return
