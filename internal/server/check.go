@@ -215,6 +215,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	for i := range outs {
 		s.count(label, descs[i].entries, &outs[i])
 	}
+	if noneMatched(outs) {
+		s.unmatched(label, domain, descs)
+	}
 	return allowed, outs, nil
 }
 

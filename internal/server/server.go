@@ -59,8 +59,10 @@ type Server struct {
 	loadOpts  []config.Option // WithConfigOptions: how ReloadDir loads
 	shadowAll bool            // WithShadowMode
 
-	storeFailLog logEvery // storeFailed's line
-	now          func() time.Time
+	storeFailLog  logEvery      // storeFailed's line
+	unmatchedLog  logEvery      // unmatched's line
+	unmatchedView unmatchedView // the live page's unmatched requests
+	now           func() time.Time
 
 	local    sluice.Store          // WithFallback
 	replicas sluice.ReplicaCounter // WithFallback
