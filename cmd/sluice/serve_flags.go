@@ -151,6 +151,10 @@ it: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) turns on
 spans for RLS and HTTP calls and for store calls, exported over OTLP
 (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc); the
 other OTEL_* variables apply as usual.
+A leaky-bucket rule is a queue in the library and in gateway mode; over
+RLS it is a meter, not a queue: Envoy cannot hold a request for the delay
+the rule gives it, so what is admitted passes at once ('sluice config
+check' warns of each such rule).
 Failure modes (failure_mode in a rule): local, the default, decides with
 this replica's share of the limit while the store fails (the fleet stays
 available and within a bound: at most about one extra limit, or burst, per

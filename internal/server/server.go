@@ -166,6 +166,9 @@ func (s *Server) Apply(c *config.Config) error {
 		if r.Unlimited || r.Deny {
 			continue
 		}
+		if r.Policy.Algorithm == sluice.LeakyBucket {
+			s.log.Info("leaky-bucket rule: over RLS a meter, not a queue (Envoy cannot hold a request for its delay); gateway mode and the library queue", "rule", r.FullKey, "file", r.File, "line", r.Line)
+		}
 		if l := s.reuse(r); l != nil {
 			sn.limiters[r] = l
 			continue
