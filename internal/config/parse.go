@@ -149,7 +149,9 @@ const MaxDepth = 64
 // descriptors compiles a descriptors list into parent.
 func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry, levels []Level, parent *node) {
 	if len(path) >= MaxDepth {
-		p.errorf(n, field, "descriptors nested deeper than %d levels", MaxDepth)
+		// The field is named by its level: its path would be MaxDepth
+		// times "descriptors[i]".
+		p.errorf(n, fmt.Sprintf("descriptors at level %d", len(path)+1), "descriptors nested deeper than %d levels", MaxDepth)
 		return
 	}
 	for i, d := range p.list(n, field) {
