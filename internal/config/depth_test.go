@@ -57,3 +57,24 @@ func TestDepthBounded(t *testing.T) {
 		t.Errorf("%d deep loaded", MaxDepth+1)
 	}
 }
+
+// TestWarnings: a leaky-bucket rule (a meter over RLS, not a queue) and an
+// in-flight rule (not applied over RLS) each get one line naming file and
+// line; other rules none.
+func TestWarnings(t *testing.T) {
+	c := mustLoad(t, `domain: d
+descriptors:
+  - key: gps
+    rate_limit: {unit: second, requests_per_unit: 10, algorithm: leaky-bucket, burst: 20}
+  - key: work
+    rate_limit: {algorithm: concurrency, requests_per_unit: 2}
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: none
+    rate_limit: {unlimited: true}
+`)
+	w := c.Warnings()
+	if len(w) != 2 || !strings.Contains(w[0], ":4: d.gps: leaky-bucket over RLS is a meter, not a queue") || !strings.Contains(w[1], ":6: d.work: an in-flight rule applies in gateway mode only") {
+		t.Errorf("warnings:\n%s", strings.Join(w, "\n"))
+	}
+}
