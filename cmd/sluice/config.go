@@ -29,7 +29,11 @@ parse and no two may conflict (sluice serve --upstream refuses such a
 configuration at start and on reload). Other domains' route values are
 opaque to RLS and not checked.
 
-On success it prints one summary line and exits 0. Otherwise it prints
+On success it prints one summary line and exits 0, and on standard error a
+warning line for each rule that does less over Envoy's RLS than in the
+library: a leaky-bucket rule is a meter there, not a queue (Envoy cannot
+hold a request for its delay), and an in-flight rule applies in gateway
+mode only. Otherwise it prints
 every problem on its own line on standard error, each naming the file, the
 line, the field and the reason, and exits 1.
 `
@@ -73,6 +77,9 @@ func runConfig(e env, args []string) int {
 	}
 	if err != nil {
 		return failEach(e, "sluice config check", err)
+	}
+	for _, w := range c.Warnings() {
+		fmt.Fprintf(e.stderr, "sluice config check: warning: %s\n", w)
 	}
 	fmt.Fprintf(e.stdout, "%s: ok: %s (%s)\n", where, c.Summary(), strings.Join(c.Domains(), ", "))
 	return exitOK

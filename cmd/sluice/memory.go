@@ -6,6 +6,8 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,8 +20,8 @@ import (
 //
 //	keys = memoryShare × memory / bytesPerKey, at least minKeys
 //
-// where memory is the cgroup's memory limit (cgroup v2 memory.max, or v1
-// memory.limit_in_bytes) when one is set, else MemAvailable from
+// where memory is the process's cgroup's memory limit (cgroup v2
+// memory.max, or v1 memory.limit_in_bytes; cgroupLimit) when one is set, else MemAvailable from
 // /proc/meminfo at start, else fallbackMemory. With Go's garbage collector
 // letting the heap grow to twice the live data (GOGC=100), the keys then
 // take at most half of that memory.
@@ -44,16 +46,8 @@ var readFile = os.ReadFile
 // availableMemory returns the memory serve may use and where that figure
 // came from.
 func availableMemory() (n int64, source string) {
-	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		b, err := readFile(f)
-		if err != nil {
-			continue
-		}
-		s := strings.TrimSpace(string(b))
-		// "max" (v2), or a huge number (v1's "unlimited"): no limit.
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > 0 && n < 1<<60 {
-			return n, f
-		}
+	if n, f := cgroupLimit(); n > 0 {
+		return n, f
 	}
 	if b, err := readFile("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))
@@ -67,6 +61,66 @@ func availableMemory() (n int64, source string) {
 		}
 	}
 	return fallbackMemory, "fallback"
+}
+
+// cgroupLimit returns the memory limit of the process's own cgroup, and
+// the file it was read from, or 0 if none is set. The cgroup is the one
+// /proc/self/cgroup names (cgroup v2's "0::" line, else v1's memory
+// controller), not the root of the hierarchy: a systemd unit's MemoryMax=
+// or a limit nested inside a container is set there. The limit in force is
+// the smallest of the cgroup's and its ancestors' (a file that does not
+// exist, as when the hierarchy is mounted at the cgroup itself, is
+// skipped), so the root's applies too.
+func cgroupLimit() (int64, string) {
+	v2, v1 := "/", "/"
+	if b, err := readFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.SplitN(strings.TrimSpace(line), ":", 3)
+			if len(f) != 3 {
+				continue
+			}
+			switch {
+			case f[0] == "0" && f[1] == "":
+				v2 = f[2]
+			case slices.Contains(strings.Split(f[1], ","), "memory"):
+				v1 = f[2]
+			}
+		}
+	}
+	for _, h := range []struct{ mount, file, cgroup string }{
+		{"/sys/fs/cgroup", "memory.max", v2},
+		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", v1},
+	} {
+		var limit int64
+		var from string
+		for dir := path.Clean("/" + h.cgroup); ; dir = path.Dir(dir) {
+			f := path.Join(h.mount, dir, h.file)
+			if n := readLimit(f); n > 0 && (limit == 0 || n < limit) {
+				limit, from = n, f
+			}
+			if dir == "/" {
+				break
+			}
+		}
+		if limit > 0 {
+			return limit, from
+		}
+	}
+	return 0, ""
+}
+
+// readLimit reads a cgroup memory limit file: the limit, or 0 for none
+// ("max" in v2, a huge number as v1's "unlimited", or no such file).
+func readLimit(f string) int64 {
+	b, err := readFile(f)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 || n >= 1<<60 {
+		return 0
+	}
+	return n
 }
 
 // defaultMaxKeys is the key budget of --max-keys auto.

@@ -28,6 +28,26 @@ func TestAvailableMemory(t *testing.T) {
 		{"cgroup v1", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n"}, 1 << 30, "/sys/fs/cgroup/memory/memory.limit_in_bytes"},
 		{"cgroup v1 unlimited", map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n", "/proc/meminfo": meminfo}, 2000000 << 10, "/proc/meminfo MemAvailable"},
 		{"nothing", map[string]string{}, fallbackMemory, "fallback"},
+		// The process's own cgroup (/proc/self/cgroup), not the root:
+		// a systemd unit's MemoryMax=, a limit nested in a container.
+		{"cgroup v2, own cgroup", map[string]string{
+			"/proc/self/cgroup":                                     "0::/system.slice/sluice.service\n",
+			"/sys/fs/cgroup/memory.max":                             "max\n",
+			"/sys/fs/cgroup/system.slice/memory.max":                "max\n",
+			"/sys/fs/cgroup/system.slice/sluice.service/memory.max": "268435456\n",
+			"/proc/meminfo":                                         meminfo,
+		}, 256 << 20, "/sys/fs/cgroup/system.slice/sluice.service/memory.max"},
+		{"cgroup v2, an ancestor's smaller limit", map[string]string{
+			"/proc/self/cgroup":                          "0::/kubepods/pod1/c1\n",
+			"/sys/fs/cgroup/kubepods/pod1/memory.max":    "134217728\n",
+			"/sys/fs/cgroup/kubepods/pod1/c1/memory.max": "268435456\n",
+			"/sys/fs/cgroup/kubepods/memory.max":         "max\n",
+		}, 128 << 20, "/sys/fs/cgroup/kubepods/pod1/memory.max"},
+		{"cgroup v1, own cgroup", map[string]string{
+			"/proc/self/cgroup":                                           "5:cpu,cpuacct:/x\n4:memory:/process_api/abc\n0::/\n",
+			"/sys/fs/cgroup/memory/memory.limit_in_bytes":                 "9223372036854771712\n",
+			"/sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes": "805306368\n",
+		}, 768 << 20, "/sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes"},
 	} {
 		readFile = func(name string) ([]byte, error) {
 			if v, ok := c.files[name]; ok {

@@ -182,7 +182,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 			grpcLis.Close()
 			return e.fail(exitFailure, prefix, "--gateway-addr: %v", err)
 		}
-		gwSrv = &http.Server{Handler: tracing.HTTPHandler(gw, "sluice gateway"), ReadHeaderTimeout: 10 * time.Second}
+		// No read or write timeout: the upstream's requests and answers
+		// may stream for as long as it likes. Headers and idle
+		// connections are bounded.
+		gwSrv = &http.Server{Handler: tracing.HTTPHandler(gw, "sluice gateway"), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: server.IdleTimeout}
 	}
 
 	g := grpc.NewServer(
@@ -207,7 +210,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	hs.SetServingStatus(rls.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g) // for grpcurl and friends
-	hsrv := &http.Server{Handler: tracing.HTTPHandler(srv.Handler(), "sluice"), ReadHeaderTimeout: 10 * time.Second}
+	hsrv := server.NewHTTPServer(tracing.HTTPHandler(srv.Handler(), "sluice"))
 
 	procsInForce, undoProcs := governProcs(ctx, o.procs)
 	defer undoProcs()

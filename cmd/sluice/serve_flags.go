@@ -35,13 +35,23 @@ POST /v1/reset, GET /v1/rules, POST /v1/simulate), Prometheus metrics (/metrics)
 and a live page at / (the rules, their recent decisions, the keys nearest their limits, and a
 panel that runs a burst through a rule on a throwaway store).
 
+HTTP API: POST bodies are JSON (Content-Type: application/json, else 415);
+POSTs from another site's page (Sec-Fetch-Site or Origin) are refused with
+403. A caller's deadline goes in the Sluice-Timeout header (a duration such
+as 50ms, as Envoy's grpc-timeout does for RLS); without one a store call is
+bounded by --store-timeout (3s). POST /v1/simulate runs one at a time (503
+with Retry-After when busy). The HTTP server cuts off a request not read in
+10s and an answer not taken in 15s, and idle connections after 60s.
+
 Flags:
 
   --config DIR        a directory of YAML files in the format of Envoy's
                       ratelimit service, with sluice's extensions; watched
                       and reloaded on change (a bad change is logged and the
-                      configuration in force stays). Default: the built-in
-                      example configuration (see 'sluice config check').
+                      configuration in force stays): 250ms after the last
+                      change, and while changes keep coming at least once
+                      a second. Default: the built-in example
+                      configuration (see 'sluice config check').
   --store URL         memory (also mem:// or memory://), the default; or
                       redis://host:port/db, rediss://host:port,
                       redis+cluster://host1:port1,host2:port2 (or rediss+),
@@ -63,8 +73,10 @@ Flags:
                       sluice_store_evictions_total{reason="forced"}) the
                       soonest-idle keys, forgiving what they still owed,
                       which loses exactness for those keys. The default,
-                      auto, is 1/4 of the memory (the cgroup's memory
-                      limit if set, else MemAvailable at start) divided
+                      auto, is 1/4 of the memory (the memory limit of
+                      serve's own cgroup, as /proc/self/cgroup names it,
+                      or of an ancestor, if set: a systemd MemoryMax=, a
+                      container's; else MemAvailable at start) divided
                       by 128 bytes per key, at least 10000; 0 means no
                       bound. Idle keys are dropped exactly when they
                       expire either way
@@ -130,7 +142,10 @@ Gateway mode:
                       X-Forwarded-For is believed (default: none; the
                       client IP is the peer address). The upstream gets
                       X-Forwarded-For: a trusted peer's chain with the
-                      peer appended, or from another peer the peer alone.
+                      peer appended, or from another peer the peer alone;
+                      X-Real-Ip and the other client-address headers
+                      (True-Client-Ip, CF-Connecting-IP, ...) are removed
+                      from other peers' requests.
                       Sluice-Priority: critical (the claim on an in-flight
                       rule's critical_reserve) is believed only from a
                       trusted peer, and removed from other peers' requests
@@ -140,6 +155,10 @@ it: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) turns on
 spans for RLS and HTTP calls and for store calls, exported over OTLP
 (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc); the
 other OTEL_* variables apply as usual.
+A leaky-bucket rule is a queue in the library and in gateway mode; over
+RLS it is a meter, not a queue: Envoy cannot hold a request for the delay
+the rule gives it, so what is admitted passes at once ('sluice config
+check' warns of each such rule).
 Failure modes (failure_mode in a rule): local, the default, decides with
 this replica's share of the limit while the store fails (the fleet stays
 available and within a bound: at most about one extra limit, or burst, per

@@ -285,6 +285,25 @@ func (c *Config) Files() []string { return c.files }
 // of the configuration.
 func (c *Config) Rules() []*Rule { return c.rules }
 
+// Warnings returns one line per rule that does over RLS (and the JSON API)
+// less than its algorithm does in the library, each naming its file and
+// line: a leaky-bucket rule is a meter there, not a queue (Envoy cannot
+// hold a request for its delay, so an admitted request passes at once),
+// and an in-flight rule does not apply (RLS has no call that ends a
+// request). Both do what they say in gateway mode and in the library.
+func (c *Config) Warnings() []string {
+	var out []string
+	for _, r := range c.rules {
+		switch {
+		case r.InFlight != nil:
+			out = append(out, fmt.Sprintf("%s:%d: %s: an in-flight rule applies in gateway mode only: RLS and the JSON API cannot release a slot and answer as if no rule matched", r.File, r.Line, r.FullKey))
+		case !r.Unlimited && !r.Deny && r.Policy.Algorithm == sluice.LeakyBucket:
+			out = append(out, fmt.Sprintf("%s:%d: %s: leaky-bucket over RLS is a meter, not a queue: Envoy cannot hold a request for its delay, so what is admitted passes at once; for real queueing use gateway mode or the library (Limiter.Wait)", r.File, r.Line, r.FullKey))
+		}
+	}
+	return out
+}
+
 // Summary describes c in one line: "3 files, 3 domains, 12 rules".
 func (c *Config) Summary() string {
 	return fmt.Sprintf("%d %s, %d %s, %d %s",

@@ -137,8 +137,23 @@ type rawLimit struct {
 	shardsNode           *yaml.Node
 }
 
+// MaxDepth is the deepest a descriptors tree may nest: a rule's
+// descriptor has at most MaxDepth entries. Envoy builds a descriptor from
+// the actions of one rate_limits entry, a handful in any real
+// configuration. The bound keeps the parser's work per node (its field
+// path and the rule's path) a constant, so a file costs time and memory in
+// proportion to its size: a 122 KiB file nested 4,999 deep took 1.2 GiB
+// before it.
+const MaxDepth = 64
+
 // descriptors compiles a descriptors list into parent.
 func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry, levels []Level, parent *node) {
+	if len(path) >= MaxDepth {
+		// The field is named by its level: its path would be MaxDepth
+		// times "descriptors[i]".
+		p.errorf(n, fmt.Sprintf("descriptors at level %d", len(path)+1), "descriptors nested deeper than %d levels", MaxDepth)
+		return
+	}
 	for i, d := range p.list(n, field) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		var (

@@ -75,7 +75,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	limiters := make([]*sluice.Limiter, len(descs))
 	replaced := map[string]bool{}
 	for i, d := range descs {
-		if d.override != nil {
+		// A limit override counts only in a domain a file defines, as in
+		// envoyproxy/ratelimit, which looks the domain up first.
+		if d.override != nil && sn.cfg.HasDomain(domain) {
 			r := overrideRule(domain, d.entries, *d.override)
 			l, lerr := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(config.DefaultFailureMode)...)
 			if lerr != nil {
@@ -93,10 +95,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			outs[i].rule = sr // WithShadowMode: the rule, in shadow mode
 			outs[i].configured = r
 		}
-		if !r.Unlimited {
-			for _, name := range r.Replaces {
-				replaced[name] = true
-			}
+		// An unlimited rule replaces too, as in envoyproxy/ratelimit.
+		for _, name := range r.Replaces {
+			replaced[name] = true
 		}
 	}
 	// A rule another matched rule replaces is dropped, as in
@@ -227,6 +228,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 
 	for i := range outs {
 		s.count(label, descs[i].entries, &outs[i])
+	}
+	if noneMatched(outs) {
+		s.unmatched(label, domain, descs)
 	}
 	return allowed, outs, nil
 }

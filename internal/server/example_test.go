@@ -37,8 +37,10 @@ descriptors:
 	h := srv.Handler() // serve it with http.Server; srv.RegisterGRPC for Envoy
 	for i := 0; i < 3; i++ {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/check", strings.NewReader(
-			`{"domain":"rides","descriptors":[{"entries":[{"key":"rider_id","value":"r-7"}]}]}`)))
+		req := httptest.NewRequest("POST", "/v1/check", strings.NewReader(
+			`{"domain":"rides","descriptors":[{"entries":[{"key":"rider_id","value":"r-7"}]}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
 		fmt.Print(strings.Split(rec.Body.String(), `,"limit"`)[0], "\n")
 	}
 	// Output:

@@ -132,7 +132,7 @@ descriptors:
 		t.Errorf("readyz with a dead store: %d %q", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/reset", strings.NewReader(`{"domain":"d","entries":[{"key":"open","value":"x"}]}`)))
+	srv.Handler().ServeHTTP(rec, jsonPost("/v1/reset", `{"domain":"d","entries":[{"key":"open","value":"x"}]}`))
 	if rec.Code != http.StatusNotImplemented {
 		t.Errorf("reset on a store without Resetter: %d %s", rec.Code, rec.Body)
 	}
@@ -281,7 +281,7 @@ X-RateLimit-Reset: 0
 	}
 
 	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/check", strings.NewReader(`{"domain":"d","descriptors":[{"entries":[{"key":"closed","value":"x"}]}]}`)))
+	srv.Handler().ServeHTTP(rec, jsonPost("/v1/check", `{"domain":"d","descriptors":[{"entries":[{"key":"closed","value":"x"}]}]}`))
 	var resp CheckResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || len(resp.Statuses) != 1 {
 		t.Fatalf("/v1/check: %d %s: %v", rec.Code, rec.Body, err)

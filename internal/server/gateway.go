@@ -72,8 +72,16 @@ func (s *Server) Gateway(upstream *url.URL, domain string, ip *clientip.Resolver
 			// Rewrite drops the inbound X-Forwarded-For: a trusted
 			// proxy's chain is passed on, with the peer appended; an
 			// untrusted client's is not (it could be anything).
-			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 && ip.TrustsPeer(pr.In) {
+			trusted := ip.TrustsPeer(pr.In)
+			if xff := pr.In.Header["X-Forwarded-For"]; len(xff) > 0 && trusted {
 				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
+			}
+			if !trusted {
+				// The other headers an upstream may take a client's
+				// address from: only a trusted proxy may set them.
+				for _, h := range clientIPHeaders {
+					pr.Out.Header.Del(h)
+				}
 			}
 			pr.SetXForwarded()
 		},
@@ -91,6 +99,26 @@ func (s *Server) Gateway(upstream *url.URL, domain string, ip *clientip.Resolver
 	}
 	s.gateways = append(s.gateways, g)
 	return g, nil
+}
+
+// clientIPHeaders are the headers, besides X-Forwarded-For and Forwarded
+// (which the proxy rewrites), that proxies, CDNs and frameworks use to
+// pass on a client's address. The gateway removes them from a request of
+// a peer it does not trust (--trusted-proxies), so an upstream that
+// believes one of them cannot be told any address a client likes.
+var clientIPHeaders = []string{
+	"X-Real-Ip",
+	"True-Client-Ip",
+	"Cf-Connecting-Ip",
+	"Fastly-Client-Ip",
+	"X-Client-Ip",
+	"Client-Ip",
+	"X-Cluster-Client-Ip",
+	"X-Original-Forwarded-For",
+	"X-Envoy-External-Address",
+	"X-Forwarded",
+	"Forwarded-For",
+	"X-Appengine-User-Ip",
 }
 
 // ServeHTTP implements http.Handler. Before the first configuration it

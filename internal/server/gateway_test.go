@@ -244,6 +244,49 @@ func TestGatewayForwardedFor(t *testing.T) {
 	}
 }
 
+// TestGatewayClientIPHeaders: the other client-address headers (X-Real-Ip
+// and its kin) reach the upstream only from a trusted proxy; an untrusted
+// client's were passed on unchanged.
+func TestGatewayClientIPHeaders(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": gatewayYAML})
+	seen := make(chan http.Header, 1)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+	}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	for _, tc := range []struct {
+		trusted string
+		kept    bool
+	}{{"127.0.0.1/32", true}, {"10.0.0.0/8", false}} {
+		ip, err := clientip.New(clientip.TrustProxies(clientip.XForwardedFor, tc.trusted))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
+		req, _ := http.NewRequest("GET", gw.URL+"/x", nil)
+		for _, name := range clientIPHeaders {
+			req.Header.Set(name, "6.6.6.6")
+		}
+		req.Header.Set("X-Other", "kept")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		gw.Close()
+		got := <-seen
+		for _, name := range append([]string{"X-Real-IP", "True-Client-IP", "CF-Connecting-IP"}, clientIPHeaders...) {
+			if has := got.Get(name) != ""; has != tc.kept {
+				t.Errorf("trusting %s: upstream has %s: %v, want %v", tc.trusted, name, has, tc.kept)
+			}
+		}
+		if got.Get("X-Other") != "kept" {
+			t.Errorf("trusting %s: another header was removed", tc.trusted)
+		}
+	}
+}
+
 // mustGateway is srv.Gateway, failing the test on an error.
 func mustGateway(t *testing.T, srv *Server, u *url.URL, domain string, ip *clientip.Resolver) *Gateway {
 	t.Helper()

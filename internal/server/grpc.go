@@ -75,8 +75,9 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 	if !allowed {
 		resp.OverallCode = rls.RateLimitResponse_OVER_LIMIT
 	}
+	now := r.s.now()
 	for i := range outs {
-		resp.Statuses[i] = toProto(&outs[i])
+		resp.Statuses[i] = toProto(&outs[i], now)
 	}
 	resp.DynamicMetadata = dynamicMetadata(outs)
 	if r.s.headers {
@@ -88,7 +89,11 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 func fromProto(d *rlcommon.RateLimitDescriptor, hits int64) (descriptor, error) {
 	dd := descriptor{hits: hits, entries: make([]config.Entry, len(d.GetEntries()))}
 	if len(d.GetEntries()) == 0 {
-		return dd, errors.New("entries: must not be empty")
+		// No rule matches an empty descriptor, and it carries no key for
+		// a limit of its own: it is OK, and the request's other
+		// descriptors are decided, as in envoyproxy/ratelimit. (Refusing
+		// the whole request would make Envoy admit it unlimited.)
+		return dd, nil
 	}
 	for j, e := range d.GetEntries() {
 		dd.entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
@@ -140,7 +145,14 @@ var protoUnits = map[string]rls.RateLimitResponse_RateLimit_Unit{
 	"year":   rls.RateLimitResponse_RateLimit_YEAR,
 }
 
-func toProto(o *outcome) *rls.RateLimitResponse_DescriptorStatus {
+// toProto is one descriptor's status, as envoyproxy/ratelimit answers it.
+// duration_until_reset is in whole seconds, rounded up: Envoy truncates it
+// into X-RateLimit-Reset, so a fraction would tell clients to come back
+// early. A fixed window's is the time left in the current window even when
+// the key has taken nothing in it, and a zero-limit (deny) rule's is the
+// time left in the window of its unit: envoyproxy/ratelimit sends
+// unit − now % unit for both.
+func toProto(o *outcome, now time.Time) *rls.RateLimitResponse_DescriptorStatus {
 	st := &rls.RateLimitResponse_DescriptorStatus{Code: rls.RateLimitResponse_OK}
 	r := o.rule
 	switch {
@@ -155,6 +167,9 @@ func toProto(o *outcome) *rls.RateLimitResponse_DescriptorStatus {
 	}
 	cl := &rls.RateLimitResponse_RateLimit{Name: r.Name, Unit: protoUnits[r.Unit]}
 	if r.Deny {
+		if unit, ok := config.UnitDuration(r.Unit); ok {
+			st.DurationUntilReset = durationpb.New(ceilSecond(windowLeft(unit*time.Duration(max(1, r.UnitMultiplier)), now)))
+		}
 		return withLimit(st, cl)
 	}
 	cl.RequestsPerUnit = clampU32(r.Policy.Limit)
@@ -162,8 +177,29 @@ func toProto(o *outcome) *rls.RateLimitResponse_DescriptorStatus {
 		cl.UnitMultiplier = wrapperspb.UInt32(clampU32(r.UnitMultiplier))
 	}
 	st.LimitRemaining = clampU32(o.decision.Remaining)
-	st.DurationUntilReset = durationpb.New(o.decision.ResetAfter)
+	reset := o.decision.ResetAfter
+	if reset == 0 && r.Policy.Algorithm == sluice.FixedWindow {
+		reset = windowLeft(r.Policy.Period, now)
+	}
+	st.DurationUntilReset = durationpb.New(ceilSecond(reset))
 	return withLimit(st, cl)
+}
+
+// windowLeft is the time from now to the end of the window of length p
+// that holds now, windows aligned to multiples of p since the Unix epoch.
+func windowLeft(p time.Duration, now time.Time) time.Duration {
+	if p <= 0 {
+		return 0
+	}
+	return p - time.Duration(now.UnixNano()%int64(p))
+}
+
+// ceilSecond rounds d up to a whole number of seconds.
+func ceilSecond(d time.Duration) time.Duration {
+	if r := d % time.Second; r > 0 {
+		d += time.Second - r
+	}
+	return d
 }
 
 func withLimit(st *rls.RateLimitResponse_DescriptorStatus, cl *rls.RateLimitResponse_RateLimit) *rls.RateLimitResponse_DescriptorStatus {

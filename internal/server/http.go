@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,6 +23,7 @@ import (
 //
 //	POST /v1/check   decide (or peek at) descriptors of a domain
 //	POST /v1/reset   forget one descriptor's state under its rule
+//	                 (both take a deadline in TimeoutHeader)
 //	GET  /healthz    200 while the process serves
 //	GET  /readyz     200 once a configuration is in force, 503 before and while stopping
 //	GET  /metrics    Prometheus metrics
@@ -31,7 +34,40 @@ import (
 //
 // A known path asked with another method answers 405 with an Allow header;
 // an unknown path, 404.
+//
+// The page invites an operator to open this origin in a browser, so the API
+// refuses what another site's page could make that browser send or read:
+//   - a POST from another origin (Sec-Fetch-Site, else Origin against Host;
+//     http.CrossOriginProtection) is answered 403;
+//   - a POST body must be declared JSON (application/json or a +json
+//     type), else 415: a cross-site page can send text/plain without
+//     asking, but a JSON type needs a CORS preflight, which this API never
+//     grants (it sends no Access-Control-* headers at all);
+//   - every answer says X-Content-Type-Options: nosniff,
+//     Cross-Origin-Resource-Policy: same-origin (no other origin may embed
+//     or read it) and may not be framed (frame-ancestors 'none',
+//     X-Frame-Options: DENY).
+//
+// Clients that are not browsers (Envoy, curl, scripts) send no
+// Sec-Fetch-Site or Origin and are not affected, beyond the content type.
 func (s *Server) Handler() http.Handler {
+	return secureHeaders(http.NewCrossOriginProtection().Handler(s.mux()))
+}
+
+// secureHeaders sets the headers every API answer carries (Handler). The
+// page's own Content-Security-Policy (handlePage) replaces the API's.
+func secureHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/rules", s.handleRules)
 	mux.HandleFunc("POST /v1/simulate", s.handleSimulate)
@@ -108,6 +144,10 @@ type ResetRequest struct {
 const maxBody = 1 << 20
 
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", r.Header.Get("Content-Type"))
+		return false
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -136,7 +176,35 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
+// TimeoutHeader is the HTTP API's deadline: a Go duration ("50ms") after
+// which the caller no longer wants the answer, as gRPC's grpc-timeout is
+// for RLS. A store call ends by it (redisstore: less its margin), and the
+// rule's failure mode answers in time. Without it, a call is bounded only
+// by the store's own ceiling: --store-timeout, 3 s by default on Redis.
+const TimeoutHeader = "Sluice-Timeout"
+
+// withTimeout returns r's context bounded by its TimeoutHeader, if any. A
+// header that is not a positive duration is answered 400, and ok is false.
+func withTimeout(w http.ResponseWriter, r *http.Request) (ctx context.Context, cancel context.CancelFunc, ok bool) {
+	v := r.Header.Get(TimeoutHeader)
+	if v == "" {
+		return r.Context(), func() {}, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		writeError(w, http.StatusBadRequest, "%s %q: want a positive duration such as 50ms", TimeoutHeader, v)
+		return nil, nil, false
+	}
+	ctx, cancel = context.WithTimeout(r.Context(), d)
+	return ctx, cancel, true
+}
+
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := withTimeout(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
 	var req CheckRequest
 	if !decodeJSON(w, r, &req) {
 		return
@@ -155,10 +223,6 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	descs := make([]descriptor, len(req.Descriptors))
 	for i, d := range req.Descriptors {
-		if len(d.Entries) == 0 {
-			writeError(w, http.StatusBadRequest, "descriptors[%d].entries: must not be empty", i)
-			return
-		}
 		descs[i] = descriptor{entries: d.Entries, hits: hits}
 		if d.HitsAddend != nil {
 			descs[i].hits = *d.HitsAddend
@@ -168,9 +232,12 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	allowed, outs, err := s.check(r.Context(), "http", req.Domain, descs)
+	allowed, outs, err := s.check(ctx, "http", req.Domain, descs)
 	if errors.Is(err, errGone) {
-		return // the client has gone: nobody to answer
+		if r.Context().Err() == nil { // the caller's own Sluice-Timeout passed; it still listens
+			writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered: not admitted", TimeoutHeader)
+		}
+		return // otherwise the client has gone: nobody to answer
 	}
 	if err != nil {
 		code := http.StatusBadRequest
@@ -228,6 +295,11 @@ func toJSON(o *outcome) JSONStatus {
 }
 
 func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := withTimeout(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
 	var req ResetRequest
 	if !decodeJSON(w, r, &req) {
 		return
@@ -251,7 +323,13 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := storeKey(rule, req.Entries)
-	if err := s.resetter.Reset(r.Context(), rule.Policy, key); err != nil {
+	if err := s.resetter.Reset(ctx, rule.Policy, key); err != nil {
+		if ctx.Err() != nil { // the caller's deadline or departure: no store failure
+			if r.Context().Err() == nil {
+				writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered: reset %s not done", TimeoutHeader, rule.FullKey)
+			}
+			return
+		}
 		s.metrics.storeErrors.WithLabelValues(req.Domain).Inc()
 		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)
 		return
@@ -290,4 +368,41 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.WriteString(w, "ready\n")
+}
+
+// The HTTP API server's timeouts (NewHTTPServer). A client that reaches the
+// port holds a connection, a goroutine and its buffers only this long:
+//   - ReadHeaderTimeout: the request line and headers, a few hundred bytes.
+//   - ReadTimeout: the whole request, a body of at most 1 MiB (maxBody) at
+//     100 KiB/s or faster.
+//   - WriteTimeout: from the end of the headers to the end of the answer:
+//     the longest handler, a simulation, stops at 5 s, and its picture (a
+//     few hundred KiB) is written in the rest; a client that does not read
+//     its answer is cut off then.
+//   - IdleTimeout: a kept-alive connection between requests; the live page
+//     asks every second or two.
+const (
+	ReadHeaderTimeout = 5 * time.Second
+	ReadTimeout       = 10 * time.Second
+	WriteTimeout      = 15 * time.Second
+	IdleTimeout       = 60 * time.Second
+)
+
+// NewHTTPServer returns an http.Server for h (the API: Handler) with the
+// timeouts above.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+	}
+}
+
+// isJSON reports whether the media type ct is JSON: application/json or
+// another application/*+json type, with any parameters.
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }

@@ -252,6 +252,9 @@ type RulesResponse struct {
 	// HistorySeconds is the length of each rule's series.
 	HistorySeconds int        `json:"history_seconds"`
 	Rules          []RuleInfo `json:"rules"`
+	// Unmatched counts, per domain, the requests that matched no rule
+	// (nothing limited them).
+	Unmatched []UnmatchedInfo `json:"unmatched"`
 }
 
 // ConfigStatus is the configuration's version and reload status.
@@ -336,7 +339,7 @@ func describeEntries(es []config.Entry) string {
 
 // rulesView builds GET /v1/rules's answer.
 func (s *Server) rulesView(now time.Time) RulesResponse {
-	resp := RulesResponse{Now: now.Unix(), HistorySeconds: HistorySeconds, Rules: []RuleInfo{}}
+	resp := RulesResponse{Now: now.Unix(), HistorySeconds: HistorySeconds, Rules: []RuleInfo{}, Unmatched: s.unmatchedList()}
 	l := &s.live
 	l.mu.Lock()
 	resp.Config = ConfigStatus{Version: l.version, LoadedAt: l.loadedAt, LastReload: ReloadStatus{At: l.lastAt, OK: l.lastOK, Error: l.lastErr}}

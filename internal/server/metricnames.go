@@ -5,6 +5,7 @@ package server
 import (
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/config"
 )
@@ -75,10 +76,10 @@ func (m *metricNames) name(r *config.Rule, entries []config.Entry) string {
 				v = OtherValue
 			}
 			b.WriteByte('.')
-			b.WriteString(cut(e.Key, MaxLabelValueBytes))
+			b.WriteString(labelValue(e.Key))
 			if v != "" {
 				b.WriteByte('_')
-				b.WriteString(cut(v, MaxLabelValueBytes))
+				b.WriteString(labelValue(v))
 			}
 		}
 		return b.String()
@@ -99,4 +100,15 @@ func (m *metricNames) name(r *config.Rule, entries []config.Entry) string {
 		return n
 	}
 	return build(true)
+}
+
+// labelValue is a request's key or value as a part of a label: cut at
+// MaxLabelValueBytes, and with any bytes that are not UTF-8 (RLS takes
+// values as opaque bytes; a label must be UTF-8) as U+FFFD.
+func labelValue(s string) string {
+	s = cut(s, MaxLabelValueBytes)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s
 }

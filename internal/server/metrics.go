@@ -15,6 +15,7 @@ type metrics struct {
 	extra       prometheus.Registerer
 	decisions   *prometheus.CounterVec
 	storeErrors *prometheus.CounterVec
+	unmatched   *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	reloads     *prometheus.CounterVec
 	lastOK      prometheus.Gauge
@@ -32,6 +33,10 @@ func newMetrics() *metrics {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
 			Help: "Requests whose store call failed (the rules' failure modes decided them), by domain.",
+		}, []string{"domain"}),
+		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_unmatched_requests_total",
+			Help: "Requests none of whose descriptors matched a rule, so that nothing limited them, by domain ((other): a domain no file defines). A misspelt domain or descriptor key in Envoy shows here.",
 		}, []string{"domain"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_decision_duration_seconds",
@@ -64,7 +69,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.decisions, m.storeErrors, m.latency, m.reloads, m.lastOK, m.lastTime, m.lastOKTime}
+	return []prometheus.Collector{m.decisions, m.storeErrors, m.unmatched, m.latency, m.reloads, m.lastOK, m.lastTime, m.lastOKTime}
 }
 
 func (m *metrics) registerWith(r prometheus.Registerer) error {

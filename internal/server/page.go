@@ -23,6 +23,13 @@ var page embed.FS
 // maxSimulated bounds the requests one POST /v1/simulate may run.
 const maxSimulated = 10_000
 
+// MaxSimulations is the most POST /v1/simulate requests that run at once.
+// One at a time: a simulation of maxSimulated requests holds a CPU for tens
+// of milliseconds, and sixteen at once made two of three RLS calls miss
+// Envoy's 20 ms deadline (Envoy then admits without a limit). The page asks
+// for one at a time anyway.
+const MaxSimulations = 1
+
 // handlePage routes the live page's files on mux: the page at "/" exactly
 // and each other file at its own name, so that no catch-all "GET /" turns a
 // wrong method on an API path (GET /v1/check) into a 404 instead of a 405.
@@ -30,7 +37,7 @@ func (s *Server) handlePage(mux *http.ServeMux) {
 	sub, _ := fs.Sub(page, "page")
 	files := http.FileServerFS(sub)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
 		w.Header().Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	})
@@ -73,7 +80,20 @@ type SimulateResponse struct {
 
 // handleSimulate runs a pattern through a policy on a throwaway memstore
 // with a virtual clock: it never touches the store the server decides with.
+//
+// It is CPU-bound work any HTTP client can ask for, beside the decisions
+// Envoy waits on under a deadline of its own: MaxSimulations run at once,
+// and one more is answered 503 with Retry-After (simulationBusy), not
+// queued.
 func (s *Server) handleSimulate(w http.ResponseWriter, r *http.Request) {
+	select {
+	case s.simulating <- struct{}{}:
+		defer func() { <-s.simulating }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "%d simulations are running, the most this service runs at once; retry later", MaxSimulations)
+		return
+	}
 	var req SimulateRequest
 	if !decodeJSON(w, r, &req) {
 		return

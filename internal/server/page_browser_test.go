@@ -159,6 +159,24 @@ func TestLivePageInChromium(t *testing.T) {
 		t.Errorf("decisions before any request: %q, want 0", before)
 	}
 
+	// A request whose domain is misspelt matches no rule: the page shows
+	// it (issue 22: a typo turned limiting off and left no trace).
+	resp, err := http.Post(hs.URL+"/v1/check", "application/json", strings.NewReader(`{"domain":"rider-apj","descriptors":[{"entries":[{"key":"rider_id","value":"r42"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var unmatched string
+	if err := chromedp.Run(bctx,
+		chromedp.WaitVisible(`#unmatched tr[data-domain="(other)"]`, chromedp.ByQuery),
+		chromedp.Text(`#unmatched tr[data-domain="(other)"]`, &unmatched, chromedp.ByQuery),
+	); err != nil {
+		t.Fatalf("unmatched requests on the page: %v", err)
+	}
+	if !strings.Contains(unmatched, "rider-apj") || !strings.Contains(unmatched, "rider_id") {
+		t.Errorf("the page's unmatched requests: %q, want the domain rider-apj and key rider_id", unmatched)
+	}
+
 	// Twelve requests from one rider: ten admitted, two refused.
 	for range 12 {
 		resp, err := http.Post(hs.URL+"/v1/check", "application/json", strings.NewReader(`{"domain":"rider-api","descriptors":[{"entries":[{"key":"rider_id","value":"r42"}]}]}`))

@@ -60,13 +60,17 @@ type Server struct {
 	loadOpts  []config.Option // WithConfigOptions: how ReloadDir loads
 	shadowAll bool            // WithShadowMode
 
-	storeFailLog logEvery // storeFailed's line
-	now          func() time.Time
+	storeFailLog  logEvery      // storeFailed's line
+	unmatchedLog  logEvery      // unmatched's line
+	unmatchedView unmatchedView // the live page's unmatched requests
+	now           func() time.Time
 
 	local    sluice.Store          // WithFallback
 	replicas sluice.ReplicaCounter // WithFallback
 
 	collectors []prometheus.Collector // WithCollector
+
+	simulating chan struct{} // one token per simulation running (MaxSimulations)
 
 	applyMu  sync.Mutex // serializes Apply and Gateway
 	gateways []*Gateway // built by Apply for each configuration
@@ -115,7 +119,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("server: store is nil")
 	}
-	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now}
+	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now, simulating: make(chan struct{}, MaxSimulations)}
 	if r, ok := store.(sluice.Resetter); ok {
 		s.resetter = r
 	}
@@ -167,6 +171,9 @@ func (s *Server) Apply(c *config.Config) error {
 		}
 		if r.Unlimited || r.Deny {
 			continue
+		}
+		if r.Policy.Algorithm == sluice.LeakyBucket {
+			s.log.Info("leaky-bucket rule: over RLS a meter, not a queue (Envoy cannot hold a request for its delay); gateway mode and the library queue", "rule", r.FullKey, "file", r.File, "line", r.Line)
 		}
 		if l := s.reuse(r); l != nil {
 			sn.limiters[r] = l

@@ -17,7 +17,10 @@ import (
 // until ctx ends. It watches the directory itself, not the files, and
 // reloads on any event of a configuration file (config.IsConfigFile) or of
 // a ConfigMap's ".." entries once the directory has been quiet for
-// debounce (other files, a log say, are ignored), so
+// debounce, or at the latest MaxReloadWait (or debounce, if longer) after
+// the first change not yet loaded, so that a directory rewritten without
+// pause still reloads every second (other files, a log say, are
+// ignored), so
 // editors' save dances, atomic renames and a Kubernetes ConfigMap's
 // "..data" symlink swap each cause one reload of the finished state. A bad
 // configuration is logged and counted and the one in force stays (see
@@ -53,6 +56,7 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 	s.log.Info("watching the config directory", "dir", dir)
 	timer := time.NewTimer(debounce) // the catch-up load
 	defer timer.Stop()
+	due := reloadDue{debounce: debounce, maxWait: max(MaxReloadWait, debounce)}
 	catchUp := true
 	var retry <-chan time.Time // while dir is gone
 	rewatch := func() {
@@ -81,7 +85,7 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 			switch {
 			case filepath.Dir(ev.Name) == dir && relevant(filepath.Base(ev.Name)):
 				s.log.Debug("config directory changed", "event", ev.String())
-				timer.Reset(debounce)
+				timer.Reset(due.change(time.Now()))
 			case ev.Name == dir: // the directory itself
 				s.log.Debug("config directory replaced", "event", ev.String())
 				rewatch()
@@ -91,10 +95,11 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 				return nil
 			}
 			s.log.Warn("config watcher error", "dir", dir, "error", err)
-			timer.Reset(debounce)
+			timer.Reset(due.change(time.Now()))
 		case <-retry:
 			rewatch()
 		case <-timer.C:
+			due.fired()
 			if catchUp {
 				catchUp = false
 				if !s.dirChanged(dir) {
@@ -113,6 +118,31 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 // long enough for an editor's save or a ConfigMap swap to finish, short
 // enough to feel immediate.
 const DefaultReloadDebounce = 250 * time.Millisecond
+
+// MaxReloadWait is the longest Watch waits to reload after a change while
+// changes keep coming: a file rewritten every 50 ms never leaves the
+// directory quiet for the debounce, and was never reloaded.
+const MaxReloadWait = time.Second
+
+// reloadDue says when Watch reloads after a change: once no change has come
+// for debounce, but no later than maxWait after the first change not yet
+// loaded.
+type reloadDue struct {
+	debounce, maxWait time.Duration
+	first             time.Time // the first change since the last reload
+	pending           bool
+}
+
+// change records a change at now and returns how long from now to reload.
+func (d *reloadDue) change(now time.Time) time.Duration {
+	if !d.pending {
+		d.pending, d.first = true, now
+	}
+	return max(0, min(d.debounce, d.first.Add(d.maxWait).Sub(now)))
+}
+
+// fired records that the reload (or catch-up load) ran.
+func (d *reloadDue) fired() { d.pending = false }
 
 // relevant reports whether a change to the entry name of the config
 // directory can change the configuration: a configuration file, or a

@@ -90,6 +90,29 @@ function nearList(keys) {
   return ul;
 }
 
+// renderUnmatched lists, per domain, the requests that matched no rule.
+function renderUnmatched(data) {
+  const box = document.getElementById("unmatched");
+  const list = data.unmatched || [];
+  if (!list.length) {
+    box.replaceChildren(el("p", { class: "status" }, "none since start"));
+    return;
+  }
+  const tbody = el("tbody");
+  for (const u of list) {
+    const ago = Math.max(0, data.now - u.last_at);
+    tbody.append(el("tr", { "data-domain": u.domain },
+      el("td", {}, u.domain),
+      el("td", { class: "num requests" }, String(u.requests)),
+      el("td", {}, u.last_domain),
+      el("td", { class: "keys" }, u.last_keys),
+      el("td", { class: "num" }, `${ago} s ago`)));
+  }
+  box.replaceChildren(el("table", { class: "bad" },
+    el("thead", {}, el("tr", {}, ...["domain", "requests", "last: domain sent", "last: descriptor keys", "last seen"].map((h) => el("th", {}, h)))),
+    tbody));
+}
+
 let simRulesKey = "";
 
 function render(data) {
@@ -135,6 +158,7 @@ function render(data) {
     frag.append(el("div", { class: "domain" }, el("h3", {}, `domain ${domain}`), table));
   }
   root.replaceChildren(frag);
+  renderUnmatched(data);
 
   // The simulation panel's rule list, rebuilt only when the rules change.
   const sim = data.rules.filter((r) => !r.unlimited && !r.deny);

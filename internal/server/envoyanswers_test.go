@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+)
+
+// These tests hold the RLS answers to envoyproxy/ratelimit's where sluice
+// answered otherwise (issue 24, items 3 and 6 to 9).
+
+const answersYAML = `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: minute, requests_per_unit: 1, name: base}
+  - key: b
+    rate_limit: {unlimited: true, replaces: [{name: base}]}
+  - key: q
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: zero
+    rate_limit: {unit: minute, requests_per_unit: 0}
+  - key: tb
+    rate_limit: {unit: second, requests_per_unit: 2, algorithm: token-bucket}
+`
+
+// TestEmptyDescriptorIsOK: an empty descriptor is OK and the request's
+// other descriptors are decided. sluice answered InvalidArgument for the
+// whole request, which Envoy turns into "allow" for every descriptor.
+func TestEmptyDescriptorIsOK(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": answersYAML})
+	for i, want := range []string{"OK: OK OK", "OVER: OK OVER"} {
+		if got := codesOf(h.should(t, "d", &rlcommon.RateLimitDescriptor{}, desc("a", "x"))); got != want {
+			t.Errorf("request %d: %s, want %s", i, got, want)
+		}
+	}
+	code, body := h.post(t, "/v1/check", `{"domain":"d","descriptors":[{"entries":[]},{"entries":[{"key":"a","value":"x"}]}]}`)
+	if code != 200 || !strings.Contains(body, `"overall_code":"OVER_LIMIT"`) {
+		t.Errorf("HTTP: %d %s", code, body)
+	}
+}
+
+// TestUnlimitedReplaces: an unlimited rule's replaces drops the rule it
+// names, as in envoyproxy/ratelimit. sluice ignored it and refused the
+// second request.
+func TestUnlimitedReplaces(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": answersYAML})
+	for i := range 3 {
+		if got := codesOf(h.should(t, "d", desc("a", "x"), desc("b", "y"))); got != "OK: OK OK" {
+			t.Errorf("request %d: %s", i, got)
+		}
+	}
+}
+
+// TestOverrideUnknownDomain: a descriptor's limit override in a domain no
+// file defines is ignored, as envoyproxy/ratelimit ignores it (it looks the
+// domain up first). sluice applied it: the second request was OVER.
+func TestOverrideUnknownDomain(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": answersYAML})
+	d := desc("a", "x")
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: envoytype.RateLimitUnit_MINUTE}
+	for i := range 3 {
+		if got := codesOf(h.should(t, "nowhere", d)); got != "OK: OK" {
+			t.Errorf("request %d: %s", i, got)
+		}
+	}
+	// In a domain a file defines, the override counts.
+	if got := codesOf(h.should(t, "d", d, desc("b", "x"))); got != "OK: OK OK" {
+		t.Errorf("known domain, first: %s", got)
+	}
+	if got := codesOf(h.should(t, "d", d)); got != "OVER: OVER" {
+		t.Errorf("known domain, second: %s", got)
+	}
+}
+
+// TestDurationUntilReset: whole seconds rounded up (Envoy truncates it into
+// X-RateLimit-Reset); a zero-limit rule's and an idle fixed window's are
+// the time left in the window, unit − now % unit, as envoyproxy/ratelimit
+// sends. sluice sent 49.7 s, nothing, and 0 s.
+func TestDurationUntilReset(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": answersYAML})
+	h.clock.Advance(10*time.Second + 300*time.Millisecond)
+	reset := func(ds ...*rlcommon.RateLimitDescriptor) []time.Duration {
+		t.Helper()
+		var out []time.Duration
+		for _, st := range h.should(t, "d", ds...).GetStatuses() {
+			if st.DurationUntilReset == nil {
+				out = append(out, -1)
+				continue
+			}
+			out = append(out, st.DurationUntilReset.AsDuration())
+		}
+		return out
+	}
+	check := func(name string, got []time.Duration, want ...time.Duration) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %v, want %v", name, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("%s: %v, want %v", name, got, want)
+				return
+			}
+		}
+	}
+	check("fixed window, 49.7 s left", reset(desc("a", "r1")), 50*time.Second)
+	check("zero limit", reset(desc("zero", "z")), 50*time.Second)
+	// The request is refused by a; the quota-mode descriptor takes nothing,
+	// and its window still ends in 50 s.
+	check("refused, quota mode took nothing", reset(desc("a", "r1"), desc("q", "fresh")), 50*time.Second, 50*time.Second)
+	check("quota mode, taken", reset(desc("q", "fresh")), 50*time.Second)
+	// A token bucket's is the time until full, rounded up: 0.5 s → 1 s.
+	check("token bucket", reset(desc("tb", "t")), time.Second)
+}

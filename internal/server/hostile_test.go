@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// TestSimulateBounded: a simulation beyond MaxSimulations running is
+// answered 503 with Retry-After at once, not run beside them (sixteen at
+// once made most RLS calls miss Envoy's deadline). Without the bound it ran.
+func TestSimulateBounded(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	body := `{"algorithm":"gcra","limit":5,"period":"1s","pattern":"1 every 100ms for 2s"}`
+	for range MaxSimulations {
+		h.srv.simulating <- struct{}{} // simulations running
+	}
+	resp, err := http.Post(h.http.URL+"/v1/simulate", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("busy: %s, Retry-After %q: %s", resp.Status, resp.Header.Get("Retry-After"), b)
+	}
+	for range MaxSimulations {
+		<-h.srv.simulating
+	}
+	if code, s := h.post(t, "/v1/simulate", body); code != http.StatusOK {
+		t.Errorf("free: %d %s", code, s)
+	}
+}
+
+// pipeListener hands the server the far ends of net.Pipe connections, so
+// an HTTP server runs in a synctest bubble on its fake clock.
+type pipeListener struct {
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+func (l *pipeListener) dial() net.Conn {
+	c, s := net.Pipe()
+	l.conns <- s
+	return c
+}
+
+// TestHTTPServerTimeouts: a client that never finishes its request, or
+// never reads its answer, is cut off after ReadTimeout or WriteTimeout (on
+// the bubble's fake clock), instead of holding its connection and buffers
+// as long as it likes.
+func TestHTTPServerTimeouts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// No real sockets in the bubble: they would keep its clock still.
+		store := memstore.New()
+		defer store.Close()
+		s, err := New(store, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c0, err := config.Load(mapFS("rides.yaml", ridesYAML))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Apply(c0); err != nil {
+			t.Fatal(err)
+		}
+		l := newPipeListener()
+		srv := NewHTTPServer(s.Handler())
+		go srv.Serve(l)
+		defer srv.Close()
+
+		// A body promised and never sent.
+		c := l.dial()
+		t0 := time.Now()
+		io.WriteString(c, "POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+		c.SetReadDeadline(t0.Add(ReadTimeout + time.Minute)) // fail, not hang, without a timeout
+		_, err = io.ReadAll(c)                               // the server's answer, then EOF when it closes
+		if err != nil && !errors.Is(err, io.EOF) {
+			t.Fatalf("a stalled body: %v", err)
+		}
+		if d := time.Since(t0); d < ReadTimeout-ReadHeaderTimeout || d > ReadTimeout {
+			t.Errorf("a stalled body was held %v; want at most ReadTimeout, %v", d, ReadTimeout)
+		}
+		c.Close()
+
+		// An answer never read: the live page's script, about 10 KiB,
+		// more than a pipe holds.
+		c = l.dial()
+		t0 = time.Now()
+		io.WriteString(c, "GET /app.js HTTP/1.1\r\nHost: x\r\n\r\n")
+		br := bufio.NewReaderSize(c, 16)
+		if _, err := br.Peek(1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(WriteTimeout + time.Second) // the fake clock: nothing reads
+		synctest.Wait()
+		c.SetReadDeadline(time.Now().Add(time.Minute))
+		if _, err := io.ReadAll(br); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatalf("an unread answer: %v", err)
+		}
+		if d := time.Since(t0); d > WriteTimeout+time.Second {
+			t.Errorf("an unread answer held the connection %v", d)
+		}
+		c.Close()
+		l.Close()
+	})
+}
+
+// jsonPost is a POST of body to path with a JSON content type.
+func jsonPost(path, body string) *http.Request {
+	r := httptest.NewRequest("POST", path, strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+// TestCrossSiteRefused: the admin API refuses what another site's page can
+// make an operator's browser send: a POST whose body is not declared JSON
+// (a cross-site form or fetch may send text/plain without a preflight) is
+// 415, and a POST from another origin (Sec-Fetch-Site, or Origin against
+// Host) is 403. Every answer carries nosniff, same-origin CORP and
+// frame-ancestors 'none', and none carries a CORS grant. On main
+// text/plain POSTs to /v1/check and /v1/reset answered 200.
+func TestCrossSiteRefused(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	check := `{"domain":"rides","descriptors":[{"entries":[{"key":"rider","value":"x"}]}]}`
+	reset := `{"domain":"rides","entries":[{"key":"rider","value":"x"}]}`
+	for _, tc := range []struct {
+		name, path, body string
+		header           map[string]string
+		want             int
+	}{
+		{"text/plain check", "/v1/check", check, map[string]string{"Content-Type": "text/plain"}, 415},
+		{"text/plain reset", "/v1/reset", reset, map[string]string{"Content-Type": "text/plain"}, 415},
+		{"form reset", "/v1/reset", reset, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, 415},
+		{"no type", "/v1/check", check, nil, 415},
+		{"cross-site check", "/v1/check", check, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403},
+		{"same-site reset", "/v1/reset", reset, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "same-site"}, 403},
+		{"other origin", "/v1/check", check, map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}, 403},
+		{"cross-site simulate", "/v1/simulate", `{"algorithm":"gcra","limit":1,"period":"1s","pattern":"burst 2"}`, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"}, 403},
+		{"same origin", "/v1/check", check, map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "same-origin"}, 200},
+		{"JSON with charset", "/v1/check", check, map[string]string{"Content-Type": "application/json; charset=utf-8"}, 200},
+		{"not a browser", "/v1/reset", reset, map[string]string{"Content-Type": "application/json"}, 200},
+	} {
+		req, _ := http.NewRequest("POST", h.http.URL+tc.path, strings.NewReader(tc.body))
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %s %s, want %d", tc.name, resp.Status, b, tc.want)
+		}
+	}
+	for _, path := range []string{"/", "/app.js", "/v1/rules", "/metrics", "/healthz"} {
+		req, _ := http.NewRequest("GET", h.http.URL+path, nil)
+		req.Header.Set("Origin", "https://evil.example")
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		hd := resp.Header
+		if hd.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(hd.Get("Content-Security-Policy"), "frame-ancestors 'none'") || hd.Get("Cross-Origin-Resource-Policy") != "same-origin" {
+			t.Errorf("GET %s: headers %v", path, hd)
+		}
+		for k := range hd {
+			if strings.HasPrefix(k, "Access-Control-") {
+				t.Errorf("GET %s: %s: %s", path, k, hd.Get(k))
+			}
+		}
+	}
+}
+
+// stallStore answers nothing until its caller's context ends, as Redis
+// while it stalls.
+type stallStore struct{}
+
+func (stallStore) Take(ctx context.Context, _ sluice.Policy, _ string, _ int64) (sluice.Decision, error) {
+	<-ctx.Done()
+	return sluice.Decision{}, ctx.Err()
+}
+
+func (stallStore) TakeAll(ctx context.Context, _ []sluice.Request, _ []sluice.Decision) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestHTTPTimeout: an HTTP API caller's Sluice-Timeout bounds its call
+// while the store stalls (fake clock); there was no way to send one, and a
+// caller waited the store's whole ceiling. A bad value is 400.
+func TestHTTPTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(stallStore{}, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(mapFS("d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, failure_mode: closed}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+		h := s.Handler()
+		for _, path := range []string{"/v1/check", "/v1/reset"} {
+			body := `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
+			if path == "/v1/reset" {
+				body = `{"domain":"d","entries":[{"key":"k","value":"v"}]}`
+			}
+			req := jsonPost(path, body)
+			req.Header.Set(TimeoutHeader, "50ms")
+			rec := httptest.NewRecorder()
+			start := time.Now()
+			done := make(chan struct{})
+			go func() { h.ServeHTTP(rec, req); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Hour):
+				t.Fatalf("%s with %s: 50ms: no answer in an hour", path, TimeoutHeader)
+			}
+			if d := time.Since(start); d > 50*time.Millisecond {
+				t.Errorf("%s with %s: 50ms: answered after %v", path, TimeoutHeader, d)
+			}
+			if path == "/v1/check" && rec.Code != http.StatusGatewayTimeout {
+				t.Errorf("%s with %s: 50ms against a stalled store: status %d, want 504 (the caller still listens)", path, TimeoutHeader, rec.Code)
+			}
+			req = jsonPost(path, body)
+			req.Header.Set(TimeoutHeader, "soon")
+			rec = httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusBadRequest {
+				t.Errorf("%s with %s: soon: %d", path, TimeoutHeader, rec.Code)
+			}
+		}
+	})
+}
