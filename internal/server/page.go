@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/simulate"
 )
 
@@ -33,7 +34,7 @@ const MaxSimulations = 1
 // handlePage routes the live page's files on mux: the page at "/" exactly
 // and each other file at its own name, so that no catch-all "GET /" turns a
 // wrong method on an API path (GET /v1/check) into a 404 instead of a 405.
-func (s *Server) handlePage(mux *http.ServeMux) {
+func (s *Server) handlePage(mux *routes) {
 	sub, _ := fs.Sub(page, "page")
 	files := http.FileServerFS(sub)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,8 +56,9 @@ func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
 }
 
 // SimulateRequest is the body of POST /v1/simulate: a traffic pattern
-// (simulate.ParsePattern) and either a rule in force (Domain and Rule, its
-// key) or a policy.
+// (simulate.ParsePattern) and either a rule in force (Rule, its key, which
+// starts with its domain; Domain is needed only when two domains have a
+// rule of that key) or a policy (Algorithm, Limit, Period, Burst).
 type SimulateRequest struct {
 	Domain    string `json:"domain,omitempty"`
 	Rule      string `json:"rule,omitempty"`
@@ -100,25 +102,42 @@ func (s *Server) handleSimulate(w http.ResponseWriter, r *http.Request) {
 	}
 	var p sluice.Policy
 	switch {
+	case req.Rule != "" && (req.Algorithm != "" || req.Limit != 0 || req.Period != "" || req.Burst != 0):
+		writeError(w, http.StatusBadRequest, "rule %q and a policy (algorithm, limit, period, burst): give one, not both", req.Rule)
+		return
+	case req.Rule == "" && req.Domain != "":
+		writeError(w, http.StatusBadRequest, "domain %q without rule: domain only says whose rule; give rule (its key)", req.Domain)
+		return
 	case req.Rule != "":
 		sn := s.snap.Load()
 		if sn == nil {
 			writeError(w, http.StatusServiceUnavailable, "%v", errUnavailable)
 			return
 		}
+		var found *config.Rule
 		for _, ru := range sn.cfg.Rules() {
-			if ru.Domain == req.Domain && ru.FullKey == req.Rule {
-				p = ru.Policy
-				if ru.Unlimited || ru.Deny {
-					writeError(w, http.StatusBadRequest, "rule %q: unlimited and deny rules have no policy to simulate", req.Rule)
-					return
-				}
+			if ru.FullKey != req.Rule || req.Domain != "" && ru.Domain != req.Domain {
+				continue
 			}
+			if found != nil && found.Domain != ru.Domain {
+				writeError(w, http.StatusBadRequest, "rule %q: domains %q and %q both have it; say which in domain", req.Rule, found.Domain, ru.Domain)
+				return
+			}
+			found = ru
 		}
-		if p.Algorithm == "" {
+		if found == nil {
 			writeError(w, http.StatusNotFound, "domain %q, rule %q: no such rule in force", req.Domain, req.Rule)
 			return
 		}
+		if found.Unlimited || found.Deny {
+			writeError(w, http.StatusBadRequest, "rule %q: unlimited and deny rules have no policy to simulate", req.Rule)
+			return
+		}
+		if found.Policy.Algorithm == "" { // an in-flight rule: no rate to simulate
+			writeError(w, http.StatusNotFound, "domain %q, rule %q: no such rule in force", req.Domain, req.Rule)
+			return
+		}
+		p = found.Policy
 	default:
 		d, err := time.ParseDuration(req.Period)
 		if err != nil {
