@@ -392,7 +392,12 @@ func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange
 		}
 		return
 	}
-	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
+	opts := &openapi3filter.Options{
+		IncludeResponseStatus: true, // a status the document does not list fails
+		MultiError:            true,
+		// The handlers check credentials; the document only says which.
+		AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+	}
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
 	err = openapi3filter.ValidateRequest(ctx, in)
 	switch {
@@ -409,5 +414,65 @@ func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange
 		Options:                opts,
 	}); err != nil {
 		t.Errorf("%s %s: answer %d %.300s does not match the document: %v", x.method, x.path, rec.Code, rec.Body, err)
+	}
+}
+
+// TestOpenAPIParts: a part (openapi/*.yaml beside sluice.yaml) adds its
+// paths, components and tags to the document; naming a path, component or
+// tag the document has, or holding anything else, is an error; the live
+// page's files get paths of their own.
+func TestOpenAPIParts(t *testing.T) {
+	base := `openapi: 3.0.3
+info: {title: t, version: v1}
+tags: [{name: limits}]
+paths:
+  /v1/check:
+    post:
+      responses: {'200': {description: ok}}
+components:
+  schemas:
+    Error: {type: object}
+`
+	pageFS := fstest.MapFS{"page/index.html": {}, "page/app.js": {}}
+	part := `paths:
+  /v1/usage/{tenant}:
+    get:
+      parameters: [{name: tenant, in: path, required: true, schema: {type: string}}]
+      responses: {'200': {description: ok, content: {application/json: {schema: {$ref: '#/components/schemas/Usage'}}}}}
+components:
+  schemas:
+    Usage: {type: object}
+  securitySchemes:
+    admin: {type: http, scheme: bearer}
+tags: [{name: quotas}]
+`
+	b, err := buildOpenAPI(fstest.MapFS{"openapi/sluice.yaml": {Data: []byte(base)}, "openapi/quota.yaml": {Data: []byte(part)}}, pageFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Paths.Value("/v1/usage/{tenant}") == nil || doc.Paths.Value("/v1/check") == nil || doc.Paths.Value("/app.js") == nil || doc.Paths.Value("/index.html") != nil {
+		t.Errorf("paths: %v", doc.Paths.InMatchingOrder())
+	}
+	if doc.Components.Schemas["Usage"] == nil || doc.Components.Schemas["Error"] == nil || doc.Components.SecuritySchemes["admin"] == nil || len(doc.Tags) != 2 {
+		t.Errorf("components %v, tags %v", doc.Components, doc.Tags)
+	}
+	for _, tc := range []struct{ part, err string }{
+		{"paths: {/v1/check: {}}", "paths: /v1/check: named twice"},
+		{"components: {schemas: {Error: {}}}", "components: schemas: Error: named twice"},
+		{"tags: [{name: limits}]", "tags: limits: named twice"},
+		{"info: {title: mine}", "info: a part holds only paths, components and tags"},
+		{"paths: {/app.js: {}}", "the page's files: paths: /app.js: named twice"},
+	} {
+		_, err := buildOpenAPI(fstest.MapFS{"openapi/sluice.yaml": {Data: []byte(base)}, "openapi/bad.yaml": {Data: []byte(tc.part)}}, pageFS)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("part %s: %v, want %q", tc.part, err, tc.err)
+		}
 	}
 }

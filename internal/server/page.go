@@ -57,8 +57,9 @@ func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
 
 // SimulateRequest is the body of POST /v1/simulate: a traffic pattern
 // (simulate.ParsePattern) and either a rule in force (Rule, its key, which
-// starts with its domain; Domain is needed only when two domains have a
-// rule of that key) or a policy (Algorithm, Limit, Period, Burst).
+// starts with its domain and names one rule; Domain, the older form's, is
+// optional and must then be the rule's) or a policy (Algorithm, Limit,
+// Period, Burst).
 type SimulateRequest struct {
 	Domain    string `json:"domain,omitempty"`
 	Rule      string `json:"rule,omitempty"`
@@ -114,16 +115,12 @@ func (s *Server) handleSimulate(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "%v", errUnavailable)
 			return
 		}
-		var found *config.Rule
+		var found *config.Rule // a rule's key names one rule (config refuses two)
 		for _, ru := range sn.cfg.Rules() {
-			if ru.FullKey != req.Rule || req.Domain != "" && ru.Domain != req.Domain {
-				continue
+			if ru.FullKey == req.Rule && (req.Domain == "" || ru.Domain == req.Domain) {
+				found = ru
+				break
 			}
-			if found != nil && found.Domain != ru.Domain {
-				writeError(w, http.StatusBadRequest, "rule %q: domains %q and %q both have it; say which in domain", req.Rule, found.Domain, ru.Domain)
-				return
-			}
-			found = ru
 		}
 		if found == nil {
 			writeError(w, http.StatusNotFound, "domain %q, rule %q: no such rule in force", req.Domain, req.Rule)
