@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -150,7 +152,7 @@ func openapiExchanges() []exchange {
 		s.simulating <- struct{}{}
 		return func() { <-s.simulating }
 	}
-	return []exchange{
+	xs := []exchange{
 		// POST /v1/check
 		{name: "check allowed", method: "POST", path: "/v1/check", body: check, want: 200},
 		{name: "check every kind of status", method: "POST", path: "/v1/check", want: 200, body: `{"domain":"rides","descriptors":[
@@ -231,8 +233,6 @@ func openapiExchanges() []exchange {
 		{name: "readyz, store unreachable", on: "dead", method: "GET", path: "/readyz", want: 200},
 		{name: "readyz without configuration", on: "empty", method: "GET", path: "/readyz", want: 503},
 		{name: "page", method: "GET", path: "/", want: 200},
-		{name: "page script", method: "GET", path: "/app.js", want: 200},
-		{name: "page style", method: "GET", path: "/style.css", want: 200},
 
 		// Not routes: the document's paths and methods say 404 or 405.
 		{name: "check by GET", method: "GET", path: "/v1/check", want: 405},
@@ -243,6 +243,13 @@ func openapiExchanges() []exchange {
 		{name: "unknown path", method: "GET", path: "/v1/nope", want: 404},
 		{name: "unknown root path", method: "GET", path: "/nope", want: 404},
 	}
+	files, _ := fs.ReadDir(page, "page")
+	for _, f := range files {
+		if f.Name() != "index.html" {
+			xs = append(xs, exchange{name: "page file " + f.Name(), method: "GET", path: "/" + f.Name(), want: 200})
+		}
+	}
+	return xs
 }
 
 // deadResetStore fails every call, Reset too.
@@ -338,6 +345,7 @@ func TestOpenAPIExchanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	answered := map[string]bool{} // "POST /v1/check 415": an exchange showed it
 	servers := map[string]*Server{}
 	for _, on := range []string{"rides", "empty", "badmetrics", "noreset", "dead"} {
 		servers[on] = openapiServer(t, on)
@@ -349,15 +357,27 @@ func TestOpenAPIExchanges(t *testing.T) {
 		}
 		t.Run(x.name, func(t *testing.T) {
 			if on == "stall" { // a Sluice-Timeout passes on a fake clock
-				synctest.Test(t, func(t *testing.T) { validateExchange(t, router, openapiServer(t, on), x) })
+				synctest.Test(t, func(t *testing.T) { validateExchange(t, router, openapiServer(t, on), x, answered) })
 				return
 			}
-			validateExchange(t, router, servers[on], x)
+			validateExchange(t, router, servers[on], x, answered)
 		})
+	}
+	// Every answer the document describes is shown by an exchange above.
+	for p, item := range doc.Paths.Map() {
+		for m, op := range item.Operations() {
+			for code := range op.Responses.Map() {
+				if k := m + " " + p + " " + code; !answered[k] {
+					t.Errorf("the document says %s answers %s; add an exchange that shows it to openapiExchanges", m+" "+p, code)
+				}
+			}
+		}
 	}
 }
 
-func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange) {
+// validateExchange makes x's request, checks its answer against the
+// document, and marks the operation and status in answered.
+func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange, answered map[string]bool) {
 	ctx := context.Background()
 	if x.before != nil {
 		defer x.before(s)()
@@ -392,6 +412,7 @@ func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange
 		}
 		return
 	}
+	answered[route.Method+" "+route.Path+" "+strconv.Itoa(rec.Code)] = true
 	opts := &openapi3filter.Options{
 		IncludeResponseStatus: true, // a status the document does not list fails
 		MultiError:            true,
