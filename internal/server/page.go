@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -122,16 +123,16 @@ func (s *Server) handleSimulate(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		if found == nil {
-			writeError(w, http.StatusNotFound, "domain %q, rule %q: no such rule in force", req.Domain, req.Rule)
-			return
-		}
-		if found.Unlimited || found.Deny {
+		if found != nil && (found.Unlimited || found.Deny) {
 			writeError(w, http.StatusBadRequest, "rule %q: unlimited and deny rules have no policy to simulate", req.Rule)
 			return
 		}
-		if found.Policy.Algorithm == "" { // an in-flight rule: no rate to simulate
-			writeError(w, http.StatusNotFound, "domain %q, rule %q: no such rule in force", req.Domain, req.Rule)
+		if found == nil || found.Policy.Algorithm == "" { // an in-flight rule has no rate to simulate
+			where := ""
+			if req.Domain != "" {
+				where = fmt.Sprintf(" in domain %q", req.Domain)
+			}
+			writeError(w, http.StatusNotFound, "rule %q: no such rule in force%s", req.Rule, where)
 			return
 		}
 		p = found.Policy
