@@ -35,9 +35,9 @@ POST /v1/reset, GET /v1/rules, POST /v1/simulate), Prometheus metrics (/metrics)
 and a live page at / (the rules, their recent decisions, the keys nearest their limits, and a
 panel that runs a burst through a rule on a throwaway store).
 
-HTTP API: POST bodies are JSON (Content-Type: application/json, else 415);
-POSTs from another site's page (Sec-Fetch-Site or Origin) are refused with
-403. A caller's deadline goes in the Sluice-Timeout header (a duration such
+HTTP API: described in OpenAPI 3 at GET /v1/openapi.json. POST bodies are
+JSON (Content-Type: application/json, else 415); POSTs from another site's
+page (Sec-Fetch-Site or Origin) are refused with 403. A caller's deadline goes in the Sluice-Timeout header (a duration such
 as 50ms, as Envoy's grpc-timeout does for RLS); without one a store call is
 bounded by --store-timeout (3s). POST /v1/simulate runs one at a time (503
 with Retry-After when busy). The HTTP server cuts off a request not read in

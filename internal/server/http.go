@@ -29,11 +29,13 @@ import (
 //	GET  /metrics    Prometheus metrics
 //	GET  /v1/rules   the rules in force, their recent decisions and the keys nearest their limits
 //	POST /v1/simulate  run a traffic pattern through a rule on a throwaway store (SVG)
+//	GET  /v1/openapi.json  the OpenAPI 3 document of all of these (openapi.go)
 //	GET  /           the live page (embedded; no external assets), and its
 //	                 scripts and styles beside it
 //
 // A known path asked with another method answers 405 with an Allow header;
-// an unknown path, 404.
+// an unknown path, 404. The OpenAPI document describes every route and
+// answer, and tests hold the handlers to it.
 //
 // The page invites an operator to open this origin in a browser, so the API
 // refuses what another site's page could make that browser send or read:
@@ -51,7 +53,11 @@ import (
 // Clients that are not browsers (Envoy, curl, scripts) send no
 // Sec-Fetch-Site or Origin and are not affected, beyond the content type.
 func (s *Server) Handler() http.Handler {
-	return secureHeaders(http.NewCrossOriginProtection().Handler(s.mux()))
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-origin %s refused: this API answers its own page and clients that are not browsers", r.Method)
+	}))
+	return secureHeaders(cop.Handler(s.mux().ServeMux))
 }
 
 // secureHeaders sets the headers every API answer carries (Handler). The
@@ -67,8 +73,27 @@ func secureHeaders(h http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) mux() http.Handler {
-	mux := http.NewServeMux()
+// routes is the API's ServeMux, and the patterns registered on it, which
+// TestOpenAPIRoutes holds against the OpenAPI document.
+type routes struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle registers h for pattern.
+func (m *routes) Handle(pattern string, h http.Handler) {
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.Handle(pattern, h)
+}
+
+// HandleFunc registers f for pattern.
+func (m *routes) HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(f))
+}
+
+func (s *Server) mux() *routes {
+	mux := &routes{ServeMux: http.NewServeMux()}
+	mux.HandleFunc("GET /v1/openapi.json", s.handleOpenAPI)
 	mux.HandleFunc("GET /v1/rules", s.handleRules)
 	mux.HandleFunc("POST /v1/simulate", s.handleSimulate)
 	s.handlePage(mux)
@@ -135,10 +160,41 @@ type JSONStatus struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
-// ResetRequest is the body of POST /v1/reset.
+// ResetRequest is the body of POST /v1/reset: a domain and one descriptor,
+// written as in a CheckRequest ({"descriptors":[{"entries":[...]}]}, so a
+// check's body resets what it took) or, the older form, as its entries
+// alone ({"entries":[...]}). Exactly one of the two.
 type ResetRequest struct {
-	Domain  string         `json:"domain"`
+	Domain string `json:"domain"`
+	// Descriptors holds the one descriptor to reset.
+	Descriptors []ResetDescriptor `json:"descriptors,omitempty"`
+	// Entries is the descriptor's entries (the older form).
+	Entries []config.Entry `json:"entries,omitempty"`
+}
+
+// ResetDescriptor is the descriptor of a ResetRequest: a JSONDescriptor
+// without a cost.
+type ResetDescriptor struct {
 	Entries []config.Entry `json:"entries"`
+}
+
+// entries returns the descriptor's entries, or a 400's message.
+func (req *ResetRequest) entries() ([]config.Entry, string) {
+	switch {
+	case req.Domain == "":
+		return nil, "domain: must not be empty"
+	case req.Entries != nil && req.Descriptors != nil:
+		return nil, "entries and descriptors: give the descriptor in one form, not both"
+	case req.Descriptors != nil && len(req.Descriptors) != 1:
+		return nil, fmt.Sprintf("descriptors: %d given; a reset takes exactly one", len(req.Descriptors))
+	case req.Descriptors != nil && len(req.Descriptors[0].Entries) == 0:
+		return nil, "descriptors[0].entries: must not be empty"
+	case req.Descriptors != nil:
+		return req.Descriptors[0].Entries, ""
+	case len(req.Entries) == 0:
+		return nil, "descriptors (or entries): must not be empty"
+	}
+	return req.Entries, ""
 }
 
 const maxBody = 1 << 20
@@ -304,8 +360,9 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	if req.Domain == "" || len(req.Entries) == 0 {
-		writeError(w, http.StatusBadRequest, "domain and entries: must not be empty")
+	entries, msg := req.entries()
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "%s", msg)
 		return
 	}
 	sn := s.snap.Load()
@@ -313,16 +370,16 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "%v", errUnavailable)
 		return
 	}
-	rule := sn.cfg.Match(req.Domain, req.Entries)
+	rule := sn.cfg.Match(req.Domain, entries)
 	if rule == nil || rule.Unlimited || rule.Deny || rule.InFlight != nil {
-		writeError(w, http.StatusNotFound, "domain %q, entries %v: no rule with state matches", req.Domain, req.Entries)
+		writeError(w, http.StatusNotFound, "domain %q, entries %v: no rule with state matches", req.Domain, entries)
 		return
 	}
 	if s.resetter == nil {
 		writeError(w, http.StatusNotImplemented, "this store cannot reset a key")
 		return
 	}
-	key := storeKey(rule, req.Entries)
+	key := storeKey(rule, entries)
 	if err := s.resetter.Reset(ctx, rule.Policy, key); err != nil {
 		if ctx.Err() != nil { // the caller's deadline or departure: no store failure
 			if r.Context().Err() == nil {
@@ -334,7 +391,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)
 		return
 	}
-	s.log.Info("key reset", "domain", req.Domain, "rule", rule.FullKey, "entries", fmt.Sprint(cutEntries(req.Entries)))
+	s.log.Info("key reset", "domain", req.Domain, "rule", rule.FullKey, "entries", fmt.Sprint(cutEntries(entries)))
 	writeJSON(w, http.StatusOK, map[string]string{"reset": rule.FullKey})
 }
 

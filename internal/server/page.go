@@ -5,12 +5,14 @@ package server
 import (
 	"context"
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/simulate"
 )
 
@@ -33,7 +35,7 @@ const MaxSimulations = 1
 // handlePage routes the live page's files on mux: the page at "/" exactly
 // and each other file at its own name, so that no catch-all "GET /" turns a
 // wrong method on an API path (GET /v1/check) into a 404 instead of a 405.
-func (s *Server) handlePage(mux *http.ServeMux) {
+func (s *Server) handlePage(mux *routes) {
 	sub, _ := fs.Sub(page, "page")
 	files := http.FileServerFS(sub)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,8 +57,10 @@ func (s *Server) handleRules(w http.ResponseWriter, r *http.Request) {
 }
 
 // SimulateRequest is the body of POST /v1/simulate: a traffic pattern
-// (simulate.ParsePattern) and either a rule in force (Domain and Rule, its
-// key) or a policy.
+// (simulate.ParsePattern) and either a rule in force (Rule, its key, which
+// starts with its domain and names one rule; Domain, the older form's, is
+// optional and must then be the rule's) or a policy (Algorithm, Limit,
+// Period, Burst).
 type SimulateRequest struct {
 	Domain    string `json:"domain,omitempty"`
 	Rule      string `json:"rule,omitempty"`
@@ -100,25 +104,38 @@ func (s *Server) handleSimulate(w http.ResponseWriter, r *http.Request) {
 	}
 	var p sluice.Policy
 	switch {
+	case req.Rule != "" && (req.Algorithm != "" || req.Limit != 0 || req.Period != "" || req.Burst != 0):
+		writeError(w, http.StatusBadRequest, "rule %q and a policy (algorithm, limit, period, burst): give one, not both", req.Rule)
+		return
+	case req.Rule == "" && req.Domain != "":
+		writeError(w, http.StatusBadRequest, "domain %q without rule: domain only says whose rule; give rule (its key)", req.Domain)
+		return
 	case req.Rule != "":
 		sn := s.snap.Load()
 		if sn == nil {
 			writeError(w, http.StatusServiceUnavailable, "%v", errUnavailable)
 			return
 		}
+		var found *config.Rule // a rule's key names one rule (config refuses two)
 		for _, ru := range sn.cfg.Rules() {
-			if ru.Domain == req.Domain && ru.FullKey == req.Rule {
-				p = ru.Policy
-				if ru.Unlimited || ru.Deny {
-					writeError(w, http.StatusBadRequest, "rule %q: unlimited and deny rules have no policy to simulate", req.Rule)
-					return
-				}
+			if ru.FullKey == req.Rule && (req.Domain == "" || ru.Domain == req.Domain) {
+				found = ru
+				break
 			}
 		}
-		if p.Algorithm == "" {
-			writeError(w, http.StatusNotFound, "domain %q, rule %q: no such rule in force", req.Domain, req.Rule)
+		if found != nil && (found.Unlimited || found.Deny) {
+			writeError(w, http.StatusBadRequest, "rule %q: unlimited and deny rules have no policy to simulate", req.Rule)
 			return
 		}
+		if found == nil || found.Policy.Algorithm == "" { // an in-flight rule has no rate to simulate
+			where := ""
+			if req.Domain != "" {
+				where = fmt.Sprintf(" in domain %q", req.Domain)
+			}
+			writeError(w, http.StatusNotFound, "rule %q: no such rule in force%s", req.Rule, where)
+			return
+		}
+		p = found.Policy
 	default:
 		d, err := time.ParseDuration(req.Period)
 		if err != nil {

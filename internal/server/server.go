@@ -119,6 +119,9 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("server: store is nil")
 	}
+	if _, err := openapiDoc(); err != nil {
+		return nil, fmt.Errorf("server: the OpenAPI document: %w", err)
+	}
 	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now, simulating: make(chan struct{}, MaxSimulations)}
 	if r, ok := store.(sluice.Resetter); ok {
 		s.resetter = r
