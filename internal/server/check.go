@@ -444,7 +444,8 @@ func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *confi
 			break
 		}
 	}
-	return &config.Rule{Domain: domain, FullKey: key, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
+	// Its Title is the policy's name, never the request's values.
+	return &config.Rule{Domain: domain, FullKey: key, Name: p.Name, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
 }
 
 // clampU32 converts n to uint32, saturating.
@@ -499,12 +500,8 @@ func (s *Server) ruleNames(outs []outcome, idx []int) string {
 			continue
 		}
 		name := OverridePolicy
-		switch {
-		case outs[i].override:
-		case r.Name != "":
-			name = r.Name
-		default:
-			name = r.FullKey
+		if !outs[i].override {
+			name = r.Title()
 		}
 		if !slices.Contains(names, name) {
 			names = append(names, name)

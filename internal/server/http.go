@@ -271,7 +271,7 @@ func toJSON(o *outcome) JSONStatus {
 	if r == nil {
 		return st
 	}
-	st.Rule, st.Name, st.Shadow, st.QuotaMode = r.FullKey, r.Name, r.ShadowMode, r.QuotaMode
+	st.Rule, st.Name, st.Shadow, st.QuotaMode = r.FullKey, r.Title(), r.ShadowMode, r.QuotaMode
 	if !o.over {
 		st.Metadata = r.Metadata
 	}
