@@ -465,6 +465,7 @@ func clampU32(n int64) uint32 {
 // a line logged.
 func (s *Server) storeFailed(domain string, err error, rules func() string) {
 	s.metrics.storeErrors.WithLabelValues(domain).Inc()
+	s.health.failed(s.now(), err)
 	if n, ok := s.storeFailLog.due(time.Now().UnixNano()); ok {
 		s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rules", rules(), "error", err, "failures_since_last_log", n)
 	}

@@ -70,6 +70,7 @@ func secureHeaders(h http.Handler) http.Handler {
 func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/rules", s.handleRules)
+	mux.HandleFunc("GET /v1/status", s.handleStatus) // status.go
 	mux.HandleFunc("POST /v1/simulate", s.handleSimulate)
 	s.handlePage(mux)
 	mux.HandleFunc("POST /v1/check", s.handleCheck)
