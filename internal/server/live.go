@@ -303,6 +303,9 @@ type RuleInfo struct {
 	Series Series `json:"series"`
 	// NearLimit are the keys nearest their limit, nearest first.
 	NearLimit []NearLimit `json:"near_limit"`
+	// RLQS is the rule's division among the RLQS streams that report its
+	// buckets, one entry per bucket (live_rlqs.go); empty when none do.
+	RLQS []RLQSDivision `json:"rlqs"`
 }
 
 // Series are per-second counts, oldest first.
@@ -356,6 +359,7 @@ func (s *Server) rulesView(now time.Time) RulesResponse {
 	resp.Config.Summary, resp.Config.Domains = sn.cfg.Summary(), sn.cfg.Domains()
 	m := l.rules.Load()
 	nowSec := now.Unix()
+	divs := s.rlqsDivisions()
 	for _, r := range sn.cfg.Rules() {
 		ri := RuleInfo{Domain: r.Domain, Rule: r.FullKey, Name: r.Title(), Shadow: r.ShadowMode || sn.shadowed[r] != nil, FailureMode: r.FailureMode.String(), Unlimited: r.Unlimited, Deny: r.Deny}
 		if !r.Unlimited && !r.Deny {
@@ -369,6 +373,10 @@ func (s *Server) rulesView(now time.Time) RulesResponse {
 		}
 		ri.Series = Series{Decisions: make([]int64, HistorySeconds), Refused: make([]int64, HistorySeconds), ShadowRefused: make([]int64, HistorySeconds)}
 		ri.NearLimit = []NearLimit{}
+		ri.RLQS = divs[r.FullKey]
+		if ri.RLQS == nil {
+			ri.RLQS = []RLQSDivision{}
+		}
 		if m != nil {
 			if st := (*m)[r]; st != nil {
 				st.mu.Lock()

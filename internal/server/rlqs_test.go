@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -72,6 +73,24 @@ descriptors:
 	}
 	h := httptest.NewServer(srv.Handler())
 	defer h.Close()
+	// GET /v1/rules shows the rule's division: one bucket, this stream
+	// assigned the whole limit.
+	r0, err := h.Client().Get(h.URL + "/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules RulesResponse
+	if err := json.NewDecoder(r0.Body).Decode(&rules); err != nil {
+		t.Fatal(err)
+	}
+	r0.Body.Close()
+	if len(rules.Rules) != 1 || len(rules.Rules[0].RLQS) != 1 {
+		t.Fatalf("GET /v1/rules: %+v, want one rule with one RLQS division", rules.Rules)
+	}
+	if d := rules.Rules[0].RLQS[0]; d.Bucket != "route=api" || d.Budget != 100 || d.FillSeconds != 1 || d.FleetGrant != 100 || d.Replicas != 1 ||
+		len(d.Streams) != 1 || d.Streams[0].Grant != 100 || d.Streams[0].Stream == "" {
+		t.Errorf("the division in GET /v1/rules: %+v, want bucket route=api, 100 per 1 s, one stream granted 100", d)
+	}
 	r, err := h.Client().Get(h.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
