@@ -20,7 +20,8 @@ import (
 )
 
 // TestRLQSRegistered: RegisterGRPC serves RLQS beside RLS, from the
-// configuration in force, and /metrics carries its per-rule metrics.
+// configuration in force, and /metrics carries its per-rule metrics,
+// labelled by domain and the rule's one name (config.Rule.Title).
 func TestRLQSRegistered(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"edge.yaml": `
@@ -28,7 +29,7 @@ domain: edge
 descriptors:
   - key: route
     value: api
-    rate_limit: {unit: second, requests_per_unit: 100}
+    rate_limit: {unit: second, requests_per_unit: 100, name: api}
 `})
 	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
@@ -98,9 +99,9 @@ descriptors:
 	body, _ := io.ReadAll(r.Body)
 	r.Body.Close()
 	for _, want := range []string{
-		`sluice_rlqs_streams{rule="edge.route_api"} 1`,
-		`sluice_rlqs_assigned_requests_per_second{rule="edge.route_api"} 100`,
-		`sluice_rlqs_reported_requests_total{result="allowed",rule="edge.route_api"} 1`,
+		`sluice_rlqs_streams{domain="edge",rule="api"} 1`,
+		`sluice_rlqs_assigned_requests_per_second{domain="edge",rule="api"} 100`,
+		`sluice_rlqs_reported_requests_total{domain="edge",result="allowed",rule="api"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
