@@ -113,7 +113,9 @@ func TestLivePageRedisOutageInChromium(t *testing.T) {
 	}
 
 	// An Envoy reports a bucket of rider-api.rider_id over RLQS: the page
-	// shows the rule's division, the stream assigned the whole limit.
+	// shows the rule's division, the stream assigned the whole limit. The
+	// bucket's value is markup, which the page shows as text.
+	const rider = `r1<img src=x onerror="document.title='pwned'">`
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -126,25 +128,31 @@ func TestLivePageRedisOutageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := stream.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "rider-api", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
-		{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"rider_id": "r1"}}, NumRequestsAllowed: 3},
+		{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"rider_id": rider}}, NumRequestsAllowed: 3},
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := stream.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	division := `#rlqs tr[data-rule="rider-api.rider_id"][data-bucket="rider_id=r1"]`
-	var divText string
+	division := fmt.Sprintf(`#rlqs tr[data-rule="rider-api.rider_id"][data-bucket=%q]`, "rider_id="+rider)
+	var divText, title string
+	var imgs int
 	err = chromedp.Run(bctx,
 		chromedp.WaitVisible(division+" li[data-stream]", chromedp.ByQuery),
 		chromedp.Text(division, &divText, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("img").length`, &imgs),
+		chromedp.Title(&title),
 		chromedp.ScrollIntoView("#rlqs", chromedp.ByQuery),
 		shot("live-page-redis.png"),
 	)
 	if err != nil {
 		t.Fatalf("the RLQS division on the page: %v", err)
 	}
-	for _, want := range []string{"rider", "rider_id=r1", "5/1s", "assigned 5/1s"} {
+	if imgs != 0 || title == "pwned" {
+		t.Errorf("the bucket's markup made %d img elements (title %q): the page must show it as text", imgs, title)
+	}
+	for _, want := range []string{"rider", "rider_id=" + rider, "5/1s", "assigned 5/1s"} {
 		if !strings.Contains(divText, want) {
 			t.Errorf("the RLQS division on the page: %q, want %q in it", divText, want)
 		}
