@@ -19,6 +19,9 @@ import (
 // reported "failing" on the live page and in GET /v1/status.
 const StoreFailingFor = 10 * time.Second
 
+// buildVersion is buildinfo.Version, read once.
+var buildVersion = sync.OnceValue(buildinfo.Version)
+
 // maxErrorBytes bounds the last store error GET /v1/status shows.
 const maxErrorBytes = 256
 
@@ -147,8 +150,8 @@ func unwrapStore(st sluice.Store) sluice.Store {
 // statusView builds GET /v1/status's answer.
 func (s *Server) statusView(now time.Time) StatusResponse {
 	resp := StatusResponse{
-		Version: buildinfo.Version(), GoVersion: runtime.Version(),
-		StartedAt: s.started.UTC(), UptimeSeconds: now.Sub(s.started).Seconds(), Now: now.Unix(),
+		Version: buildVersion(), GoVersion: runtime.Version(),
+		StartedAt: s.started.UTC(), UptimeSeconds: max(0, now.Sub(s.started).Seconds()), Now: now.Unix(),
 	}
 	st := &resp.Store
 	switch rs := unwrapStore(s.store).(type) {
