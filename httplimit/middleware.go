@@ -28,6 +28,10 @@ type Limit struct {
 	// when the request is admitted, as it would if it were enforced, and
 	// is not advertised in the response headers.
 	Shadow bool
+	// Name, when set, names the limit in the response headers instead of
+	// its policy's Name (which the store keeps its state under); printable
+	// ASCII.
+	Name string
 	// Missing says what the limit does with a request Key reports no key
 	// for. The zero value, MissingShared, counts all such requests under
 	// one shared key: a request without the API key header is limited,
@@ -207,6 +211,9 @@ func compile(s routeSpec, global []Limit) (*route, error) {
 	for _, i := range order {
 		l := all[i]
 		p := l.Limiter.Policy()
+		if l.Name != "" {
+			p.Name = l.Name
+		}
 		if err := validName(p.Name); err != nil {
 			return nil, fmt.Errorf("httplimit: %s: %s: %w", name, decide.Name(i, len(global)), err)
 		}

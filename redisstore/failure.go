@@ -108,6 +108,9 @@ type Stats struct {
 	// DialErrors counts failed attempts to connect (Open connects on demand
 	// when Redis was down at the start).
 	DialErrors uint64
+	// BreakerOpen is true while the circuit breaker is open: calls fail at
+	// once with ErrUnavailable, but for one probe after each cooldown.
+	BreakerOpen bool
 }
 
 // Stats returns the store's counters.
@@ -120,6 +123,7 @@ func (s *Store) Stats() Stats {
 		ShortCircuited: s.stats.short.Load(),
 		BreakerOpens:   s.stats.opens.Load(),
 		DialErrors:     s.stats.dialErrors.Load(),
+		BreakerOpen:    s.brk.threshold > 0 && s.brk.openUntil.Load() != 0,
 	}
 }
 

@@ -266,13 +266,13 @@ func TestBreakerEpisodes(t *testing.T) {
 	close(start)
 	wg.Wait()
 	st := s.Stats()
-	if st.Timeouts != 10 || st.BreakerOpens != 0 {
+	if st.Timeouts != 10 || st.BreakerOpens != 0 || st.BreakerOpen {
 		t.Fatalf("10 overlapping timeouts: %+v; want the breaker still closed (one episode)", st)
 	}
 	if _, err := s.Take(t.Context(), p, "k", 1); err == nil {
 		t.Fatal("a call to a paused Redis succeeded")
 	}
-	if st := s.Stats(); st.BreakerOpens != 1 {
+	if st := s.Stats(); st.BreakerOpens != 1 || !st.BreakerOpen {
 		t.Fatalf("after a second episode: %+v; want the breaker open", st)
 	}
 }

@@ -34,8 +34,9 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/buildinfo"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -143,62 +144,6 @@ func runVersion(e env, args []string) int {
 	if len(args) > 0 {
 		return e.fail(exitUsage, "sluice version", "unexpected argument %q", args[0])
 	}
-	fmt.Fprintf(e.stdout, "sluice %s %s\n", version(), runtime.Version())
+	fmt.Fprintf(e.stdout, "sluice %s %s\n", buildinfo.Version(), runtime.Version())
 	return exitOK
-}
-
-// version returns what sluice was built from: the module version, and the
-// VCS revision, commit time and whether the tree had uncommitted changes
-// when the build recorded them (go build and go install in a checkout do;
-// go run, -buildvcs=false and builds without .git do not).
-func version() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown: no build information)"
-	}
-	return buildVersion(info)
-}
-
-// buildVersion is version's rule, for any build information: "v1.2.3" for
-// a tagged module (go install ...@v1.2.3), "(devel) revision 0123456789ab
-// (2026-01-02T03:04:05Z, modified)" for a checkout build, and "(devel)"
-// with a hint when the build recorded no revision.
-func buildVersion(info *debug.BuildInfo) string {
-	v := info.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, at string
-	modified := false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		if v == "(devel)" {
-			v += " (no VCS revision recorded: built by go run, with -buildvcs=false, or outside a git checkout)"
-		}
-		return v
-	}
-	if short := rev[:min(len(rev), 12)]; !strings.Contains(v, short) {
-		// A pseudo-version (go build since go1.24) names it already.
-		v += " revision " + short
-	}
-	var notes []string
-	if at != "" {
-		notes = append(notes, at)
-	}
-	if modified {
-		notes = append(notes, "modified")
-	}
-	if len(notes) > 0 {
-		v += " (" + strings.Join(notes, ", ") + ")"
-	}
-	return v
 }

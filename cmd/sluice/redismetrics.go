@@ -14,6 +14,7 @@ import (
 type redisCollector struct {
 	store *redisstore.Store
 	descs []*prometheus.Desc
+	open  *prometheus.Desc // sluice_redis_breaker_open
 }
 
 // redisCounters are the metrics, in the order of redisCollector.values.
@@ -28,7 +29,8 @@ var redisCounters = []struct{ name, help string }{
 }
 
 func newRedisCollector(s *redisstore.Store) *redisCollector {
-	c := &redisCollector{store: s}
+	c := &redisCollector{store: s, open: prometheus.NewDesc("sluice_redis_breaker_open",
+		"1 while the circuit breaker is open (calls to Redis fail at once, but for one probe after each cooldown), else 0.", nil, nil)}
 	for _, m := range redisCounters {
 		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
 	}
@@ -44,10 +46,16 @@ func (c *redisCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.descs {
 		ch <- d
 	}
+	ch <- c.open
 }
 
 func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, v := range c.values() {
 		ch <- prometheus.MustNewConstMetric(c.descs[i], prometheus.CounterValue, float64(v))
 	}
+	open := 0.0
+	if c.store.Stats().BreakerOpen {
+		open = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, open)
 }

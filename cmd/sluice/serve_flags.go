@@ -31,9 +31,10 @@ const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-add
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), the gRPC
 health service and server reflection (for grpcurl) over gRPC, and over HTTP a JSON API (POST /v1/check,
-POST /v1/reset, GET /v1/rules, POST /v1/simulate), Prometheus metrics (/metrics), /healthz, /readyz
-and a live page at / (the rules, their recent decisions, the keys nearest their limits, and a
-panel that runs a burst through a rule on a throwaway store).
+POST /v1/reset, GET /v1/rules, GET /v1/status, POST /v1/simulate), Prometheus metrics (/metrics),
+/healthz, /readyz and a live page at / (the version and uptime, the store and its health, the
+replica count, the rules, their recent decisions, the keys nearest their limits, RLQS divisions,
+and a panel that runs a burst through a rule on a throwaway store).
 
 HTTP API: described in OpenAPI 3 at GET /v1/openapi.json. POST bodies are
 JSON (Content-Type: application/json, else 415); POSTs from another site's

@@ -188,6 +188,19 @@ type Level struct {
 	ValueToMetric bool
 }
 
+// Title is the rule's one name, used wherever sluice names the rule to
+// someone: RLS's current_limit.name, the JSON API's name, the
+// RateLimit-Policy and RateLimit headers, the metrics' policy and rule
+// labels, and the live page. It is Name (rate_limit.name) when set, as
+// envoyproxy/ratelimit sends in current_limit.name, else FullKey. FullKey
+// stays the rule's address (POST /v1/simulate's and /v1/reset's rule).
+func (r *Rule) Title() string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.FullKey
+}
+
 // Shared reports whether any level of r shares one quota among the values
 // of a wildcard.
 func (r *Rule) Shared() bool {

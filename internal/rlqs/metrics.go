@@ -16,13 +16,20 @@ import (
 type stats struct {
 	refused     atomic.Int64
 	storeErrors atomic.Int64
-	unmatchedBy map[string]uint64    // by domain
-	requests    map[string][2]uint64 // by rule: allowed, denied
+	unmatchedBy map[string]uint64       // by domain
+	requests    map[ruleLabel][2]uint64 // allowed, denied
 }
+
+// ruleLabel is a rule's labels: its domain and its one name
+// (config.Rule.Title). Rules of one domain that share a name share the
+// series.
+type ruleLabel struct{ domain, rule string }
+
+func labelOf(r *config.Rule) ruleLabel { return ruleLabel{r.Domain, r.Title()} }
 
 func (st *stats) init() {
 	st.unmatchedBy = map[string]uint64{}
-	st.requests = map[string][2]uint64{}
+	st.requests = map[ruleLabel][2]uint64{}
 }
 
 func (st *stats) unmatched(domain string) { st.unmatchedBy[domain]++ }
@@ -31,21 +38,21 @@ func (st *stats) reported(r *config.Rule, allowed, denied uint64) {
 	if r == nil {
 		return
 	}
-	c := st.requests[r.FullKey]
+	c := st.requests[labelOf(r)]
 	c[0] += allowed
 	c[1] += denied
-	st.requests[r.FullKey] = c
+	st.requests[labelOf(r)] = c
 }
 
 var (
 	descStreams = prometheus.NewDesc("sluice_rlqs_streams",
-		"RLQS streams on this replica that report a bucket of the rule.", []string{"rule"}, nil)
+		"RLQS streams on this replica that report a bucket of the rule.", []string{"domain", "rule"}, nil)
 	descDemand = prometheus.NewDesc("sluice_rlqs_demand_requests_per_second",
-		"Demand of the rule's buckets reported by the whole fleet's streams (allowed + denied per second, measured by sluice's clock), as this replica last read it.", []string{"rule"}, nil)
+		"Demand of the rule's buckets reported by the whole fleet's streams (allowed + denied per second, measured by sluice's clock), as this replica last read it.", []string{"domain", "rule"}, nil)
 	descAssigned = prometheus.NewDesc("sluice_rlqs_assigned_requests_per_second",
-		"Rate assigned to the whole fleet's streams for the rule's buckets, as this replica last read it; at most the rule's limit per bucket.", []string{"rule"}, nil)
+		"Rate assigned to the whole fleet's streams for the rule's buckets, as this replica last read it; at most the rule's limit per bucket.", []string{"domain", "rule"}, nil)
 	descRequests = prometheus.NewDesc("sluice_rlqs_reported_requests_total",
-		"Requests Envoys reported on this replica's streams for the rule, by result (allowed or denied by their assignments).", []string{"rule", "result"}, nil)
+		"Requests Envoys reported on this replica's streams for the rule, by result (allowed or denied by their assignments).", []string{"domain", "rule", "result"}, nil)
 	descUnmatched = prometheus.NewDesc("sluice_rlqs_unmatched_buckets_total",
 		"Buckets no rule matched (assigned allow-all), by domain (\"\" for a domain the configuration does not have).", []string{"domain"}, nil)
 	descOpen = prometheus.NewDesc("sluice_rlqs_open_streams",
@@ -71,12 +78,12 @@ func (s *Service) Collect(ch chan<- prometheus.Metric) {
 		assigned float64
 	}
 	s.mu.Lock()
-	rules := map[string]*agg{}
+	rules := map[ruleLabel]*agg{}
 	for _, dv := range s.divs {
-		a := rules[dv.rule.FullKey]
+		a := rules[labelOf(dv.rule)]
 		if a == nil {
 			a = &agg{streams: map[*stream]bool{}}
-			rules[dv.rule.FullKey] = a
+			rules[labelOf(dv.rule)] = a
 		}
 		for p := range dv.parts {
 			a.streams[p.st] = true
@@ -84,7 +91,7 @@ func (s *Service) Collect(ch chan<- prometheus.Metric) {
 		a.demand += dv.fleetDemand
 		a.assigned += float64(dv.fleetGrant) / (float64(dv.fill) / float64(time.Second))
 	}
-	requests := make(map[string][2]uint64, len(s.stats.requests))
+	requests := make(map[ruleLabel][2]uint64, len(s.stats.requests))
 	for k, v := range s.stats.requests {
 		requests[k] = v
 	}
@@ -94,14 +101,14 @@ func (s *Service) Collect(ch chan<- prometheus.Metric) {
 	}
 	open := len(s.streams)
 	s.mu.Unlock()
-	for rule, a := range rules {
-		ch <- prometheus.MustNewConstMetric(descStreams, prometheus.GaugeValue, float64(len(a.streams)), rule)
-		ch <- prometheus.MustNewConstMetric(descDemand, prometheus.GaugeValue, a.demand, rule)
-		ch <- prometheus.MustNewConstMetric(descAssigned, prometheus.GaugeValue, a.assigned, rule)
+	for l, a := range rules {
+		ch <- prometheus.MustNewConstMetric(descStreams, prometheus.GaugeValue, float64(len(a.streams)), l.domain, l.rule)
+		ch <- prometheus.MustNewConstMetric(descDemand, prometheus.GaugeValue, a.demand, l.domain, l.rule)
+		ch <- prometheus.MustNewConstMetric(descAssigned, prometheus.GaugeValue, a.assigned, l.domain, l.rule)
 	}
-	for rule, c := range requests {
-		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(c[0]), rule, "allowed")
-		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(c[1]), rule, "denied")
+	for l, c := range requests {
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(c[0]), l.domain, l.rule, "allowed")
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(c[1]), l.domain, l.rule, "denied")
 	}
 	for d, n := range unmatched {
 		ch <- prometheus.MustNewConstMetric(descUnmatched, prometheus.CounterValue, float64(n), d)

@@ -444,7 +444,8 @@ func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *confi
 			break
 		}
 	}
-	return &config.Rule{Domain: domain, FullKey: key, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
+	// Its Title is the policy's name, never the request's values.
+	return &config.Rule{Domain: domain, FullKey: key, Name: p.Name, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
 }
 
 // clampU32 converts n to uint32, saturating.
@@ -464,6 +465,7 @@ func clampU32(n int64) uint32 {
 // a line logged.
 func (s *Server) storeFailed(domain string, err error, rules func() string) {
 	s.metrics.storeErrors.WithLabelValues(domain).Inc()
+	s.health.failed(s.now(), err)
 	if n, ok := s.storeFailLog.due(time.Now().UnixNano()); ok {
 		s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rules", rules(), "error", err, "failures_since_last_log", n)
 	}
@@ -499,12 +501,8 @@ func (s *Server) ruleNames(outs []outcome, idx []int) string {
 			continue
 		}
 		name := OverridePolicy
-		switch {
-		case outs[i].override:
-		case r.Name != "":
-			name = r.Name
-		default:
-			name = r.FullKey
+		if !outs[i].override {
+			name = r.Title()
 		}
 		if !slices.Contains(names, name) {
 			names = append(names, name)

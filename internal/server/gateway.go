@@ -188,13 +188,13 @@ func (g *Gateway) build(sn *snapshot) (http.Handler, error) {
 		shadow := r.ShadowMode || sn.shadowed[r] != nil // WithShadowMode
 		switch pattern := ratePattern(r); {
 		case len(r.Path) == 1 && key != nil && last.Value == "":
-			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: shadow, Missing: httplimit.MissingSkipped})
+			global = append(global, httplimit.Limit{Limiter: l, Key: withPath(nil, last.Key, key), Shadow: shadow, Missing: httplimit.MissingSkipped, Name: headerName(r)})
 			continue
 		case pattern != "":
 			if _, ok := routes[pattern]; !ok {
 				order = append(order, pattern)
 			}
-			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: shadow, Missing: httplimit.MissingSkipped})
+			routes[pattern] = append(routes[pattern], httplimit.Limit{Limiter: l, Key: withPath(r.Path[:1], last.Key, key), Shadow: shadow, Missing: httplimit.MissingSkipped, Name: headerName(r)})
 			continue
 		}
 		g.s.log.Warn("gateway: rule ignored (want remote_address or header:NAME, at the top or under a route)", "rule", r.FullKey, "file", r.File, "line", r.Line)
@@ -358,4 +358,14 @@ func withPath(path []config.Entry, key string, f httplimit.KeyFunc) httplimit.Ke
 		entries := append(append(make([]config.Entry, 0, len(path)+1), path...), config.Entry{Key: key, Value: v})
 		return storeKey(nil, entries), true
 	}
+}
+
+// headerName names a gateway rule in the response headers: its title
+// (config.Rule.Title) when that is printable ASCII, else "" (its policy's
+// name, its full key).
+func headerName(r *config.Rule) string {
+	if t := r.Title(); printable(t) {
+		return t
+	}
+	return ""
 }

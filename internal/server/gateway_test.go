@@ -68,7 +68,7 @@ func TestGateway(t *testing.T) {
 		}
 	}
 	code, _, hdr := do("POST", "/v1/quotes", "a")
-	if code != http.StatusTooManyRequests || !strings.Contains(hdr.Get("RateLimit-Policy"), `"gateway.route_POST /v1/quotes.header:X-Api-Key";q=2;w=60`) || hdr.Get("Retry-After") == "" {
+	if code != http.StatusTooManyRequests || !strings.Contains(hdr.Get("RateLimit-Policy"), `"quotes-per-key";q=2;w=60`) || hdr.Get("Retry-After") == "" { // the rule by its one name (config.Rule.Title)
 		t.Errorf("third quote: %d %v", code, hdr)
 	}
 	// The per-IP state is the one RLS sees for (remote_address, 127.0.0.1).

@@ -165,7 +165,7 @@ func toProto(o *outcome, now time.Time) *rls.RateLimitResponse_DescriptorStatus 
 	if o.over {
 		st.Code = rls.RateLimitResponse_OVER_LIMIT
 	}
-	cl := &rls.RateLimitResponse_RateLimit{Name: r.Name, Unit: protoUnits[r.Unit]}
+	cl := &rls.RateLimitResponse_RateLimit{Name: r.Title(), Unit: protoUnits[r.Unit]}
 	if r.Deny {
 		if unit, ok := config.UnitDuration(r.Unit); ok {
 			st.DurationUntilReset = durationpb.New(ceilSecond(windowLeft(unit*time.Duration(max(1, r.UnitMultiplier)), now)))

@@ -14,7 +14,7 @@ import (
 // for Envoy to add to the client's response, in the format of the HTTP
 // middleware (httplimit): RateLimit-Policy and RateLimit as in
 // draft-ietf-httpapi-ratelimit-headers-10, one item per enforced rule named
-// by its key, and Retry-After in whole seconds (rounded up) on
+// by its title (config.Rule.Title: its name, else its key), and Retry-After in whole seconds (rounded up) on
 // OVER_LIMIT; with legacy, also X-RateLimit-Limit, -Remaining and -Reset
 // for the most constrained rule.
 func WithResponseHeaders(legacy bool) Option {
@@ -40,19 +40,21 @@ func responseHeaders(outs []outcome, allowed, legacy bool) []*corev3.HeaderValue
 	for i := range outs {
 		o := &outs[i]
 		r := o.rule
-		if r == nil || r.Unlimited || r.Deny || r.ShadowMode || !printable(r.Policy.Name) {
+		if r == nil || r.Unlimited || r.Deny || r.ShadowMode || !printable(r.Title()) {
 			continue
 		}
+		p := r.Policy
+		p.Name = r.Title() // the rule's one name (config.Rule.Title)
 		if len(policy) > 0 {
 			policy = append(policy, ", "...)
 			state = append(state, ", "...)
 		}
-		policy = append(policy, httplimit.PolicyItem(r.Policy)...)
+		policy = append(policy, httplimit.PolicyItem(p)...)
 		// The format is the middleware's: on a refusal only the violated
 		// rules carry t (their wait), so Retry-After never precedes a reset.
 		d := o.decision
 		d.Allowed = !o.over
-		state = httplimit.AppendStateItem(state, r.Policy.Name, d, !allowed)
+		state = httplimit.AppendStateItem(state, p.Name, d, !allowed)
 		if o.over && !d.Impossible {
 			retry = max(retry, httplimit.RetryAfterSeconds(d))
 		}

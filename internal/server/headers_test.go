@@ -32,8 +32,8 @@ func TestResponseHeaders(t *testing.T) {
 	// Token bucket 2/s, burst 3: after one request, 2 left, full again in
 	// 0.5 s (rounded up to 1); the city window: 99 left, resets in 60 s.
 	got := show([]string{"rider", "r1"}, []string{"city", "paris"})
-	want := `RateLimit-Policy: "rides.rider";q=3;w=2, "rides.city";q=100;w=60
-RateLimit: "rides.rider";r=2;t=1, "rides.city";r=99;t=60
+	want := `RateLimit-Policy: "rider";q=3;w=2, "rides.city";q=100;w=60
+RateLimit: "rider";r=2;t=1, "rides.city";r=99;t=60
 X-RateLimit-Limit: 3
 X-RateLimit-Remaining: 2
 X-RateLimit-Reset: 1
@@ -45,8 +45,8 @@ X-RateLimit-Reset: 1
 	show([]string{"rider", "r1"})
 	// Over: only the violated rule carries t; Retry-After is its wait.
 	got = show([]string{"rider", "r1"}, []string{"city", "paris"})
-	want = `RateLimit-Policy: "rides.rider";q=3;w=2, "rides.city";q=100;w=60
-RateLimit: "rides.rider";r=0;t=1, "rides.city";r=99
+	want = `RateLimit-Policy: "rider";q=3;w=2, "rides.city";q=100;w=60
+RateLimit: "rider";r=0;t=1, "rides.city";r=99
 Retry-After: 1
 X-RateLimit-Limit: 3
 X-RateLimit-Remaining: 0

@@ -95,6 +95,7 @@ func (s *Server) mux() *routes {
 	mux := &routes{ServeMux: http.NewServeMux()}
 	mux.HandleFunc("GET /v1/openapi.json", s.handleOpenAPI)
 	mux.HandleFunc("GET /v1/rules", s.handleRules)
+	mux.HandleFunc("GET /v1/status", s.handleStatus) // status.go
 	mux.HandleFunc("POST /v1/simulate", s.handleSimulate)
 	s.handlePage(mux)
 	mux.HandleFunc("POST /v1/check", s.handleCheck)
@@ -327,7 +328,7 @@ func toJSON(o *outcome) JSONStatus {
 	if r == nil {
 		return st
 	}
-	st.Rule, st.Name, st.Shadow, st.QuotaMode = r.FullKey, r.Name, r.ShadowMode, r.QuotaMode
+	st.Rule, st.Name, st.Shadow, st.QuotaMode = r.FullKey, r.Title(), r.ShadowMode, r.QuotaMode
 	if !o.over {
 		st.Metadata = r.Metadata
 	}

@@ -35,10 +35,7 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		st := l.LeaseStats()
-		name := r.FullKey
-		if r.Name != "" {
-			name = r.Name
-		}
+		name := r.Title()
 		ch <- prometheus.MustNewConstMetric(leaseLocalDesc, prometheus.CounterValue, float64(st.Local), r.Domain, name)
 		ch <- prometheus.MustNewConstMetric(leaseCallsDesc, prometheus.CounterValue, float64(st.StoreCalls), r.Domain, name)
 		for _, u := range []struct {

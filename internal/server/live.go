@@ -278,9 +278,14 @@ type ReloadStatus struct {
 
 // RuleInfo is one rule in force and its recent decisions.
 type RuleInfo struct {
-	Domain      string  `json:"domain"`
-	Rule        string  `json:"rule"`
-	Name        string  `json:"name,omitempty"`
+	Domain string `json:"domain"`
+	// Rule is the rule's full key: its address in the configuration
+	// (POST /v1/simulate's rule).
+	Rule string `json:"rule"`
+	// Name is the rule's one name (config.Rule.Title): rate_limit.name
+	// when set, else Rule; RLS, the JSON API, the RateLimit headers and
+	// the metrics call it so too.
+	Name        string  `json:"name"`
 	Algorithm   string  `json:"algorithm,omitempty"`
 	Limit       int64   `json:"limit"`
 	Period      float64 `json:"period"` // seconds
@@ -298,6 +303,9 @@ type RuleInfo struct {
 	Series Series `json:"series"`
 	// NearLimit are the keys nearest their limit, nearest first.
 	NearLimit []NearLimit `json:"near_limit"`
+	// RLQS is the rule's division among the RLQS streams that report its
+	// buckets, one entry per bucket (live_rlqs.go); empty when none do.
+	RLQS []RLQSDivision `json:"rlqs"`
 }
 
 // Series are per-second counts, oldest first.
@@ -351,8 +359,9 @@ func (s *Server) rulesView(now time.Time) RulesResponse {
 	resp.Config.Summary, resp.Config.Domains = sn.cfg.Summary(), sn.cfg.Domains()
 	m := l.rules.Load()
 	nowSec := now.Unix()
+	divs := s.rlqsDivisions()
 	for _, r := range sn.cfg.Rules() {
-		ri := RuleInfo{Domain: r.Domain, Rule: r.FullKey, Name: r.Name, Shadow: r.ShadowMode || sn.shadowed[r] != nil, FailureMode: r.FailureMode.String(), Unlimited: r.Unlimited, Deny: r.Deny}
+		ri := RuleInfo{Domain: r.Domain, Rule: r.FullKey, Name: r.Title(), Shadow: r.ShadowMode || sn.shadowed[r] != nil, FailureMode: r.FailureMode.String(), Unlimited: r.Unlimited, Deny: r.Deny}
 		if !r.Unlimited && !r.Deny {
 			ri.Algorithm, ri.Limit, ri.Period = string(r.Policy.Algorithm), r.Policy.Limit, r.Policy.Period.Seconds()
 			if r.Policy.Algorithm.IsBucket() {
@@ -364,6 +373,10 @@ func (s *Server) rulesView(now time.Time) RulesResponse {
 		}
 		ri.Series = Series{Decisions: make([]int64, HistorySeconds), Refused: make([]int64, HistorySeconds), ShadowRefused: make([]int64, HistorySeconds)}
 		ri.NearLimit = []NearLimit{}
+		ri.RLQS = divs[r.FullKey]
+		if ri.RLQS == nil {
+			ri.RLQS = []RLQSDivision{}
+		}
 		if m != nil {
 			if st := (*m)[r]; st != nil {
 				st.mu.Lock()
@@ -396,6 +409,9 @@ func (s *Server) rulesView(now time.Time) RulesResponse {
 
 // liveCollector exports, per rule (bounded by the configuration, never by
 // keys), the would-be refusals of shadow rules and the nearest key's use.
+// The rule label is the rule's title (config.Rule.Title); rules of one
+// domain that share a title share a series (the sum of their would-be
+// refusals, the largest use).
 type liveCollector struct {
 	s                 *Server
 	shadowDesc, nearD *prometheus.Desc
@@ -405,9 +421,9 @@ func newLiveCollector(s *Server) *liveCollector {
 	return &liveCollector{
 		s: s,
 		shadowDesc: prometheus.NewDesc("sluice_shadow_would_refuse_total",
-			"Requests a shadow_mode rule would have refused, by domain and rule (its key in the tree), since the rule was first loaded.", []string{"domain", "rule"}, nil),
+			"Requests a shadow_mode rule would have refused, by domain and rule (its name, else its key in the tree), since the rule was first loaded.", []string{"domain", "rule"}, nil),
 		nearD: prometheus.NewDesc("sluice_rule_nearest_key_used_ratio",
-			"For each rule, 1 − remaining/capacity of the key nearest its limit in the last minute (1 or more: refused, or would have been); the keys are in GET /v1/rules.", []string{"domain", "rule"}, nil),
+			"For each rule (its name, else its key in the tree), 1 − remaining/capacity of the key nearest its limit in the last minute (1 or more: refused, or would have been); the keys are in GET /v1/rules.", []string{"domain", "rule"}, nil),
 	}
 }
 
@@ -419,13 +435,25 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	now := c.s.now().UnixNano()
-	seen := map[string]bool{}
+	type series struct {
+		domain, rule      string
+		shadow            int64
+		near              float64
+		hasShadow, hasUse bool
+	}
+	seen := map[*ruleStats]bool{} // one rule's stats are counted once
+	byName := map[string]*series{}
 	for r, st := range *m {
-		if seen[r.Domain+"\x00"+r.FullKey] {
+		if seen[st] {
 			continue
 		}
-		seen[r.Domain+"\x00"+r.FullKey] = true
-		name := r.FullKey
+		seen[st] = true
+		k := r.Domain + "\x00" + r.Title()
+		a := byName[k]
+		if a == nil {
+			a = &series{domain: r.Domain, rule: r.Title()}
+			byName[k] = a
+		}
 		st.mu.Lock()
 		shadow, near := st.shadowRefused, 0.0
 		for _, k := range st.near {
@@ -435,10 +463,20 @@ func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		st.mu.Unlock()
 		if r.ShadowMode {
-			ch <- prometheus.MustNewConstMetric(c.shadowDesc, prometheus.CounterValue, float64(shadow), r.Domain, name)
+			a.shadow += shadow
+			a.hasShadow = true
 		}
 		if !r.Unlimited {
-			ch <- prometheus.MustNewConstMetric(c.nearD, prometheus.GaugeValue, near, r.Domain, name)
+			a.near = max(a.near, near)
+			a.hasUse = true
+		}
+	}
+	for _, a := range byName {
+		if a.hasShadow {
+			ch <- prometheus.MustNewConstMetric(c.shadowDesc, prometheus.CounterValue, float64(a.shadow), a.domain, a.rule)
+		}
+		if a.hasUse {
+			ch <- prometheus.MustNewConstMetric(c.nearD, prometheus.GaugeValue, a.near, a.domain, a.rule)
 		}
 	}
 }

@@ -57,10 +57,7 @@ func (m *metricNames) name(r *config.Rule, entries []config.Entry) string {
 		toMetric = toMetric || (l.ValueToMetric && !l.ShareThreshold)
 	}
 	if !detailed && !toMetric {
-		if r.Name != "" {
-			return r.Name
-		}
-		return r.FullKey
+		return r.Title()
 	}
 	build := func(other bool) string {
 		var b strings.Builder

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -80,70 +82,38 @@ func TestLivePageInChromium(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
-		chromedp.DisableGPU,
-		chromedp.WindowSize(1400, 1100),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.UserDataDir(profileDir(t)),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-
-	var mu sync.Mutex
-	var problems []string
-	chromedp.ListenTarget(bctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch ev := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeWarning || ev.Type == runtime.APITypeAssert {
-				var args []string
-				for _, a := range ev.Args {
-					args = append(args, string(a.Value)+a.Description)
-				}
-				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
-			}
-		case *runtime.EventExceptionThrown:
-			problems = append(problems, "exception: "+ev.ExceptionDetails.Error())
-		case *cdplog.EventEntryAdded:
-			if ev.Entry.Level == cdplog.LevelError || ev.Entry.Level == cdplog.LevelWarning {
-				problems = append(problems, fmt.Sprintf("log %s: %s %s", ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
-			}
-		}
-	})
-	shot := func(name string) chromedp.Action {
-		return chromedp.ActionFunc(func(ctx context.Context) error {
-			var buf []byte
-			if err := chromedp.FullScreenshot(&buf, 100).Do(ctx); err != nil {
-				return err
-			}
-			path := filepath.Join(arts, name)
-			t.Logf("screenshot: %s", path)
-			return os.WriteFile(path, buf, 0o644)
-		})
-	}
+	bctx, shot, problems := newBrowser(t, bin, arts)
 	cell := func(rule, class string) string {
 		return fmt.Sprintf(`tr[data-rule=%q] td.%s`, rule, class)
 	}
 
-	var rulesText, before string
+	var rulesText, before, storeName, version, replicas, riderName string
 	err = chromedp.Run(bctx,
 		cdplog.Enable(),
 		runtime.Enable(),
 		chromedp.Navigate(hs.URL+"/"),
 		chromedp.WaitVisible(cell("rider-api.rider_id", "decisions"), chromedp.ByQuery),
+		chromedp.WaitVisible(`#store-state[data-state="ok"]`, chromedp.ByQuery),
 		chromedp.Text("#rules", &rulesText, chromedp.ByQuery),
 		chromedp.Text(cell("rider-api.rider_id", "decisions"), &before, chromedp.ByQuery),
+		chromedp.Text(cell("rider-api.rider_id", "name"), &riderName, chromedp.ByQuery),
+		chromedp.Text("#store-name", &storeName, chromedp.ByQuery),
+		chromedp.Text("#svc-version", &version, chromedp.ByQuery),
+		chromedp.Text("#replicas", &replicas, chromedp.ByQuery),
 	)
 	if err != nil {
 		t.Fatalf("load the page: %v", err)
+	}
+	// The service: the build as sluice version names it, the store, the
+	// replica count (issue 22 item 13); the rule by its one name (item 15).
+	if st := srv.statusView(srv.now()); !strings.Contains(version, st.Version) || !strings.Contains(version, st.GoVersion) {
+		t.Errorf("the page's version %q, want %q and %q", version, st.Version, st.GoVersion)
+	}
+	if storeName != "memory (memory)" || !strings.HasPrefix(replicas, "1 (fixed)") {
+		t.Errorf("the page's store %q and replicas %q; want memory (memory) and 1 (fixed)", storeName, replicas)
+	}
+	if riderName != "rider (rider-api.rider_id)" {
+		t.Errorf("the rule's name on the page: %q, want its name and its key: rider (rider-api.rider_id)", riderName)
 	}
 	for _, r := range c.Rules() {
 		if !strings.Contains(rulesText, r.FullKey) {
@@ -185,12 +155,13 @@ func TestLivePageInChromium(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
-	var near, summary string
+	var near, summary, peak string
 	var refusedMarks int
 	err = chromedp.Run(bctx,
 		chromedp.Poll(fmt.Sprintf(`document.querySelector(%q).textContent === "12" && document.querySelector(%q).textContent === "2"`,
 			cell("rider-api.rider_id", "decisions"), cell("rider-api.rider_id", "refused")), nil, chromedp.WithPollingTimeout(20*time.Second)),
 		chromedp.Text(`tr[data-rule="rider-api.rider_id"] .near`, &near, chromedp.ByQuery),
+		chromedp.TextContent(`tr[data-rule="rider-api.rider_id"] svg.spark text.peak`, &peak, chromedp.ByQuery),
 		shot("live-page.png"),
 		chromedp.SetValue("#sim-rule", `["rider-api","rider-api.rider_id"]`, chromedp.ByQuery),
 		chromedp.SetValue("#sim-pattern", "burst 12 at 0, then 1 every 100ms for 2s", chromedp.ByQuery),
@@ -207,6 +178,12 @@ func TestLivePageInChromium(t *testing.T) {
 	if !strings.Contains(near, "rider_id=r42") {
 		t.Errorf("keys nearest the limit: %q, want rider_id=r42", near)
 	}
+	// The sparkline's scale: its peak, per 5 s aligned to the epoch, is
+	// the 12 requests (or the larger part, if they straddled two 5 s).
+	v := srv.rulesView(srv.now())
+	if want := strconv.FormatInt(peak5(ruleNamed(t, v, "rider-api.rider_id").Series.Decisions, v.Now), 10); peak != want || want == "0" {
+		t.Errorf("the sparkline's peak label %q, want %s", peak, want)
+	}
 	// Token bucket 5/s, burst 10: the burst of 12 loses 2; then 1 every
 	// 100 ms against a refill of one per 200 ms loses every other.
 	var admitted, delayed, refused int
@@ -216,10 +193,84 @@ func TestLivePageInChromium(t *testing.T) {
 	if admitted != 20 || delayed != 0 || refused != 12 || refusedMarks != refused {
 		t.Errorf("panel: summary %q with %d refused marks drawn; want 20 admitted, 12 refused, and as many refused marks", summary, refusedMarks)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
+	for _, p := range problems() {
 		t.Errorf("browser reported: %s", p)
+	}
+}
+
+// peak5 is the sparkline's peak: the most of per-second counts a (a[i]
+// counting the second now−len(a)+1+i) in any 5 seconds aligned to a
+// multiple of 5 s since the Unix epoch.
+func peak5(a []int64, now int64) int64 {
+	sums := map[int64]int64{}
+	var peak int64
+	for i, n := range a {
+		sec := now - int64(len(a)) + 1 + int64(i)
+		b := sec - ((sec%5)+5)%5
+		sums[b] += n
+		peak = max(peak, sums[b])
+	}
+	return peak
+}
+
+// newBrowser starts a headless Chromium for the test: its context, a
+// screenshot action that saves into arts, and the console errors,
+// warnings and exceptions the page has reported so far.
+func newBrowser(t *testing.T, bin, arts string) (context.Context, func(name string) chromedp.Action, func() []string) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's sandbox cannot start
+		chromedp.DisableGPU,
+		chromedp.WindowSize(1400, 1100),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.UserDataDir(profileDir(t)),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+
+	var mu sync.Mutex
+	var problems []string
+	chromedp.ListenTarget(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeWarning || ev.Type == runtime.APITypeAssert {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+ev.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError || ev.Entry.Level == cdplog.LevelWarning {
+				problems = append(problems, fmt.Sprintf("log %s: %s %s", ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	})
+	shot := func(name string) chromedp.Action {
+		return chromedp.ActionFunc(func(ctx context.Context) error {
+			var buf []byte
+			if err := chromedp.FullScreenshot(&buf, 100).Do(ctx); err != nil {
+				return err
+			}
+			path := filepath.Join(arts, name)
+			t.Logf("screenshot: %s", path)
+			return os.WriteFile(path, buf, 0o644)
+		})
+	}
+	return bctx, shot, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(problems)
 	}
 }
 

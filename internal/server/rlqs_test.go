@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -19,7 +20,8 @@ import (
 )
 
 // TestRLQSRegistered: RegisterGRPC serves RLQS beside RLS, from the
-// configuration in force, and /metrics carries its per-rule metrics.
+// configuration in force, and /metrics carries its per-rule metrics,
+// labelled by domain and the rule's one name (config.Rule.Title).
 func TestRLQSRegistered(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"edge.yaml": `
@@ -27,7 +29,7 @@ domain: edge
 descriptors:
   - key: route
     value: api
-    rate_limit: {unit: second, requests_per_unit: 100}
+    rate_limit: {unit: second, requests_per_unit: 100, name: api}
 `})
 	store := memstore.New()
 	t.Cleanup(func() { store.Close() })
@@ -72,6 +74,24 @@ descriptors:
 	}
 	h := httptest.NewServer(srv.Handler())
 	defer h.Close()
+	// GET /v1/rules shows the rule's division: one bucket, this stream
+	// assigned the whole limit.
+	r0, err := h.Client().Get(h.URL + "/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules RulesResponse
+	if err := json.NewDecoder(r0.Body).Decode(&rules); err != nil {
+		t.Fatal(err)
+	}
+	r0.Body.Close()
+	if len(rules.Rules) != 1 || len(rules.Rules[0].RLQS) != 1 {
+		t.Fatalf("GET /v1/rules: %+v, want one rule with one RLQS division", rules.Rules)
+	}
+	if d := rules.Rules[0].RLQS[0]; d.Bucket != "route=api" || d.Budget != 100 || d.FillSeconds != 1 || d.FleetGrant != 100 || d.Replicas != 1 ||
+		len(d.Streams) != 1 || d.Streams[0].Grant != 100 || d.Streams[0].Stream == "" {
+		t.Errorf("the division in GET /v1/rules: %+v, want bucket route=api, 100 per 1 s, one stream granted 100", d)
+	}
 	r, err := h.Client().Get(h.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +99,9 @@ descriptors:
 	body, _ := io.ReadAll(r.Body)
 	r.Body.Close()
 	for _, want := range []string{
-		`sluice_rlqs_streams{rule="edge.route_api"} 1`,
-		`sluice_rlqs_assigned_requests_per_second{rule="edge.route_api"} 100`,
-		`sluice_rlqs_reported_requests_total{result="allowed",rule="edge.route_api"} 1`,
+		`sluice_rlqs_streams{domain="edge",rule="api"} 1`,
+		`sluice_rlqs_assigned_requests_per_second{domain="edge",rule="api"} 100`,
+		`sluice_rlqs_reported_requests_total{domain="edge",result="allowed",rule="api"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)

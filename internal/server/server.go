@@ -76,6 +76,10 @@ type Server struct {
 	gateways []*Gateway // built by Apply for each configuration
 
 	rlqs *rlqs.Service // rlqs.go
+
+	started   time.Time   // New's time, for GET /v1/status
+	storeName string      // WithStoreName
+	health    storeHealth // failed decisions, for GET /v1/status
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -129,6 +133,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.started = s.now()
 	s.metrics.registry.MustRegister(newLiveCollector(s))
 	s.setupFallback()
 	if err := s.registerCollectors(); err != nil {

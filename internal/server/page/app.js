@@ -1,4 +1,4 @@
-// sluice's live page: polls GET /v1/rules every second and runs bursts
+// sluice's live page: polls GET /v1/rules and GET /v1/status every second and runs bursts
 // through POST /v1/simulate. No external assets; works offline.
 "use strict";
 
@@ -13,54 +13,68 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
-// sum5 adds per-second counts up into 5-second buckets.
-function sum5(a) {
+// sum5 adds per-second counts up into 5-second buckets aligned to
+// multiples of 5 s since the Unix epoch, so a bar keeps its height from
+// one poll to the next. a[i] counts the second now − (a.length − 1) + i.
+function sum5(a, now) {
   const out = [];
-  for (let i = 0; i < a.length; i += 5) out.push(a.slice(i, i + 5).reduce((x, y) => x + y, 0));
+  const first = now - a.length + 1;
+  const lead = ((first % 5) + 5) % 5; // seconds of the first bucket before first
+  for (let i = -lead; i < a.length; i += 5) {
+    let t = 0;
+    for (let j = Math.max(i, 0); j < Math.min(i + 5, a.length); j++) t += a[j];
+    out.push(t);
+  }
   return out;
 }
 
-// spark draws counts per 5 seconds as bars: all decisions grey, refusals
-// red, shadow would-be refusals purple.
-function spark(perSecond) {
-  const series = {
-    decisions: sum5(perSecond.decisions),
-    refused: sum5(perSecond.refused),
-    shadow_refused: sum5(perSecond.shadow_refused),
-  };
-  const n = series.decisions.length, w = 240, h = 40;
-  const peak = Math.max(1, ...series.decisions);
-  const svg = document.createElementNS(SVGNS, "svg");
-  svg.setAttribute("class", "spark");
-  svg.setAttribute("width", w);
-  svg.setAttribute("height", h);
-  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
-  const bw = w / n;
-  const bar = (i, v, color) => {
-    if (!v) return;
-    const r = document.createElementNS(SVGNS, "rect");
-    const bh = Math.max(1, h * v / peak);
-    r.setAttribute("x", (i * bw).toFixed(2));
-    r.setAttribute("y", (h - bh).toFixed(2));
-    r.setAttribute("width", Math.max(bw - 1, 1).toFixed(2));
-    r.setAttribute("height", bh.toFixed(2));
-    r.setAttribute("fill", color);
-    svg.append(r);
-  };
-  for (let i = 0; i < n; i++) {
-    bar(i, series.decisions[i], "#bdbdbd");
-    bar(i, series.refused[i], "#c62828");
-    bar(i, series.shadow_refused[i], "#7e57c2");
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// spark draws per-second layers as bars per 5 seconds, each layer a
+// {values, color} drawn over the one before, with a scale: the y axis from
+// 0 to the peak of the first layer (per 5 s), the x axis from the history's
+// start to now.
+function spark(layers, now, seconds) {
+  const series = layers.map((l) => ({ values: sum5(l.values, now), color: l.color }));
+  const n = series[0].values.length;
+  const left = 34, top = 6, pw = 240, ph = 40, w = left + pw + 6, h = top + ph + 14;
+  const peak = Math.max(0, ...series[0].values);
+  const scale = Math.max(1, peak);
+  const svg = svgEl("svg", { class: "spark", width: w, height: h, viewBox: `0 0 ${w} ${h}` });
+  const bw = pw / n;
+  for (const l of series) {
+    l.values.forEach((v, i) => {
+      if (!v) return;
+      const bh = Math.max(1, ph * v / scale);
+      svg.append(svgEl("rect", {
+        x: (left + i * bw).toFixed(2), y: (top + ph - bh).toFixed(2),
+        width: Math.max(bw - 1, 1).toFixed(2), height: bh.toFixed(2), fill: l.color,
+      }));
+    });
   }
-  const base = document.createElementNS(SVGNS, "line");
-  base.setAttribute("x1", 0); base.setAttribute("x2", w);
-  base.setAttribute("y1", h - .5); base.setAttribute("y2", h - .5);
-  base.setAttribute("stroke", "#999");
-  svg.append(base);
-  const t = document.createElementNS(SVGNS, "title");
-  t.textContent = `peak ${peak} per 5 s`;
-  svg.append(t);
+  svg.append(svgEl("line", { x1: left, x2: left + pw, y1: top + ph - .5, y2: top + ph - .5, stroke: "#999" }));
+  svg.append(svgEl("line", { x1: left - .5, x2: left - .5, y1: top, y2: top + ph, stroke: "#999" }));
+  svg.append(svgEl("text", { class: "axis peak", x: left - 3, y: top + 7, "text-anchor": "end" }, String(peak)));
+  svg.append(svgEl("text", { class: "axis", x: left - 3, y: top + ph, "text-anchor": "end" }, "0"));
+  const mins = Math.round(seconds / 60);
+  svg.append(svgEl("text", { class: "axis", x: left, y: h - 2, "text-anchor": "start" }, `−${mins} min`));
+  svg.append(svgEl("text", { class: "axis", x: left + pw, y: h - 2, "text-anchor": "end" }, "now"));
+  svg.append(svgEl("text", { class: "axis", x: left + pw / 2, y: h - 2, "text-anchor": "middle" }, "per 5 s"));
+  svg.append(svgEl("title", {}, `peak ${peak} per 5 s over the last ${mins} min`));
   return svg;
+}
+
+function ruleSpark(r, data) {
+  return spark([
+    { values: r.series.decisions, color: "#bdbdbd" },
+    { values: r.series.refused, color: "#c62828" },
+    { values: r.series.shadow_refused, color: "#7e57c2" },
+  ], data.now, data.history_seconds);
 }
 
 function fmtPeriod(s) {
@@ -113,6 +127,85 @@ function renderUnmatched(data) {
     tbody));
 }
 
+// renderRLQS shows, per rule and bucket, how its limit is divided among
+// the RLQS streams (Envoys) that report it.
+function renderRLQS(data) {
+  const box = document.getElementById("rlqs");
+  const tbody = el("tbody");
+  for (const r of data.rules) {
+    for (const d of r.rlqs || []) {
+      const per = fmtPeriod(d.fill_seconds);
+      const streams = el("ul", { class: "streams" });
+      for (const s of d.streams) {
+        const demand = s.demand === null ? "demand not yet known" : `demand ${s.demand.toFixed(1)}/s`;
+        streams.append(el("li", { "data-stream": s.stream }, `${s.stream}: ${demand}, assigned ${s.grant}/${per}`));
+      }
+      tbody.append(el("tr", { "data-rule": r.rule, "data-bucket": d.bucket },
+        el("td", {}, r.name),
+        el("td", { class: "bucket" }, d.bucket),
+        el("td", { class: "num" }, `${d.budget}/${per}`),
+        el("td", { class: "num" }, `${d.fleet_demand.toFixed(1)}/s`),
+        el("td", { class: "num grant" }, `${d.fleet_grant}/${per}`),
+        el("td", { class: "num" }, String(d.replicas)),
+        el("td", { class: d.failing ? "bad" : "" }, d.failing ? "store failing: the rule's failure mode decides" : "dividing"),
+        el("td", {}, streams)));
+    }
+  }
+  if (!tbody.children.length) {
+    box.replaceChildren(el("p", { class: "status" }, "no RLQS streams report a bucket"));
+    return;
+  }
+  box.replaceChildren(el("table", { class: "rlqs" },
+    el("thead", {}, el("tr", {}, ...["rule", "bucket", "limit", "fleet demand", "fleet assigned", "replicas", "state", "this replica's streams"].map((h) => el("th", {}, h)))),
+    tbody));
+}
+
+function fmtUptime(s) {
+  s = Math.floor(s);
+  const d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+  if (d) return `${d}d ${h}h ${m}m`;
+  if (h) return `${h}h ${m}m`;
+  if (m) return `${m}m ${s % 60}s`;
+  return `${s}s`;
+}
+
+const stateText = { ok: "ok", failing: "FAILING", breaker_open: "FAILING: circuit breaker open" };
+
+// renderStatus shows the build, the uptime, the store and its health, and
+// the replica count (GET /v1/status).
+function renderStatus(st) {
+  document.getElementById("svc-version").textContent = `sluice ${st.version} ${st.go_version}`;
+  document.getElementById("svc-uptime").textContent = `up ${fmtUptime(st.uptime_seconds)} (since ${new Date(st.started_at).toLocaleString()})`;
+  const s = st.store;
+  const state = el("span", { id: "store-state", "data-state": s.state, class: s.state === "ok" ? "tag ok" : "tag closed" }, stateText[s.state] || s.state);
+  const rows = [
+    ["store", el("span", {}, el("span", { id: "store-name" }, `${s.name} (${s.kind})`), " ", state)],
+    ["failed decisions", el("span", { id: "store-failures" }, `${s.failures_last_minute} in the last minute, ${s.failures} since start`)],
+    ["failed per 5 s", spark([{ values: s.failure_series, color: "#c62828" }], st.now, s.failure_series.length)],
+  ];
+  if (s.last_error) {
+    const ago = Math.max(0, Math.round(st.now - Date.parse(s.last_error_at) / 1000));
+    rows.push(["last error", el("span", { id: "store-last-error" }, `${s.last_error} (${ago} s ago)`)]);
+  }
+  if (s.redis) {
+    const r = s.redis;
+    const tbl = el("table", { class: "counters" });
+    const counters = [["calls", "calls"], ["errors", "errors"], ["timeouts", "timeouts"], ["caller_timeouts", "caller timeouts"],
+      ["short_circuited", "short-circuited"], ["breaker_opens", "breaker opens"], ["dial_errors", "dial errors"]];
+    tbl.append(el("tr", {}, ...counters.map(([, label]) => el("th", {}, label))));
+    tbl.append(el("tr", {}, ...counters.map(([k]) => el("td", { class: "num", "data-counter": k }, String(r[k])))));
+    rows.push(["circuit breaker", el("span", { id: "redis-breaker", class: r.breaker_open ? "bad" : "" }, r.breaker_open ? "open: calls fail at once" : "closed")]);
+    rows.push(["sluice_redis_*", tbl]);
+  }
+  const rp = st.replicas;
+  rows.push(["replicas", el("span", { id: "replicas" },
+    `${rp.count} (${rp.counted_by === "heartbeats" ? "counted by heartbeats in the store" : rp.counted_by}); ` +
+    `${rp.fail_local_rules} rules fail local: while the store fails each replica decides on 1/${rp.count} of their limits`)]);
+  const tbody = el("tbody");
+  for (const [k, v] of rows) tbody.append(el("tr", {}, el("th", {}, k), el("td", {}, v)));
+  document.getElementById("service").replaceChildren(el("table", { class: "service" }, tbody));
+}
+
 let simRulesKey = "";
 
 function render(data) {
@@ -142,14 +235,14 @@ function render(data) {
       tags.append(el("span", { class: r.failure_mode === "closed" ? "tag closed" : "tag" }, `fail ${r.failure_mode}`));
       const last = (a) => a.slice(-60).reduce((x, y) => x + y, 0);
       tbody.append(el("tr", { "data-rule": r.rule },
-        el("td", {}, r.name ? `${r.rule} (${r.name})` : r.rule),
+        el("td", { class: "name" }, r.name && r.name !== r.rule ? `${r.name} (${r.rule})` : r.rule),
         el("td", {}, policyText(r)),
         tags,
         el("td", { class: "num decisions" }, String(r.decisions)),
         el("td", { class: "num refused" }, String(r.refused)),
         el("td", { class: "num" }, String(r.shadow_refused)),
         el("td", { class: "num" }, `${last(r.series.decisions)} / ${last(r.series.refused) + last(r.series.shadow_refused)}`),
-        el("td", {}, spark(r.series)),
+        el("td", {}, ruleSpark(r, data)),
         el("td", {}, nearList(r.near_limit))));
     }
     const table = el("table", {},
@@ -159,6 +252,7 @@ function render(data) {
   }
   root.replaceChildren(frag);
   renderUnmatched(data);
+  renderRLQS(data);
 
   // The simulation panel's rule list, rebuilt only when the rules change.
   const sim = data.rules.filter((r) => !r.unlimited && !r.deny);
@@ -174,8 +268,12 @@ function render(data) {
 
 async function poll() {
   try {
-    const resp = await fetch("v1/rules", { cache: "no-store" });
-    if (resp.ok) render(await resp.json());
+    const [rules, status] = await Promise.all([
+      fetch("v1/rules", { cache: "no-store" }),
+      fetch("v1/status", { cache: "no-store" }),
+    ]);
+    if (rules.ok) render(await rules.json());
+    if (status.ok) renderStatus(await status.json());
   } catch (e) {
     document.getElementById("config-status").textContent = "cannot reach the server";
   }

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package buildinfo
 
 import (
 	"runtime/debug"
 	"testing"
 )
 
-func TestBuildVersion(t *testing.T) {
+func TestFromInfo(t *testing.T) {
 	vcs := func(kv ...string) []debug.BuildSetting {
 		var s []debug.BuildSetting
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -32,7 +32,7 @@ func TestBuildVersion(t *testing.T) {
 		{"go run", "(devel)", nil, "(devel) (no VCS revision recorded: built by go run, with -buildvcs=false, or outside a git checkout)"},
 	} {
 		info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/sluicehq/sluice", Version: c.version}, Settings: c.settings}
-		if got := buildVersion(info); got != c.want {
+		if got := FromInfo(info); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
