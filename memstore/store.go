@@ -36,9 +36,11 @@ import (
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/sluicehq/sluice"
 )
@@ -68,8 +70,7 @@ type Store struct {
 	sem semaphores // in-flight limits (semaphore.go)
 
 	closed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
+	sweep  *sweeper // nil when there is no background sweeper
 	once   sync.Once
 }
 
@@ -141,8 +142,9 @@ const (
 	sweepBudget = 1024
 )
 
-// New returns a store configured by opts. If it starts a sweeper goroutine,
-// Close stops it.
+// New returns a store configured by opts. Its background sweeper (see
+// WithSweepInterval) stops at Close, or once the store is unreachable: a
+// store dropped without Close leaks nothing.
 func New(opts ...Option) *Store {
 	o := options{interval: time.Second}
 	for _, opt := range opts {
@@ -189,9 +191,7 @@ func New(opts ...Option) *Store {
 	}
 	s.snap.Store(&snapshot{tables: map[sluice.Policy]*policyTable{}})
 	if o.interval > 0 {
-		s.stop = make(chan struct{})
-		s.done = make(chan struct{})
-		go s.sweeper(o.interval)
+		s.sweep = startSweeper(s, o.interval)
 	}
 	return s
 }
@@ -391,38 +391,76 @@ func (s *Store) Stats() Stats {
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
-		if s.stop != nil {
-			close(s.stop)
-			<-s.done
+		if s.sweep != nil {
+			s.sweep.halt()
 		}
 	})
 	return nil
 }
 
-// sweeper drops expired keys incrementally until Close.
-func (s *Store) sweeper(interval time.Duration) {
-	defer close(s.done)
+// sweeper is the background sweeper's control: the goroutine holds it and
+// a weak pointer to its Store, never the Store, so that a Store dropped
+// without Close is collected, and its cleanup stops the goroutine.
+type sweeper struct {
+	once sync.Once
+	stop chan struct{} // closed to stop the goroutine
+	done chan struct{} // closed when it has returned
+}
+
+// startSweeper starts s's background sweeper, running every interval.
+func startSweeper(s *Store, interval time.Duration) *sweeper {
+	sw := &sweeper{stop: make(chan struct{}), done: make(chan struct{})}
+	runtime.AddCleanup(s, (*sweeper).stopOnce, sw)
+	go sw.run(weak.Make(s), interval)
+	return sw
+}
+
+// halt stops the goroutine and waits for it to return.
+func (sw *sweeper) halt() {
+	sw.stopOnce()
+	<-sw.done
+}
+
+// stopOnce stops the goroutine without waiting; the store's cleanup calls it.
+func (sw *sweeper) stopOnce() { sw.once.Do(func() { close(sw.stop) }) }
+
+// run sweeps every interval until stopped or until the store is gone.
+func (sw *sweeper) run(ws weak.Pointer[Store], interval time.Duration) {
+	defer close(sw.done)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-sw.stop:
 			return
 		case <-tick.C:
 		}
-		now := s.now()
-		for i := range s.shards {
-			select {
-			case <-s.stop:
-				return
-			default:
-			}
-			sh := &s.shards[i]
-			sh.mu.Lock()
-			sh.sweepSome(now, sweepBudget)
-			sh.hotBar /= 2 // forget hot-key replacements slowly (hot.go)
-			sh.mu.Unlock()
+		if !sw.tick(ws) {
+			return
 		}
-		s.sem.sweep(now)
 	}
+}
+
+// tick runs one sweep of the store, holding it strongly only meanwhile, and
+// reports whether the store is still there.
+func (sw *sweeper) tick(ws weak.Pointer[Store]) bool {
+	s := ws.Value()
+	if s == nil {
+		return false
+	}
+	now := s.now()
+	for i := range s.shards {
+		select {
+		case <-sw.stop:
+			return false
+		default:
+		}
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.sweepSome(now, sweepBudget)
+		sh.hotBar /= 2 // forget hot-key replacements slowly (hot.go)
+		sh.mu.Unlock()
+	}
+	s.sem.sweep(now)
+	return true
 }
