@@ -50,8 +50,5 @@ func (b *bound) Take(ctx context.Context, key string, cost int64) (sluice.Decisi
 		b.c.Store(c)
 	}
 	var d sluice.Decision
-	if !s.take(c, key, cost, &d) {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
-	}
-	return d, nil
+	return d, s.decide(b.p, c, key, cost, &d)
 }

@@ -95,7 +95,7 @@ func TestSlidingLogMemory(t *testing.T) {
 	logCap := func() int {
 		c, _ := s.compile(p)
 		for i := range s.shards {
-			if tb := s.shards[i].table(c.pt.id); tb != nil && tb.len() > 0 {
+			if tb := s.shards[i].table(c.pt); tb != nil && tb.len() > 0 {
 				_, log := tb.lrows[0].state()
 				return cap(log)
 			}
@@ -406,7 +406,7 @@ func TestLogRejectionWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := s.shards[0].table(c.pt.id)
+	tb := s.shards[0].table(c.pt)
 	before := tb.lrows[0]
 	if d := take("k", 8); d.Allowed {
 		t.Fatalf("8 more on 3 of 10 admitted: %+v", d)

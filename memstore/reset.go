@@ -20,15 +20,16 @@ func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: reset %q: %w", key, err)
 	}
-	c, err := s.compile(p)
+	c, err := s.pin(p)
 	if err != nil {
 		return fmt.Errorf("memstore: reset %q: %w", key, err)
 	}
+	defer s.unpin(c) // pinned: if it has no table in the shard, the key has no state
 	h := maphash.String(s.seed, key)
 	sh := s.shardOf(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if t := sh.table(c.pt.id); t != nil {
+	if t := sh.table(c.pt); t != nil {
 		if slot, e := t.find(h, key); e >= 0 {
 			sh.remove(t, slot, e)
 		}

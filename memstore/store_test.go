@@ -891,7 +891,7 @@ func TestTakeAllReconfigured(t *testing.T) {
 	}
 	c, _ := s.compile(p7)
 	h := hashString(s, "k")
-	tb := s.shardOf(h).table(c.pt.id)
+	tb := s.shardOf(h).table(c.pt)
 	_, e := tb.find(h, "k")
 	if e < 0 {
 		t.Fatal("key not stored")

@@ -55,6 +55,7 @@ const (
 // Every method runs under the shard's lock.
 type table struct {
 	pt   *policyTable
+	pos  int // index in the shard's tables
 	kind kind
 	lay  layout
 	den  int64 // denominator of the rows' Frac (bucket kind)
@@ -325,7 +326,7 @@ func (t *table) compact() {
 
 // reset releases everything of an empty table.
 func (t *table) reset() {
-	*t = table{pt: t.pt, kind: t.kind, lay: t.lay, den: t.den, seed: t.seed}
+	*t = table{pt: t.pt, pos: t.pos, kind: t.kind, lay: t.lay, den: t.den, seed: t.seed}
 }
 
 func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }

@@ -90,6 +90,14 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if len(reqs) > smallBatch {
 		ws, shards = make([]work, 0, len(reqs)), make([]int, 0, len(reqs))
 	}
+	// Every policy of the batch is pinned: none dies while the batch runs.
+	var pbuf [smallBatch]*compiled
+	pinned := pbuf[:0]
+	defer func() {
+		for _, c := range pinned {
+			s.unpin(c)
+		}
+	}()
 	var owners map[ownerKey]int
 	if len(reqs) > 4*smallBatch {
 		owners = make(map[ownerKey]int, len(reqs))
@@ -98,10 +106,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		if r.Cost < 0 {
 			return fmt.Errorf("memstore: take all: request %d (key %q): cost %d: must be >= 0", i, r.Key, r.Cost)
 		}
-		c, err := s.compile(r.Policy)
+		c, err := s.pin(r.Policy)
 		if err != nil {
 			return fmt.Errorf("memstore: take all: request %d (key %q): %w", i, r.Key, err)
 		}
+		pinned = append(pinned, c)
 		h := maphash.String(s.seed, r.Key)
 		w := work{c: c, h: h, sh: int(h >> s.shift), owner: i}
 		if owners != nil {
@@ -142,7 +151,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		w := &ws[i]
 		o := &ws[w.owner]
 		if w.owner == i {
-			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt.id); t != nil {
+			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt); t != nil {
 				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					sh.retireIf(t, e) // the batch may change its row
@@ -183,7 +192,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			}
 			w := &ws[i]
 			var st sluice.State
-			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt.id); t != nil {
+			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt); t != nil {
 				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					st = t.get(e)
@@ -204,7 +213,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		sh := &s.shards[w.sh]
 		c := w.last
 		exp := c.model.ExpiresAt(w.st)
-		if t := sh.table(c.pt.id); t != nil {
+		if t := sh.table(c.pt); t != nil {
 			if slot, e := t.find(w.h, r.Key); e >= 0 {
 				if !w.dirty {
 					// w.st may be an inline sliding-log row read in place,
@@ -233,9 +242,12 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			sh.forced.Add(1)
 			continue
 		}
-		t := sh.tableFor(c, s.seed)
+		t := sh.tableFor(c, s.seed) // pinned: not nil
 		e := t.insert(w.h, r.Key)
 		if e < 0 {
+			if t.len() == 0 {
+				sh.dropTable(t)
+			}
 			err = fmt.Errorf("memstore: take all: request %d (key %q): %w", i, r.Key, errFull)
 			continue
 		}
