@@ -13,7 +13,7 @@ import (
 var _ sluice.Giver = (*Store)(nil)
 
 // TakeStamped is Take that also returns the key's state after the take,
-// for Give.
+// for Give. Its errors are Take's.
 func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, sluice.State, error) {
 	if s.closed.Load() || ctx.Err() != nil || cost < 0 {
 		return sluice.Decision{}, sluice.State{}, s.refused(ctx, key, cost)
@@ -44,7 +44,10 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 }
 
 // Give gives back units of a take whose stamp (from TakeStamped) is given,
-// where sluice.Model.Give says it is safe, and reports whether it did.
+// where sluice.Model.Give says it is safe, and reports whether it did. Its
+// errors: ErrClosed after Close; the context's error if it is already done;
+// an invalid policy; sluice.ErrStoreFull when p is a policy the store does
+// not hold and it holds WithMaxPolicies of them.
 func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp sluice.State, units int64) (bool, error) {
 	if s.closed.Load() {
 		return false, fmt.Errorf("memstore: give %q: %w", key, ErrClosed)

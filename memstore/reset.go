@@ -13,6 +13,9 @@ import (
 var _ sluice.Resetter = (*Store)(nil)
 
 // Reset forgets key under policy p at once, as if it had never been seen.
+// Its errors: ErrClosed after Close; the context's error if it is already
+// done; an invalid policy; sluice.ErrStoreFull when p is a policy the store
+// does not hold and it holds WithMaxPolicies of them.
 func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 	if s.closed.Load() {
 		return fmt.Errorf("memstore: reset %q: %w", key, ErrClosed)

@@ -379,8 +379,9 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// Close stops the sweeper. Take and TakeAll fail with ErrClosed afterwards.
-// Close is idempotent and always returns nil.
+// Close stops the sweeper. Every method that returns an error fails with
+// ErrClosed (sluice.ErrStoreClosed) afterwards; Len, Stats, Semaphores and
+// Sweep still answer. Close is idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)

@@ -71,6 +71,14 @@ const smallBatch = 8
 // If a key of the batch cannot be stored because WithMaxKeys leaves no room
 // in its shard beside the batch's other keys, its admission is forgotten
 // (counted in Stats.ForcedEvictions).
+//
+// Its errors: ErrClosed after Close; the context's error if it is already
+// done; out and reqs of different lengths, an invalid policy or a negative
+// cost (naming the request), all before anything is decided;
+// sluice.ErrStoreFull when a policy of the batch is one the store does not
+// hold and it holds WithMaxPolicies of them (before anything is decided),
+// or when a key's table can hold no more keys (the batch is decided, and
+// that key's admission is not recorded).
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
 	if s.closed.Load() {
 		return fmt.Errorf("memstore: take all: %w", ErrClosed)
