@@ -31,7 +31,7 @@ func TestHeadOf(t *testing.T) {
 		}
 	}
 
-	tab := &table{lay: narrowLayout, seed: maphash.MakeSeed()}
+	tab := &table{rs: new(narrowRows), seed: maphash.MakeSeed()}
 	keys := []string{"", "a", "a\x00", strings.Repeat("x", 15), strings.Repeat("x", 16), strings.Repeat("x", 17)}
 	for i := range inlineKey {
 		b := []byte(strings.Repeat("k", inlineKey))

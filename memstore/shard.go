@@ -217,26 +217,7 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 // when its state expired, and it was removed.
 func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) bool {
 	var exp int64
-	switch t.lay {
-	case narrowLayout:
-		r := &t.nrows[e]
-		tat, frac := r.time, int64(r.frac)
-		exp = c.model.TakeBucket(&tat, &frac, now, cost, d)
-		if d.Allowed && cost > 0 {
-			r.time, r.frac = tat, uint32(frac)
-		}
-	case wideLayout:
-		r := &t.wrows[e]
-		exp = c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
-	case fixedLayout:
-		r := &t.frows[e]
-		exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
-	case slidingLayout:
-		r := &t.srows[e]
-		exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
-	default: // logLayout
-		exp = takeLog(c, &t.lrows[e], now, cost, d)
-	}
+	*d, exp = t.rs.take(c, e, now, cost)
 	switch {
 	case exp <= now:
 		sh.remove(t, slot, e)

@@ -839,8 +839,8 @@ func TestIndexChurn(t *testing.T) {
 			t.Fatalf("op %d: arena %d bytes with %d dead", i, len(tb.arena), tb.dead)
 		}
 	}
-	if len(tb.slots) > 64 && 8*tb.len() < len(tb.slots) || cap(tb.frows) > 4*tb.len()+16 {
-		t.Errorf("%d slots and %d rows for %d entries", len(tb.slots), cap(tb.frows), tb.len())
+	if len(tb.slots) > 64 && 8*tb.len() < len(tb.slots) || cap(tb.rs.(*fixedRows).r) > 4*tb.len()+16 {
+		t.Errorf("%d slots and %d rows for %d entries", len(tb.slots), cap(tb.rs.(*fixedRows).r), tb.len())
 	}
 	for k, v := range want {
 		if _, e := tb.find(hashString(s, k), k); e < 0 || tb.get(e).Count != v {

@@ -165,7 +165,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 					sh.retireIf(t, e) // the batch may change its row
 					o.st = t.get(e)
 					if w.c.kind == logKind && o.takes > 0 {
-						if sp := t.lrows[e].spill; sp != nil {
+						if sp := t.logRow(e).spill; sp != nil {
 							sp.makeRoom(o.takes)
 							o.st.Count, o.st.Log = sp.view()
 							o.spill, o.live = sp, len(o.st.Log)
@@ -233,7 +233,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				case exp <= now:
 					sh.remove(t, slot, e)
 					sh.expired.Add(1)
-				case w.dirty && w.spill != nil && w.spill == t.lrows[e].spill:
+				case w.dirty && w.spill != nil && w.spill == t.logRow(e).spill:
 					w.spill.committed(w.live, w.appended, len(w.st.Log))
 					sh.wrote(exp)
 				case w.dirty:
