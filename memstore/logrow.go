@@ -195,7 +195,7 @@ func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 
 type logRows struct{ rows[logRow] }
 
 func (x *logRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
-func (x *logRows) add(k keyHead)                          { x.r = push(x.r, logRow{kb: k.bytes(), ref: k.ref}) }
+func (x *logRows) add(k keyHead)                         { x.r = push(x.r, logRow{kb: k.bytes(), ref: k.ref}) }
 
 func (x *logRows) get(e int) sluice.State {
 	count, log := x.r[e].state()

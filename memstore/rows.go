@@ -202,7 +202,7 @@ type (
 )
 
 func (x *narrowRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
-func (x *narrowRows) add(k keyHead)                          { x.r = push(x.r, narrowRow{kb: k.bytes(), ref: k.ref}) }
+func (x *narrowRows) add(k keyHead)                         { x.r = push(x.r, narrowRow{kb: k.bytes(), ref: k.ref}) }
 
 func (x *narrowRows) get(e int) sluice.State {
 	r := &x.r[e]
@@ -236,7 +236,7 @@ func (*narrowRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Deci
 }
 
 func (x *wideRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
-func (x *wideRows) add(k keyHead)                          { x.r = push(x.r, wideRow{kb: k.bytes(), ref: k.ref}) }
+func (x *wideRows) add(k keyHead)                         { x.r = push(x.r, wideRow{kb: k.bytes(), ref: k.ref}) }
 
 func (x *wideRows) get(e int) sluice.State {
 	r := &x.r[e]
@@ -266,7 +266,7 @@ func (*wideRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decisi
 }
 
 func (x *fixedRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
-func (x *fixedRows) add(k keyHead)                          { x.r = push(x.r, fixedRow{kb: k.bytes(), ref: k.ref}) }
+func (x *fixedRows) add(k keyHead)                         { x.r = push(x.r, fixedRow{kb: k.bytes(), ref: k.ref}) }
 
 func (x *fixedRows) get(e int) sluice.State {
 	r := &x.r[e]
@@ -296,7 +296,7 @@ func (*fixedRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decis
 }
 
 func (x *slidingRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
-func (x *slidingRows) add(k keyHead)                          { x.r = push(x.r, slidingRow{kb: k.bytes(), ref: k.ref}) }
+func (x *slidingRows) add(k keyHead)                         { x.r = push(x.r, slidingRow{kb: k.bytes(), ref: k.ref}) }
 
 func (x *slidingRows) get(e int) sluice.State {
 	r := &x.r[e]
