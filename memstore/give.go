@@ -46,8 +46,8 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 // Give gives back units of a take whose stamp (from TakeStamped) is given,
 // where sluice.Model.Give says it is safe, and reports whether it did. Its
 // errors: ErrClosed after Close; the context's error if it is already done;
-// an invalid policy; sluice.ErrStoreFull when p is a policy the store does
-// not hold and it holds WithMaxPolicies of them.
+// an invalid policy. Under a policy the store does not hold, there is
+// nothing to give back to.
 func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp sluice.State, units int64) (bool, error) {
 	if s.closed.Load() {
 		return false, fmt.Errorf("memstore: give %q: %w", key, ErrClosed)
@@ -55,9 +55,12 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp slu
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("memstore: give %q: %w", key, err)
 	}
-	c, err := s.pin(p)
+	c, err := s.pinHeld(p)
 	if err != nil {
 		return false, fmt.Errorf("memstore: give %q: %w", key, err)
+	}
+	if c == nil {
+		return false, nil
 	}
 	defer s.unpin(c) // pinned: if it has no table in the shard, the key has no state
 	h := maphash.String(s.seed, key)

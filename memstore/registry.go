@@ -120,6 +120,13 @@ func (r *registry) lookup(p sluice.Policy) *compiled {
 // is also acquired (release it with release). It fails for an invalid policy
 // or when the registry is full.
 func (r *registry) compile(p sluice.Policy, pin bool) (*compiled, error) {
+	return r.compileIf(p, pin, true)
+}
+
+// compileIf is compile that, unless create, returns nil for a policy whose
+// identity the registry does not hold (and so holds no key of) rather than
+// create it.
+func (r *registry) compileIf(p sluice.Policy, pin, create bool) (*compiled, error) {
 	m, err := sluice.NewModel(p)
 	if err != nil {
 		return nil, err
@@ -130,6 +137,8 @@ func (r *registry) compile(p sluice.Policy, pin bool) (*compiled, error) {
 	var pt *policyTable
 	if v, ok := r.m.Load(id); ok {
 		pt = v.(*policyTable)
+	} else if !create {
+		return nil, nil
 	} else {
 		if r.n >= r.max {
 			r.collect()

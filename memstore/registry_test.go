@@ -148,6 +148,32 @@ func TestMaxPolicies(t *testing.T) {
 	if _, err := s.Take(ctx, floodPolicy(5), "k", 1); !errors.Is(err, sluice.ErrStoreFull) {
 		t.Fatalf("again at the bound: %v, want sluice.ErrStoreFull", err)
 	}
+	// Reset and Give under a policy the store does not hold do nothing,
+	// at the bound too, and hold nothing.
+	if err := s.Reset(ctx, floodPolicy(6), "k"); err != nil {
+		t.Fatalf("Reset under a policy not held, at the bound: %v", err)
+	}
+	if ok, err := s.Give(ctx, floodPolicy(6), "k", sluice.State{}, 1); err != nil || ok {
+		t.Fatalf("Give under a policy not held, at the bound: %v, %v", ok, err)
+	}
+	if n := s.Stats().Policies; n != 3 {
+		t.Fatalf("%d policies held, want 3", n)
+	}
+}
+
+// TestResetHoldsNoPolicy: resets under policies the store never saw (a
+// flood of them) create nothing.
+func TestResetHoldsNoPolicy(t *testing.T) {
+	s := New(WithSweepInterval(0))
+	defer s.Close()
+	for i := range 1000 {
+		if err := s.Reset(context.Background(), floodPolicy(i), "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Policies != 0 {
+		t.Fatalf("Stats() = %+v after resets under unknown policies, want no policy", st)
+	}
 }
 
 // TestDeadPolicyRetries: a take compiled against a policy the registry has

@@ -14,8 +14,8 @@ var _ sluice.Resetter = (*Store)(nil)
 
 // Reset forgets key under policy p at once, as if it had never been seen.
 // Its errors: ErrClosed after Close; the context's error if it is already
-// done; an invalid policy; sluice.ErrStoreFull when p is a policy the store
-// does not hold and it holds WithMaxPolicies of them.
+// done; an invalid policy. A policy the store does not hold has no keys:
+// resetting one is a no-op that leaves nothing behind.
 func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 	if s.closed.Load() {
 		return fmt.Errorf("memstore: reset %q: %w", key, ErrClosed)
@@ -23,9 +23,12 @@ func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: reset %q: %w", key, err)
 	}
-	c, err := s.pin(p)
+	c, err := s.pinHeld(p)
 	if err != nil {
 		return fmt.Errorf("memstore: reset %q: %w", key, err)
+	}
+	if c == nil {
+		return nil
 	}
 	defer s.unpin(c) // pinned: if it has no table in the shard, the key has no state
 	h := maphash.String(s.seed, key)

@@ -247,6 +247,15 @@ func (s *Store) pin(p sluice.Policy) (*compiled, error) {
 	return s.reg.compile(p, true)
 }
 
+// pinHeld is pin for a policy the store may not hold: it returns nil, and
+// creates nothing, when the store holds no policy of p's identity.
+func (s *Store) pinHeld(p sluice.Policy) (*compiled, error) {
+	if c := s.reg.lookup(p); c != nil && c.pt.acquire() {
+		return c, nil
+	}
+	return s.reg.compileIf(p, true, false)
+}
+
 func (s *Store) unpin(c *compiled) { s.reg.release(c.pt) }
 
 func newCompiled(pt *policyTable, p sluice.Policy, m *sluice.Model) *compiled {
