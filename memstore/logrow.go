@@ -204,9 +204,9 @@ func (x *logRows) get(e int) sluice.State {
 
 func (x *logRows) set(e int, s sluice.State) { x.r[e].setState(s.Count, s.Log) }
 
-func (x *logRows) take(c *compiled, e int, now, cost int64) (d sluice.Decision, exp int64) {
-	exp = takeLog(c, &x.r[e], now, cost, &d)
-	return d, exp
+func (x *logRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
+	exp = takeLog(c, &x.r[e], now, cost, d)
+	return exp
 }
 
 // publish copies the log: an inline one into the words (its entry count,

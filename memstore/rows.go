@@ -38,10 +38,11 @@ type rowSet interface {
 	// in units of 1/(the table's den).
 	set(e int, s sluice.State)
 	// take applies one request of cost at now to entry e, running c's
-	// model on the row in place, and returns the decision and the key's
-	// expiry. (Results, not pointers: a pointer passed through an
-	// interface escapes, and would cost an allocation per decision.)
-	take(c *compiled, e int, now, cost int64) (sluice.Decision, int64)
+	// model on the row in place, sets *d and returns the key's expiry. A
+	// pointer passed through an interface escapes: d must not point into
+	// the caller's stack, which would cost an allocation per decision
+	// (the shard passes its scratch decision, under its lock).
+	take(c *compiled, e int, now, cost int64, d *sluice.Decision) int64
 	// publish copies entry e's state into a hot key's words, while its
 	// seq is odd (hot.go).
 	publish(e int, w *hotWords)
@@ -214,14 +215,14 @@ func (x *narrowRows) set(e int, s sluice.State) {
 	r.time, r.frac = s.Time, uint32(s.Frac)
 }
 
-func (x *narrowRows) take(c *compiled, e int, now, cost int64) (d sluice.Decision, exp int64) {
+func (x *narrowRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
 	tat, frac := r.time, int64(r.frac)
-	exp = c.model.TakeBucket(&tat, &frac, now, cost, &d)
+	exp = c.model.TakeBucket(&tat, &frac, now, cost, d)
 	if d.Allowed && cost > 0 {
 		r.time, r.frac = tat, uint32(frac)
 	}
-	return d, exp
+	return exp
 }
 
 func (x *narrowRows) publish(e int, w *hotWords) {
@@ -248,10 +249,10 @@ func (x *wideRows) set(e int, s sluice.State) {
 	r.time, r.frac = s.Time, s.Frac
 }
 
-func (x *wideRows) take(c *compiled, e int, now, cost int64) (d sluice.Decision, exp int64) {
+func (x *wideRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
-	exp = c.model.TakeBucket(&r.time, &r.frac, now, cost, &d)
-	return d, exp
+	exp = c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
+	return exp
 }
 
 func (x *wideRows) publish(e int, w *hotWords) {
@@ -278,10 +279,10 @@ func (x *fixedRows) set(e int, s sluice.State) {
 	r.time, r.count = s.Time, s.Count
 }
 
-func (x *fixedRows) take(c *compiled, e int, now, cost int64) (d sluice.Decision, exp int64) {
+func (x *fixedRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
-	exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, &d)
-	return d, exp
+	exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
+	return exp
 }
 
 func (x *fixedRows) publish(e int, w *hotWords) {
@@ -308,10 +309,10 @@ func (x *slidingRows) set(e int, s sluice.State) {
 	r.time, r.count, r.prev = s.Time, s.Count, s.Prev
 }
 
-func (x *slidingRows) take(c *compiled, e int, now, cost int64) (d sluice.Decision, exp int64) {
+func (x *slidingRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
-	exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, &d)
-	return d, exp
+	exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
+	return exp
 }
 
 func (x *slidingRows) publish(e int, w *hotWords) {

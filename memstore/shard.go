@@ -50,6 +50,11 @@ type shard struct {
 	// each call of makeRoom earns evictScan.
 	credit int
 
+	// dec is a scratch decision for rowSet.take, which cannot be given
+	// one on the caller's stack without allocating it (the models set the
+	// whole of it on every take, so nothing of an earlier one shows).
+	dec sluice.Decision
+
 	keys                     atomic.Int64 // n, readable without the lock
 	expired, evicted, forced atomic.Uint64
 
@@ -216,8 +221,8 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 // on the row's fields in place. It reports whether the entry is kept: false
 // when its state expired, and it was removed.
 func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) bool {
-	var exp int64
-	*d, exp = t.rs.take(c, e, now, cost)
+	exp := t.rs.take(c, e, now, cost, &sh.dec)
+	*d = sh.dec
 	switch {
 	case exp <= now:
 		sh.remove(t, slot, e)
