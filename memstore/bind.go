@@ -13,9 +13,13 @@ import (
 var _ sluice.Binder = (*Store)(nil)
 
 // Bind prepares p for many decisions; sluice.NewLimiter calls it. The bound
-// policy's Take is Store.Take for p, without finding p's table each time.
-// Binding changes nothing in the store: p is compiled on the first Take.
+// policy's Take is Store.Take for p, with Take's errors, without finding p's
+// table each time. Binding changes nothing in the store: p is compiled on
+// the first Take. Its errors: ErrClosed after Close; an invalid policy.
 func (s *Store) Bind(p sluice.Policy) (sluice.BoundPolicy, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("memstore: bind: %w", ErrClosed)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("memstore: bind: %w", err)
 	}
@@ -50,8 +54,5 @@ func (b *bound) Take(ctx context.Context, key string, cost int64) (sluice.Decisi
 		b.c.Store(c)
 	}
 	var d sluice.Decision
-	if !s.take(c, key, cost, &d) {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
-	}
-	return d, nil
+	return d, s.decide(b.p, c, key, cost, &d)
 }

@@ -16,9 +16,10 @@ import (
 // policy's emission interval is whole), no reconfiguration and no Decision
 // beyond admitted or not: it is a floor, not a limiter anyone should use.
 type floor struct {
-	seed   maphash.Seed
-	start  time.Time
-	shards [256]floorShard
+	seed     maphash.Seed
+	start    time.Time
+	t, burst int64 // emission interval, and burst × T, in nanoseconds
+	shards   [256]floorShard
 }
 
 type floorShard struct {
@@ -32,8 +33,12 @@ const (
 	floorBurst = benchLimit * floorT             // burst × T
 )
 
-func newFloor() *floor {
-	f := &floor{seed: maphash.MakeSeed(), start: time.Now()}
+func newFloor() *floor { return newFloorRate(floorT, floorBurst) }
+
+// newFloorRate returns a floor admitting one unit per t nanoseconds with a
+// bucket of burst nanoseconds (capacity × t).
+func newFloorRate(t, burst int64) *floor {
+	f := &floor{seed: maphash.MakeSeed(), start: time.Now(), t: t, burst: burst}
 	for i := range f.shards {
 		f.shards[i].m = make(map[string]int64)
 	}
@@ -45,11 +50,14 @@ func (f *floor) shard(key string) *floorShard {
 }
 
 // fill empties key's bucket (one request for the whole burst).
-func (f *floor) fill(key string) {
+func (f *floor) fill(key string) { f.fillN(key, f.burst) }
+
+// fillN takes d nanoseconds' worth of units from key's full bucket.
+func (f *floor) fillN(key string, d int64) {
 	sh := f.shard(key)
 	now := int64(time.Since(f.start))
 	sh.mu.Lock()
-	sh.m[key] = now + floorBurst
+	sh.m[key] = now + d
 	sh.mu.Unlock()
 }
 
@@ -58,9 +66,9 @@ func (f *floor) take(key string) (bool, error) {
 	now := int64(time.Since(f.start))
 	sh.mu.Lock()
 	tat := max(sh.m[key], now)
-	ok := tat+floorT-now <= floorBurst
+	ok := tat+f.t-now <= f.burst
 	if ok {
-		sh.m[key] = tat + floorT
+		sh.m[key] = tat + f.t
 	}
 	sh.mu.Unlock()
 	return ok, nil

@@ -194,8 +194,10 @@ func (t *xrateMap) len() int {
 // sethvargoTaker is go-limiter's memorystore.
 type sethvargoTaker struct{ s limiter.Store }
 
-func newSethvargo(b *testing.B) sethvargoTaker {
-	s, err := memorystore.New(&memorystore.Config{Tokens: benchLimit, Interval: benchPeriod})
+func newSethvargo(b *testing.B) sethvargoTaker { return newSethvargoRate(b, benchLimit, benchPeriod) }
+
+func newSethvargoRate(b *testing.B, tokens uint64, interval time.Duration) sethvargoTaker {
+	s, err := memorystore.New(&memorystore.Config{Tokens: tokens, Interval: interval})
 	if err != nil {
 		b.Fatal(err)
 	}

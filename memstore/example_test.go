@@ -4,6 +4,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -68,4 +69,34 @@ func ExampleStore_TakeAll() {
 	// ip: true (99 left), org: true (1 left)
 	// ip: true (98 left), org: true (0 left)
 	// ip: true (98 left), org: false (0 left)
+}
+
+// Each distinct policy is held while it has keys; WithMaxPolicies bounds
+// how many are held at once, and a new one past the bound is an error
+// wrapping sluice.ErrStoreFull.
+func ExampleWithMaxPolicies() {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock), memstore.WithMaxPolicies(2))
+	defer store.Close()
+	ctx := context.Background()
+
+	perTenant := func(limit int64) sluice.Policy {
+		return sluice.Policy{Algorithm: sluice.FixedWindow, Limit: limit, Period: time.Minute}
+	}
+	for _, limit := range []int64{10, 20, 30} {
+		_, err := store.Take(ctx, perTenant(limit), "tenant", 1)
+		fmt.Printf("limit %d: full %v\n", limit, errors.Is(err, sluice.ErrStoreFull))
+	}
+	// Once their keys expire, the policies are dropped.
+	clock.Advance(time.Minute)
+	store.Sweep()
+	fmt.Println("policies held:", store.Stats().Policies)
+	_, err := store.Take(ctx, perTenant(30), "tenant", 1)
+	fmt.Println("limit 30 now:", err)
+	// Output:
+	// limit 10: full false
+	// limit 20: full false
+	// limit 30: full true
+	// policies held: 0
+	// limit 30 now: <nil>
 }

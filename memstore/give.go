@@ -13,15 +13,16 @@ import (
 var _ sluice.Giver = (*Store)(nil)
 
 // TakeStamped is Take that also returns the key's state after the take,
-// for Give.
+// for Give. Its errors are Take's.
 func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, sluice.State, error) {
 	if s.closed.Load() || ctx.Err() != nil || cost < 0 {
 		return sluice.Decision{}, sluice.State{}, s.refused(ctx, key, cost)
 	}
-	c, err := s.compile(p)
+	c, err := s.pin(p)
 	if err != nil {
 		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
+	defer s.unpin(c)
 	h := maphash.String(s.seed, key)
 	sh := s.shardOf(h)
 	now := s.now()
@@ -29,11 +30,11 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 	defer sh.mu.Unlock()
 	k := headOf(key)
 	var d sluice.Decision
-	if !sh.take(c, s.seed, h, &k, key, cost, now, &d) {
+	if sh.take(c, s.seed, h, &k, key, cost, now, &d) != took { // pinned: never stale
 		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
 	}
 	var st sluice.State
-	if t := sh.table(c.pt.id); t != nil {
+	if t := sh.table(c.pt); t != nil {
 		if _, e := t.find(h, key); e >= 0 {
 			st = t.get(e)
 			st.Log = nil
@@ -43,7 +44,10 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 }
 
 // Give gives back units of a take whose stamp (from TakeStamped) is given,
-// where sluice.Model.Give says it is safe, and reports whether it did.
+// where sluice.Model.Give says it is safe, and reports whether it did. Its
+// errors: ErrClosed after Close; the context's error if it is already done;
+// an invalid policy. Under a policy the store does not hold, there is
+// nothing to give back to.
 func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp sluice.State, units int64) (bool, error) {
 	if s.closed.Load() {
 		return false, fmt.Errorf("memstore: give %q: %w", key, ErrClosed)
@@ -51,16 +55,20 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp slu
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("memstore: give %q: %w", key, err)
 	}
-	c, err := s.compile(p)
+	c, err := s.pinHeld(p)
 	if err != nil {
 		return false, fmt.Errorf("memstore: give %q: %w", key, err)
 	}
+	if c == nil {
+		return false, nil
+	}
+	defer s.unpin(c) // pinned: if it has no table in the shard, the key has no state
 	h := maphash.String(s.seed, key)
 	sh := s.shardOf(h)
 	now := s.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	t := sh.table(c.pt.id)
+	t := sh.table(c.pt)
 	if t == nil {
 		return false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // TestHeadOf checks the key head against its definition: the first
@@ -31,7 +32,7 @@ func TestHeadOf(t *testing.T) {
 		}
 	}
 
-	tab := &table{lay: narrowLayout, seed: maphash.MakeSeed()}
+	tab := &table{rs: new(narrowRows), seed: maphash.MakeSeed()}
 	keys := []string{"", "a", "a\x00", strings.Repeat("x", 15), strings.Repeat("x", 16), strings.Repeat("x", 17)}
 	for i := range inlineKey {
 		b := []byte(strings.Repeat("k", inlineKey))
@@ -47,6 +48,25 @@ func TestHeadOf(t *testing.T) {
 			if got := tab.is(e, &k, key); got != (e == i) {
 				t.Errorf("is(entry of %q, %q) = %v", keys[e], key, got)
 			}
+		}
+	}
+}
+
+// TestRowSizes: the rows stay as small as their columns allow; a
+// sliding-log row is one cache line.
+func TestRowSizes(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		size, want uintptr
+	}{
+		{"narrowRow", unsafe.Sizeof(narrowRow{}), 32},
+		{"wideRow", unsafe.Sizeof(wideRow{}), 40},
+		{"fixedRow", unsafe.Sizeof(fixedRow{}), 40},
+		{"slidingRow", unsafe.Sizeof(slidingRow{}), 48},
+		{"logRow", unsafe.Sizeof(logRow{}), 64},
+	} {
+		if c.size != c.want {
+			t.Errorf("%s is %d bytes, want %d", c.name, c.size, c.want)
 		}
 	}
 }

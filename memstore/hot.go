@@ -5,7 +5,6 @@ package memstore
 import (
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -56,18 +55,29 @@ type hotKey struct {
 	key string
 	h   uint64
 	c   *compiled
-	lay layout
+	rs  rowSet // the layout, for judge only: it reads no row
 	t   *table // under the lock only
 
 	live bool // under the lock: published in the shard's hot
 
 	seq atomic.Uint64
-	// The row's state. bucket: Time, Frac; fixed-window: Time, Count;
-	// sliding-window: Time, Count, Prev; sliding-log, when arr is nil: the
-	// entry count and up to two entries (At, Total) with base 0; else the
-	// base total and the count of entries at arr.
+	hotWords
+}
+
+// hotWords is a copy of a row's state, written by its layout's publish
+// (rows.go, logrow.go): bucket: Time, Frac; fixed-window: Time, Count;
+// sliding-window: Time, Count, Prev; sliding-log, when arr is nil: the
+// entry count and up to two entries (At, Total) with base 0; else the base
+// total and the count of entries at arr.
+type hotWords struct {
 	w   [5]atomic.Int64
 	arr atomic.Pointer[sluice.LogEntry]
+}
+
+// hotView is hotWords as a reader loaded them.
+type hotView struct {
+	w   [5]int64
+	arr *sluice.LogEntry
 }
 
 const (
@@ -93,49 +103,7 @@ func (he *hotKey) revive(t *table, e int) {
 }
 
 // write copies the state of entry e of t into the words, while seq is odd.
-func (he *hotKey) write(t *table, e int) {
-	w := &he.w
-	switch t.lay {
-	case narrowLayout:
-		r := &t.nrows[e]
-		w[0].Store(r.time)
-		w[1].Store(int64(r.frac))
-	case wideLayout:
-		r := &t.wrows[e]
-		w[0].Store(r.time)
-		w[1].Store(r.frac)
-	case fixedLayout:
-		r := &t.frows[e]
-		w[0].Store(r.time)
-		w[1].Store(r.count)
-	case slidingLayout:
-		r := &t.srows[e]
-		w[0].Store(r.time)
-		w[1].Store(r.count)
-		w[2].Store(r.prev)
-	default: // logLayout
-		r := &t.lrows[e]
-		if sp := r.spill; sp != nil {
-			if base, live := sp.view(); len(live) > 0 {
-				sp.shared = true
-				w[0].Store(base)
-				w[1].Store(int64(len(live)))
-				he.arr.Store(&live[0])
-				break
-			}
-		}
-		n := int64(r.n)
-		if r.spill != nil {
-			n = 0
-		}
-		w[0].Store(n)
-		for i, x := range r.one {
-			w[1+2*i].Store(x.At)
-			w[2+2*i].Store(int64(x.Total))
-		}
-		he.arr.Store(nil)
-	}
-}
+func (he *hotKey) write(t *table, e int) { t.rs.publish(e, &he.hotWords) }
 
 // reject decides a take of cost at now on the copy, and reports whether it
 // set *d to a rejection that leaves the key as it is. false leaves *d
@@ -145,42 +113,20 @@ func (he *hotKey) reject(now, cost int64, d *sluice.Decision) bool {
 	if seq&1 != 0 {
 		return false
 	}
-	w := &he.w
-	a, b, c := w[0].Load(), w[1].Load(), w[2].Load()
-	m := he.c.model
-	var exp int64
-	switch he.lay {
-	case narrowLayout, wideLayout:
-		if he.seq.Load() != seq {
-			return false
-		}
-		exp = m.TakeBucket(&a, &b, now, cost, d)
-	case fixedLayout:
-		if he.seq.Load() != seq {
-			return false
-		}
-		exp = m.TakeFixedWindow(&a, &b, now, cost, d)
-	case slidingLayout:
-		if he.seq.Load() != seq {
-			return false
-		}
-		exp = m.TakeSlidingWindow(&a, &b, &c, now, cost, d)
-	default: // logLayout
-		x := w[3].Load()
-		y := w[4].Load()
-		p := he.arr.Load()
-		if he.seq.Load() != seq {
-			return false
-		}
-		if p != nil {
-			// Published entries are never written again (see above).
-			exp = m.JudgeSlidingLog(a, unsafe.Slice(p, b), now, cost, d)
-		} else {
-			one := [2]sluice.LogEntry{{At: b, Total: uint64(c)}, {At: x, Total: uint64(y)}}
-			exp = m.JudgeSlidingLog(0, one[:a], now, cost, d)
-		}
+	var v hotView
+	for i := range v.w {
+		v.w[i] = he.w[i].Load()
 	}
-	return !d.Allowed && exp > now
+	v.arr = he.arr.Load()
+	if he.seq.Load() != seq {
+		return false
+	}
+	dec, exp := he.rs.judge(he.c, v, now, cost)
+	if dec.Allowed || exp <= now {
+		return false
+	}
+	*d = dec
+	return true
 }
 
 // retire makes the shard's hot key, if any, none: readers stop using its
@@ -255,7 +201,7 @@ func (sh *shard) rejected(c *compiled, t *table, e int, h uint64, key string) {
 	}
 	sh.cand, sh.candN, sh.hotAdmits = 0, 0, 0
 	if he == nil || he.h != h || he.c != c || he.t != t || he.key != key {
-		he = &hotKey{key: strings.Clone(key), h: h, c: c, lay: t.lay, t: t}
+		he = &hotKey{key: strings.Clone(key), h: h, c: c, rs: t.rs, t: t}
 		he.seq.Add(1) // odd: not yet published
 		sh.hotp = he
 	}

@@ -95,8 +95,8 @@ func TestSlidingLogMemory(t *testing.T) {
 	logCap := func() int {
 		c, _ := s.compile(p)
 		for i := range s.shards {
-			if tb := s.shards[i].table(c.pt.id); tb != nil && tb.len() > 0 {
-				_, log := tb.lrows[0].state()
+			if tb := s.shards[i].table(c.pt); tb != nil && tb.len() > 0 {
+				_, log := tb.logRow(0).state()
 				return cap(log)
 			}
 		}
@@ -406,12 +406,12 @@ func TestLogRejectionWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := s.shards[0].table(c.pt.id)
-	before := tb.lrows[0]
+	tb := s.shards[0].table(c.pt)
+	before := *tb.logRow(0)
 	if d := take("k", 8); d.Allowed {
 		t.Fatalf("8 more on 3 of 10 admitted: %+v", d)
 	}
-	if after := tb.lrows[0]; after != before {
+	if after := *tb.logRow(0); after != before {
 		t.Errorf("a rejection wrote the row: %+v, was %+v", after, before)
 	}
 }

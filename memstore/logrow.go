@@ -4,6 +4,7 @@ package memstore
 
 import (
 	"sort"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 )
@@ -188,4 +189,60 @@ func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 
 		r.spill, r.n = &logSpill{log: log}, 0
 	}
 	return exp
+}
+
+// logRows is the sliding-log layout.
+type logRows struct{ rows[logRow] }
+
+func (x *logRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
+func (x *logRows) add(k keyHead)                         { x.r = push(x.r, logRow{kb: k.bytes(), ref: k.ref}) }
+
+func (x *logRows) get(e int) sluice.State {
+	count, log := x.r[e].state()
+	return sluice.State{Count: count, Log: log}
+}
+
+func (x *logRows) set(e int, s sluice.State) { x.r[e].setState(s.Count, s.Log) }
+
+func (x *logRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
+	exp = takeLog(c, &x.r[e], now, cost, d)
+	return exp
+}
+
+// publish copies the log: an inline one into the words (its entry count,
+// then up to two entries as At, Total), a spilled one as its base total
+// and entry count, with arr pointing at the spill's array, which is
+// shared from then on (see logSpill).
+func (x *logRows) publish(e int, w *hotWords) {
+	r := &x.r[e]
+	if sp := r.spill; sp != nil {
+		if base, live := sp.view(); len(live) > 0 {
+			sp.shared = true
+			w.w[0].Store(base)
+			w.w[1].Store(int64(len(live)))
+			w.arr.Store(&live[0])
+			return
+		}
+	}
+	n := int64(r.n)
+	if r.spill != nil {
+		n = 0
+	}
+	w.w[0].Store(n)
+	for i, x := range r.one {
+		w.w[1+2*i].Store(x.At)
+		w.w[2+2*i].Store(int64(x.Total))
+	}
+	w.arr.Store(nil)
+}
+
+func (*logRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
+	if v.arr != nil {
+		// Published entries are never written again (hot.go).
+		exp = c.model.JudgeSlidingLog(v.w[0], unsafe.Slice(v.arr, v.w[1]), now, cost, &d)
+		return d, exp
+	}
+	one := [2]sluice.LogEntry{{At: v.w[1], Total: uint64(v.w[2])}, {At: v.w[3], Total: uint64(v.w[4])}}
+	exp = c.model.JudgeSlidingLog(0, one[:v.w[0]], now, cost, &d)
+	return d, exp
 }

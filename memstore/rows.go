@@ -13,36 +13,87 @@ import (
 // holds, and the reads and writes of a row's state. table.go holds the
 // index that finds a row.
 
-// layout selects the row type of a table.
-type layout uint8
+// rowSet is a table's rows, all of one layout: a row type holding a key's
+// first inlineKey bytes, its ref and the columns of one model's state. Each
+// layout is written once, as a row type and the methods of its rowSet
+// (below, and logrow.go); what every layout does alike is rows[R], generic.
+// newRows is the one place that chooses a layout.
+type rowSet interface {
+	len() int
+	// key returns entry e's inline key bytes and its ref.
+	key(e int) (*[inlineKey]byte, *uint32)
+	// add appends a row for the key whose head is k, with the zero state.
+	add(k keyHead)
+	// move copies row src over row dst.
+	move(dst, src int)
+	// trunc cuts the rows to n, releasing what the cut rows held.
+	trunc(n int)
+	// shrink reallocates rows that are mostly unused capacity.
+	shrink()
+	// get returns entry e's state. A sliding-log state shares the stored
+	// log (see logRow.state): it must not be kept past the next change of
+	// the table's rows.
+	get(e int) sluice.State
+	// set stores s as entry e's state; for the bucket kind s.Frac must be
+	// in units of 1/(the table's den).
+	set(e int, s sluice.State)
+	// take applies one request of cost at now to entry e, running c's
+	// model on the row in place, sets *d and returns the key's expiry. A
+	// pointer passed through an interface escapes: d must not point into
+	// the caller's stack, which would cost an allocation per decision
+	// (the shard passes its scratch decision, under its lock).
+	take(c *compiled, e int, now, cost int64, d *sluice.Decision) int64
+	// publish copies entry e's state into a hot key's words, while its
+	// seq is odd (hot.go).
+	publish(e int, w *hotWords)
+	// judge decides one request on a hot key's copy v, as take would on
+	// the row it copies, without writing anything, and returns the
+	// expiry. It reads no row.
+	judge(c *compiled, v hotView, now, cost int64) (sluice.Decision, int64)
+}
 
-const (
-	narrowLayout  layout = iota // bucket kind, den < 2³²
-	wideLayout                  // bucket kind, den ≥ 2³²
-	fixedLayout                 // fixed-window
-	slidingLayout               // sliding-window
-	logLayout                   // sliding-log
-)
-
-func layoutOf(k kind, den int64) layout {
+// newRows returns empty rows of the layout for kind k with fractions in
+// units of 1/den: the bucket kind keeps its fraction in 32 bits while den
+// allows.
+func newRows(k kind, den int64) rowSet {
 	switch k {
 	case fixedKind:
-		return fixedLayout
+		return new(fixedRows)
 	case slidingKind:
-		return slidingLayout
+		return new(slidingRows)
 	case logKind:
-		return logLayout
+		return new(logRows)
 	}
 	if den >= wideDen {
-		return wideLayout
+		return new(wideRows)
 	}
-	return narrowLayout
+	return new(narrowRows)
+}
+
+// rows is what every layout does alike.
+type rows[R any] struct{ r []R }
+
+func (x *rows[R]) len() int          { return len(x.r) }
+func (x *rows[R]) move(dst, src int) { x.r[dst] = x.r[src] }
+
+func (x *rows[R]) trunc(n int) {
+	clear(x.r[n:])
+	x.r = x.r[:n]
+}
+
+func (x *rows[R]) shrink() {
+	if len(x.r) == 0 {
+		x.r = nil
+		return
+	}
+	x.r = shrink(x.r)
 }
 
 // The rows. kb is the key's first inlineKey bytes, zero-padded; ref is
 // inlined|len(key) for a key of at most inlineKey bytes, else the offset of
-// the rest of the key in the arena (below inlined). logRow, of sliding-log,
-// is in logrow.go.
+// the rest of the key in the arena (below inlined). A key's ref is the
+// same in every layout, and so is its keyHead. logRow, of sliding-log, is
+// in logrow.go.
 type (
 	narrowRow struct {
 		kb   [inlineKey]byte
@@ -121,24 +172,6 @@ func (k *keyHead) bytes() (b [inlineKey]byte) {
 	return b
 }
 
-// pushRow appends a row with the zero state for the key k.
-func (t *table) pushRow(k keyHead) {
-	kb := k.bytes()
-	switch t.lay {
-	case narrowLayout:
-		t.nrows = push(t.nrows, narrowRow{kb: kb, ref: k.ref})
-	case wideLayout:
-		t.wrows = push(t.wrows, wideRow{kb: kb, ref: k.ref})
-	case fixedLayout:
-		t.frows = push(t.frows, fixedRow{kb: kb, ref: k.ref})
-	case slidingLayout:
-		t.srows = push(t.srows, slidingRow{kb: kb, ref: k.ref})
-	default:
-		t.lrows = push(t.lrows, logRow{kb: kb, ref: k.ref})
-	}
-	t.n++
-}
-
 // push appends r to rows. Past growSmall rows it grows the capacity by an
 // eighth rather than append's quarter: rows are most of a key's memory, and
 // a table of rows only grows by one at a time.
@@ -154,48 +187,6 @@ func push[T any](rows []T, r T) []T {
 // growSmall is the row count below which push leaves growth to append.
 const growSmall = 1024
 
-func (t *table) moveRow(dst, src int) {
-	switch t.lay {
-	case narrowLayout:
-		t.nrows[dst] = t.nrows[src]
-	case wideLayout:
-		t.wrows[dst] = t.wrows[src]
-	case fixedLayout:
-		t.frows[dst] = t.frows[src]
-	case slidingLayout:
-		t.srows[dst] = t.srows[src]
-	default:
-		t.lrows[dst] = t.lrows[src]
-	}
-}
-
-// truncRows cuts the rows to n.
-func (t *table) truncRows(n int) {
-	switch t.lay {
-	case narrowLayout:
-		t.nrows = t.nrows[:n]
-	case wideLayout:
-		t.wrows = t.wrows[:n]
-	case fixedLayout:
-		t.frows = t.frows[:n]
-	case slidingLayout:
-		t.srows = t.srows[:n]
-	default:
-		t.lrows[n] = logRow{} // release the removed entry's log
-		t.lrows = t.lrows[:n]
-	}
-	t.n = n
-}
-
-// shrinkColumns reallocates rows that are mostly unused capacity.
-func (t *table) shrinkColumns() {
-	t.nrows = shrink(t.nrows)
-	t.wrows = shrink(t.wrows)
-	t.frows = shrink(t.frows)
-	t.srows = shrink(t.srows)
-	t.lrows = shrink(t.lrows)
-}
-
 func shrink[T any](s []T) []T {
 	if cap(s) <= 2*len(s)+8 {
 		return s
@@ -203,48 +194,137 @@ func shrink[T any](s []T) []T {
 	return append(make([]T, 0, len(s)+len(s)/4), s...)
 }
 
-// get returns the state of entry e. A sliding-log state shares the stored
-// log (see logRow.state): it must not be kept past the next change of the
-// table's rows.
-func (t *table) get(e int) sluice.State {
-	switch t.lay {
-	case narrowLayout:
-		r := &t.nrows[e]
-		return sluice.State{Time: r.time, Frac: int64(r.frac)}
-	case wideLayout:
-		r := &t.wrows[e]
-		return sluice.State{Time: r.time, Frac: r.frac}
-	case fixedLayout:
-		r := &t.frows[e]
-		return sluice.State{Time: r.time, Count: r.count}
-	case slidingLayout:
-		r := &t.srows[e]
-		return sluice.State{Time: r.time, Count: r.count, Prev: r.prev}
-	default:
-		count, log := t.lrows[e].state()
-		return sluice.State{Count: count, Log: log}
-	}
+// The layouts of the bucket and window kinds.
+type (
+	narrowRows  struct{ rows[narrowRow] }
+	wideRows    struct{ rows[wideRow] }
+	fixedRows   struct{ rows[fixedRow] }
+	slidingRows struct{ rows[slidingRow] }
+)
+
+func (x *narrowRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
+func (x *narrowRows) add(k keyHead)                         { x.r = push(x.r, narrowRow{kb: k.bytes(), ref: k.ref}) }
+
+func (x *narrowRows) get(e int) sluice.State {
+	r := &x.r[e]
+	return sluice.State{Time: r.time, Frac: int64(r.frac)}
 }
 
-// set stores s as the state of entry e. For the bucket kind s.Frac must be
-// in units of 1/t.den.
-func (t *table) set(e int, s sluice.State) {
-	switch t.lay {
-	case narrowLayout:
-		r := &t.nrows[e]
-		r.time, r.frac = s.Time, uint32(s.Frac)
-	case wideLayout:
-		r := &t.wrows[e]
-		r.time, r.frac = s.Time, s.Frac
-	case fixedLayout:
-		r := &t.frows[e]
-		r.time, r.count = s.Time, s.Count
-	case slidingLayout:
-		r := &t.srows[e]
-		r.time, r.count, r.prev = s.Time, s.Count, s.Prev
-	default:
-		t.lrows[e].setState(s.Count, s.Log)
+func (x *narrowRows) set(e int, s sluice.State) {
+	r := &x.r[e]
+	r.time, r.frac = s.Time, uint32(s.Frac)
+}
+
+func (x *narrowRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
+	r := &x.r[e]
+	tat, frac := r.time, int64(r.frac)
+	exp = c.model.TakeBucket(&tat, &frac, now, cost, d)
+	if d.Allowed && cost > 0 {
+		r.time, r.frac = tat, uint32(frac)
 	}
+	return exp
+}
+
+func (x *narrowRows) publish(e int, w *hotWords) {
+	r := &x.r[e]
+	w.w[0].Store(r.time)
+	w.w[1].Store(int64(r.frac))
+}
+
+func (*narrowRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeBucket(&v.w[0], &v.w[1], now, cost, &d)
+	return d, exp
+}
+
+func (x *wideRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
+func (x *wideRows) add(k keyHead)                         { x.r = push(x.r, wideRow{kb: k.bytes(), ref: k.ref}) }
+
+func (x *wideRows) get(e int) sluice.State {
+	r := &x.r[e]
+	return sluice.State{Time: r.time, Frac: r.frac}
+}
+
+func (x *wideRows) set(e int, s sluice.State) {
+	r := &x.r[e]
+	r.time, r.frac = s.Time, s.Frac
+}
+
+func (x *wideRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
+	r := &x.r[e]
+	exp = c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
+	return exp
+}
+
+func (x *wideRows) publish(e int, w *hotWords) {
+	r := &x.r[e]
+	w.w[0].Store(r.time)
+	w.w[1].Store(r.frac)
+}
+
+func (*wideRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeBucket(&v.w[0], &v.w[1], now, cost, &d)
+	return d, exp
+}
+
+func (x *fixedRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
+func (x *fixedRows) add(k keyHead)                         { x.r = push(x.r, fixedRow{kb: k.bytes(), ref: k.ref}) }
+
+func (x *fixedRows) get(e int) sluice.State {
+	r := &x.r[e]
+	return sluice.State{Time: r.time, Count: r.count}
+}
+
+func (x *fixedRows) set(e int, s sluice.State) {
+	r := &x.r[e]
+	r.time, r.count = s.Time, s.Count
+}
+
+func (x *fixedRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
+	r := &x.r[e]
+	exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
+	return exp
+}
+
+func (x *fixedRows) publish(e int, w *hotWords) {
+	r := &x.r[e]
+	w.w[0].Store(r.time)
+	w.w[1].Store(r.count)
+}
+
+func (*fixedRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeFixedWindow(&v.w[0], &v.w[1], now, cost, &d)
+	return d, exp
+}
+
+func (x *slidingRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
+func (x *slidingRows) add(k keyHead)                         { x.r = push(x.r, slidingRow{kb: k.bytes(), ref: k.ref}) }
+
+func (x *slidingRows) get(e int) sluice.State {
+	r := &x.r[e]
+	return sluice.State{Time: r.time, Count: r.count, Prev: r.prev}
+}
+
+func (x *slidingRows) set(e int, s sluice.State) {
+	r := &x.r[e]
+	r.time, r.count, r.prev = s.Time, s.Count, s.Prev
+}
+
+func (x *slidingRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
+	r := &x.r[e]
+	exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
+	return exp
+}
+
+func (x *slidingRows) publish(e int, w *hotWords) {
+	r := &x.r[e]
+	w.w[0].Store(r.time)
+	w.w[1].Store(r.count)
+	w.w[2].Store(r.prev)
+}
+
+func (*slidingRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeSlidingWindow(&v.w[0], &v.w[1], &v.w[2], now, cost, &d)
+	return d, exp
 }
 
 // expiresAt returns when entry e's state becomes equivalent to none, under
@@ -255,41 +335,25 @@ func (t *table) expiresAt(e int) int64 {
 
 // setDen re-expresses the stored fractions in units of 1/den, rounding up
 // (a TAT never moves earlier), when a reconfigured policy changed the
-// denominator, switching between the narrow and wide rows as needed.
+// denominator, moving the rows to the layout den needs.
 func (t *table) setDen(den int64) {
 	if t.kind != bucketKind || t.den == den {
 		return
 	}
-	old := t.den
-	lay := layoutOf(bucketKind, den)
-	switch {
-	case t.lay == narrowLayout && lay == narrowLayout:
-		for i := range t.nrows {
-			r := &t.nrows[i]
-			ns, f := convFrac(r.time, int64(r.frac), old, den)
-			r.time, r.frac = ns, uint32(f)
+	rs := t.rs
+	if (t.den >= wideDen) != (den >= wideDen) {
+		rs = newRows(bucketKind, den)
+		for e := range t.n {
+			kb, ref := t.rs.key(e)
+			rs.add(keyHead{lo: binary.LittleEndian.Uint64(kb[:8]), hi: binary.LittleEndian.Uint64(kb[8:]), ref: *ref})
 		}
-	case t.lay == wideLayout && lay == wideLayout:
-		for i := range t.wrows {
-			r := &t.wrows[i]
-			r.time, r.frac = convFrac(r.time, r.frac, old, den)
-		}
-	case lay == wideLayout:
-		rows := make([]wideRow, t.n, max(t.n, cap(t.nrows)))
-		for i, r := range t.nrows {
-			ns, f := convFrac(r.time, int64(r.frac), old, den)
-			rows[i] = wideRow{kb: r.kb, time: ns, frac: f, ref: r.ref}
-		}
-		t.wrows, t.nrows = rows, nil
-	default:
-		rows := make([]narrowRow, t.n, max(t.n, cap(t.wrows)))
-		for i, r := range t.wrows {
-			ns, f := convFrac(r.time, r.frac, old, den)
-			rows[i] = narrowRow{kb: r.kb, time: ns, frac: uint32(f), ref: r.ref}
-		}
-		t.nrows, t.wrows = rows, nil
 	}
-	t.lay, t.den = lay, den
+	for e := range t.n {
+		st := t.rs.get(e)
+		st.Time, st.Frac = convFrac(st.Time, st.Frac, t.den, den)
+		rs.set(e, st)
+	}
+	t.rs, t.den = rs, den
 }
 
 // convFrac re-expresses the instant ns + frac/from as ns' + frac'/to,

@@ -23,7 +23,9 @@ type semaphores struct {
 
 type semKey struct{ name, key string }
 
-// Acquire implements sluice.Semaphore with the store's clock.
+// Acquire implements sluice.Semaphore with the store's clock. Acquire,
+// Release and Extend fail with ErrClosed after Close, with the context's
+// error if it is already done, and for a ttl ≤ 0.
 func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (sluice.Slots, error) {
 	if err := s.semCheck(ctx, "acquire", key); err != nil {
 		return sluice.Slots{}, err

@@ -26,10 +26,15 @@ type shard struct {
 	candN     int
 	hotBar    int
 	hotAdmits int
-	tabs      []*table
-	n         int // keys held
-	quota     int // most keys held; 0: unbounded
-	rng       uint64
+	// The tables, one per policy with keys in the shard: in no order (a
+	// table knows its index, pos), by policy, and the last one looked up.
+	tabs     []*table
+	byPolicy map[*policyTable]*table
+	peakTabs int // most tables since byPolicy was last rebuilt
+	last     *table
+	n        int // keys held
+	quota    int // most keys held; 0: unbounded
+	rng      uint64
 
 	// The sweep cursor: table index and entry.
 	curTab, curEnt int
@@ -40,9 +45,15 @@ type shard struct {
 	minExp int64
 	minGen uint64
 	gen    *atomic.Uint64
+	reg    *registry
 	// credit paces full sweeps when making room: one costs n credits, and
 	// each call of makeRoom earns evictScan.
 	credit int
+
+	// dec is a scratch decision for rowSet.take, which cannot be given
+	// one on the caller's stack without allocating it (the models set the
+	// whole of it on every take, so nothing of an earlier one shows).
+	dec sluice.Decision
 
 	keys                     atomic.Int64 // n, readable without the lock
 	expired, evicted, forced atomic.Uint64
@@ -50,29 +61,68 @@ type shard struct {
 	_ [64]byte // keep shards' locks on separate cache lines
 }
 
-// table returns the shard's table of policy id, or nil.
-func (sh *shard) table(id int) *table {
-	if id < len(sh.tabs) {
-		return sh.tabs[id]
+// table returns the shard's table of policy pt, or nil.
+func (sh *shard) table(pt *policyTable) *table {
+	if t := sh.last; t != nil && t.pt == pt {
+		return t
 	}
-	return nil
+	t := sh.byPolicy[pt]
+	if t != nil {
+		sh.last = t
+	}
+	return t
 }
 
-// tableFor returns the shard's table for c, creating it.
+// tableFor returns the shard's table for c, creating it, or nil if c's
+// policy is dead (see registry.go).
 func (sh *shard) tableFor(c *compiled, seed maphash.Seed) *table {
-	id := c.pt.id
-	if id >= len(sh.tabs) {
-		tabs := make([]*table, id+1)
-		copy(tabs, sh.tabs)
-		sh.tabs = tabs
-	}
-	t := sh.tabs[id]
+	t := sh.table(c.pt)
 	if t == nil {
+		if !c.pt.acquire() {
+			return nil
+		}
 		t = newTable(c.pt, c, seed)
-		sh.tabs[id] = t
+		t.pos = len(sh.tabs)
+		sh.tabs = append(sh.tabs, t)
+		if sh.byPolicy == nil {
+			sh.byPolicy = make(map[*policyTable]*table)
+		}
+		sh.byPolicy[c.pt] = t
+		sh.peakTabs = max(sh.peakTabs, len(sh.tabs))
+		sh.last = t
 	}
 	sh.recompile(t, c)
 	return t
+}
+
+// dropTable frees t, which holds no key, and releases its policy.
+func (sh *shard) dropTable(t *table) {
+	if he := sh.hotp; he != nil && he.t == t {
+		sh.retire()
+		sh.hotp = nil
+	}
+	last := len(sh.tabs) - 1
+	sh.tabs[t.pos] = sh.tabs[last]
+	sh.tabs[t.pos].pos = t.pos
+	sh.tabs[last] = nil
+	sh.tabs = sh.tabs[:last]
+	delete(sh.byPolicy, t.pt)
+	if sh.last == t {
+		sh.last = nil
+	}
+	// Maps and slices keep their size when emptied: rebuild them when they
+	// are mostly empty, O(1) amortized per table dropped.
+	if n := len(sh.tabs); n == 0 {
+		sh.tabs, sh.byPolicy, sh.peakTabs = nil, nil, 0
+	} else if sh.peakTabs > 64 && 4*n < sh.peakTabs {
+		sh.tabs = append([]*table(nil), sh.tabs...)
+		m := make(map[*policyTable]*table, n)
+		for _, x := range sh.tabs {
+			m[x.pt] = x
+		}
+		sh.byPolicy, sh.peakTabs = m, n
+	}
+	sh.reg.release(t.pt)
 }
 
 // wrote notes that a key now expires at exp.
@@ -93,19 +143,34 @@ func (sh *shard) added() {
 }
 
 // remove drops entry e (at slot) of t, retiring the hot key first if it is
-// that entry, so that no path can drop a key its copy still shows.
+// that entry, so that no path can drop a key its copy still shows. A table
+// left with no key is freed.
 func (sh *shard) remove(t *table, slot, e int) {
 	sh.retireIf(t, e)
 	t.remove(slot, e)
 	sh.n--
 	sh.keys.Store(int64(sh.n))
+	if t.len() == 0 {
+		sh.dropTable(t)
+	}
 }
 
-// take applies one request and sets *d to its decision; it reports false
-// when the key could not be stored.
-func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key string, cost, now int64, d *sluice.Decision) bool {
-	t := sh.table(c.pt.id)
+// outcome is the result of shard.take.
+type outcome uint8
+
+const (
+	took  outcome = iota // the decision is made
+	full                 // the key could not be stored
+	stale                // the policy is dead: compile it again and retry
+)
+
+// take applies one request and sets *d to its decision.
+func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key string, cost, now int64, d *sluice.Decision) outcome {
+	t := sh.table(c.pt)
 	slot, e := -1, -1
+	if t == nil && c.pt.isDead() {
+		return stale // its successor may hold the key (registry.go)
+	}
 	if t != nil {
 		if he := sh.hotp; he != nil && he.t == t && he.c != c || t.den != c.den {
 			sh.recompile(t, c)
@@ -125,53 +190,39 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 		case !sh.isHot(t, h, key):
 			sh.rejected(c, t, e, h, key)
 		}
-		return true
+		return took
 	}
 	// A key the store does not hold: its state is the zero State.
 	next, dec := c.model.Take(sluice.State{}, now, cost)
 	*d = dec
 	exp := c.model.ExpiresAt(next)
 	if !dec.Allowed || cost == 0 || exp <= now {
-		return true
+		return took
 	}
 	if sh.quota > 0 && sh.n >= sh.quota {
 		sh.makeRoom(now, nil)
 	}
-	t = sh.tableFor(c, seed)
+	if t = sh.tableFor(c, seed); t == nil {
+		return stale // died meanwhile: nothing was written
+	}
 	if e = t.insert(h, key); e < 0 {
-		return false
+		if t.len() == 0 {
+			sh.dropTable(t)
+		}
+		return full
 	}
 	t.set(e, next)
 	sh.wrote(exp)
 	sh.added()
-	return true
+	return took
 }
 
 // takeInPlace applies one request to entry e (at slot), running the model
 // on the row's fields in place. It reports whether the entry is kept: false
 // when its state expired, and it was removed.
 func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) bool {
-	var exp int64
-	switch t.lay {
-	case narrowLayout:
-		r := &t.nrows[e]
-		tat, frac := r.time, int64(r.frac)
-		exp = c.model.TakeBucket(&tat, &frac, now, cost, d)
-		if d.Allowed && cost > 0 {
-			r.time, r.frac = tat, uint32(frac)
-		}
-	case wideLayout:
-		r := &t.wrows[e]
-		exp = c.model.TakeBucket(&r.time, &r.frac, now, cost, d)
-	case fixedLayout:
-		r := &t.frows[e]
-		exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
-	case slidingLayout:
-		r := &t.srows[e]
-		exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
-	default: // logLayout
-		exp = takeLog(c, &t.lrows[e], now, cost, d)
-	}
+	exp := t.rs.take(c, e, now, cost, &sh.dec)
+	*d = sh.dec
 	switch {
 	case exp <= now:
 		sh.remove(t, slot, e)
@@ -331,10 +382,9 @@ func (sh *shard) sweepAll(now int64, counter *atomic.Uint64) int {
 	gen := sh.gen.Load()
 	minExp := int64(math.MaxInt64)
 	dropped := 0
-	for _, t := range sh.tabs {
-		if t == nil {
-			continue
-		}
+	// Backward: dropping an emptied table moves the last one into its place.
+	for i := len(sh.tabs) - 1; i >= 0; i-- {
+		t := sh.tabs[i]
 		for e := 0; e < t.len(); {
 			if exp := t.expiresAt(e); exp > now {
 				minExp = min(minExp, exp)

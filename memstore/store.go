@@ -27,11 +27,24 @@
 // dropped when they are next touched, by a background sweeper that examines
 // a bounded number of entries per shard per tick (see WithSweepInterval), and
 // by Sweep. WithMaxKeys bounds the number of keys held.
+//
+// Policies are bounded and freed too (registry.go): a policy is held from
+// its first use until it holds no key, and then dropped by the sweeper, so a
+// flood of distinct policies (an RLS descriptor's limit override makes one
+// each) costs memory only while their keys live. WithMaxPolicies bounds how
+// many are held at once (DefaultMaxPolicies); past it, a take for a new
+// policy fails with sluice.ErrStoreFull. Creating a policy is O(1)
+// amortized.
+//
+// Errors are part of each method's contract, listed in its doc. After
+// Close, every method that returns an error returns one wrapping
+// sluice.ErrStoreClosed (ErrClosed); a store that cannot hold a new policy
+// or key returns one wrapping sluice.ErrStoreFull. Neither comes with an
+// admission: a closed or full store admits nothing.
 package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -61,26 +74,17 @@ type Store struct {
 	shards []shard
 	shift  uint // shard of hash h: h >> shift
 
-	snap atomic.Pointer[snapshot]
-	gen  atomic.Uint64 // incremented when a policy is recompiled
-	mu   sync.Mutex    // serializes table creation
+	reg registry      // the policies (registry.go)
+	gen atomic.Uint64 // incremented when a policy is recompiled
 
 	sem semaphores // in-flight limits (semaphore.go)
 
 	closed atomic.Bool
-	stop   chan struct{}
-	done   chan struct{}
+	sweep  *sweeper // nil when there is no background sweeper
 	once   sync.Once
 }
 
 var _ sluice.Store = (*Store)(nil)
-
-// policyTable is one policy identity: (Name, Algorithm) for a named policy,
-// the whole Policy otherwise. Its per-shard tables share its id.
-type policyTable struct {
-	id  int
-	cur atomic.Pointer[compiled] // the parameters last seen
-}
 
 // compiled is a policy with its model.
 type compiled struct {
@@ -96,10 +100,11 @@ type compiled struct {
 type Option func(*options)
 
 type options struct {
-	clock    sluice.Clock
-	maxKeys  int
-	interval time.Duration
-	shards   int
+	clock       sluice.Clock
+	maxKeys     int
+	maxPolicies int
+	interval    time.Duration
+	shards      int
 }
 
 // WithClock makes the store read the time from c (as c.Now().UnixNano()).
@@ -116,6 +121,21 @@ func WithClock(c sluice.Clock) Option {
 // n ≤ 0 means no bound, the default.
 func WithMaxKeys(n int) Option {
 	return func(o *options) { o.maxKeys = n }
+}
+
+// WithMaxPolicies bounds the number of policies the store holds to n; n ≤ 0
+// leaves the default, DefaultMaxPolicies. A policy is held from its first
+// use until it holds no key and the sweeper (or Sweep, or the need for room)
+// drops it; a named policy counts once whatever its parameters (see
+// sluice.Policy). At the bound, a call for a policy the store does not hold
+// fails with an error wrapping sluice.ErrStoreFull: it is never admitted
+// silently, and the Limiter's failure mode decides.
+func WithMaxPolicies(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxPolicies = n
+		}
+	}
 }
 
 // WithSweepInterval sets how often the background sweeper runs; each run
@@ -141,10 +161,11 @@ const (
 	sweepBudget = 1024
 )
 
-// New returns a store configured by opts. If it starts a sweeper goroutine,
-// Close stops it.
+// New returns a store configured by opts. Its background sweeper (see
+// WithSweepInterval) stops at Close, or once the store is unreachable: a
+// store dropped without Close leaks nothing.
 func New(opts ...Option) *Store {
-	o := options{interval: time.Second}
+	o := options{interval: time.Second, maxPolicies: DefaultMaxPolicies}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -178,6 +199,7 @@ func New(opts ...Option) *Store {
 		sh := &s.shards[i]
 		sh.rng = uint64(i)*0x9e3779b97f4a7c15 + 1
 		sh.gen = &s.gen
+		sh.reg = &s.reg
 		sh.minExp = math.MaxInt64
 		sh.credit = maxCredit
 		if o.maxKeys > 0 {
@@ -187,11 +209,9 @@ func New(opts ...Option) *Store {
 			}
 		}
 	}
-	s.snap.Store(&snapshot{tables: map[sluice.Policy]*policyTable{}})
+	s.reg.gen, s.reg.max = &s.gen, o.maxPolicies
 	if o.interval > 0 {
-		s.stop = make(chan struct{})
-		s.done = make(chan struct{})
-		go s.sweeper(o.interval)
+		s.sweep = startSweeper(s, o.interval)
 	}
 	return s
 }
@@ -212,84 +232,46 @@ func (s *Store) now() int64 {
 
 func (s *Store) shardOf(h uint64) *shard { return &s.shards[h>>s.shift] }
 
-// snapshot is the store's policy tables, replaced whole (copy on write)
-// when one is added or recompiled, so lookups take no lock.
-type snapshot struct {
-	tables map[sluice.Policy]*policyTable
-	// fast holds the current compiled form of the first fastTables tables,
-	// searched by comparing policies, which is faster than hashing one.
-	fast []*compiled
-}
-
-const fastTables = 8
-
-// identity returns the key of p's table: (Name, Algorithm) for a named
-// policy, the whole policy otherwise.
-func identity(p sluice.Policy) sluice.Policy {
-	if p.Name != "" {
-		return sluice.Policy{Name: p.Name, Algorithm: p.Algorithm}
-	}
-	return p
-}
-
-// compile returns the compiled form of p, creating its table or recompiling
-// its model when its parameters changed. It takes no lock and allocates
-// nothing when p is the policy its table last saw.
+// compile returns the compiled form of p, creating its policy table or
+// recompiling its model when its parameters changed. It takes no lock and
+// allocates nothing when p is the policy its table last saw.
 func (s *Store) compile(p sluice.Policy) (*compiled, error) {
-	sn := s.snap.Load()
-	for _, c := range sn.fast {
-		if c.policy == p {
-			return c, nil
-		}
+	if c := s.reg.lookup(p); c != nil {
+		return c, nil
 	}
-	if pt := sn.tables[identity(p)]; pt != nil {
-		if c := pt.cur.Load(); c.policy == p {
-			return c, nil
-		}
-	}
-	m, err := sluice.NewModel(p)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn = s.snap.Load()
-	next := &snapshot{tables: sn.tables, fast: sn.fast}
-	pt := sn.tables[identity(p)]
-	if pt == nil {
-		pt = &policyTable{id: len(sn.tables)}
-		next.tables = make(map[sluice.Policy]*policyTable, len(sn.tables)+1)
-		for k, v := range sn.tables {
-			next.tables[k] = v
-		}
-		next.tables[identity(p)] = pt
-	} else if c := pt.cur.Load(); c.policy == p {
-		return c, nil // compiled meanwhile
-	} else {
-		s.gen.Add(1) // the expiries of its keys may have moved
-	}
-	c := newCompiled(pt, p, m)
-	pt.cur.Store(c)
-	next.fast = make([]*compiled, 0, len(sn.fast)+1)
-	for _, f := range sn.fast {
-		if f.pt != pt {
-			next.fast = append(next.fast, f)
-		}
-	}
-	if len(next.fast) < fastTables {
-		next.fast = append(next.fast, c)
-	}
-	s.snap.Store(next)
-	return c, nil
+	return s.reg.compile(p, false)
 }
+
+// pin is compile that also acquires p's table, so that it stays alive until
+// unpin.
+func (s *Store) pin(p sluice.Policy) (*compiled, error) {
+	if c := s.reg.lookup(p); c != nil && c.pt.acquire() {
+		return c, nil
+	}
+	return s.reg.compile(p, true)
+}
+
+// pinHeld is pin for a policy the store may not hold: it returns nil, and
+// creates nothing, when the store holds no policy of p's identity.
+func (s *Store) pinHeld(p sluice.Policy) (*compiled, error) {
+	if c := s.reg.lookup(p); c != nil && c.pt.acquire() {
+		return c, nil
+	}
+	return s.reg.compileIf(p, true, false)
+}
+
+func (s *Store) unpin(c *compiled) { s.reg.release(c.pt) }
 
 func newCompiled(pt *policyTable, p sluice.Policy, m *sluice.Model) *compiled {
 	return &compiled{pt: pt, policy: p, model: m, kind: kindOf(p.Algorithm), den: m.Denominator(), period: int64(p.Period)}
 }
 
 // Take applies one request of cost units against key under policy p and
-// returns the decision. It fails only for an invalid policy, a negative
-// cost, a context that is already done, or a closed store.
+// returns the decision. Its errors: ErrClosed (sluice.ErrStoreClosed) after
+// Close; the context's error if it is already done; an invalid policy or a
+// negative cost; sluice.ErrStoreFull when p is a policy the store does not
+// hold and it holds WithMaxPolicies of them, or when the key's table can
+// hold no more keys.
 func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	if s.closed.Load() || ctx.Err() != nil || cost < 0 {
 		return sluice.Decision{}, s.refused(ctx, key, cost)
@@ -299,10 +281,27 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
 	var d sluice.Decision
-	if !s.take(c, key, cost, &d) {
-		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
+	return d, s.decide(p, c, key, cost, &d)
+}
+
+// decide is Take once the policy is compiled as c; it sets *d.
+func (s *Store) decide(p sluice.Policy, c *compiled, key string, cost int64, d *sluice.Decision) error {
+	o := s.take(c, key, cost, d)
+	if o == stale {
+		// c's policy was dropped for having no keys: pinned, the current
+		// one cannot be (registry.go).
+		var err error
+		if c, err = s.reg.compile(p, true); err != nil {
+			return fmt.Errorf("memstore: take %q: %w", key, err)
+		}
+		o = s.take(c, key, cost, d)
+		s.unpin(c)
 	}
-	return d, nil
+	if o != took {
+		*d = sluice.Decision{}
+		return fmt.Errorf("memstore: take %q: %w", key, errFull)
+	}
+	return nil
 }
 
 // refused returns the error of a take refused before its policy is looked
@@ -318,14 +317,14 @@ func (s *Store) refused(ctx context.Context, key string, cost int64) error {
 	return fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
 }
 
-// take is Take once the policy is compiled: it sets *d and reports whether
-// the key could be stored.
-func (s *Store) take(c *compiled, key string, cost int64, d *sluice.Decision) bool {
+// take is Take once the policy is compiled: it sets *d unless the outcome
+// is stale.
+func (s *Store) take(c *compiled, key string, cost int64, d *sluice.Decision) outcome {
 	h := maphash.String(s.seed, key)
 	sh := s.shardOf(h)
 	now := s.now()
 	if he := sh.hot.Load(); he != nil && he.h == h && he.c == c && he.key == key && he.reject(now, cost, d) {
-		return true // a hot key's rejection, decided without the lock (hot.go)
+		return took // a hot key's rejection, decided without the lock (hot.go)
 	}
 	k := headOf(key)
 	sh.mu.Lock()
@@ -334,7 +333,9 @@ func (s *Store) take(c *compiled, key string, cost int64, d *sluice.Decision) bo
 	return ok
 }
 
-var errFull = errors.New("too many keys in one shard of the store")
+// errFull is the error of a key that its table cannot hold (2²⁴ keys of
+// one policy in one shard, or 2 GiB of their bytes).
+var errFull = fmt.Errorf("too many keys of one policy in one shard of the store: %w", sluice.ErrStoreFull)
 
 // Len returns the number of keys the store holds now, over all policies.
 // Expired keys that have not been dropped yet count.
@@ -346,23 +347,14 @@ func (s *Store) Len() int {
 	return int(n)
 }
 
-// Sweep drops every expired key now. It locks one shard at a time.
-func (s *Store) Sweep() {
-	now := s.now()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.sweepAll(now, &sh.expired)
-		sh.mu.Unlock()
-	}
-	s.sem.sweep(now)
-}
-
 // Stats are counts of a store's keys. Every dropped key is counted once, in
 // Expired, Evicted or ForcedEvictions.
 type Stats struct {
 	// Keys is the number of keys held now (Len).
 	Keys int
+	// Policies is the number of policies held now (see WithMaxPolicies),
+	// including those whose keys are all gone until they are dropped.
+	Policies int
 	// Expired counts the keys dropped because their state had become
 	// equivalent to none: when touched, by the sweeper, or by Sweep.
 	Expired uint64
@@ -375,7 +367,7 @@ type Stats struct {
 
 // Stats returns the store's counts.
 func (s *Store) Stats() Stats {
-	var st Stats
+	st := Stats{Policies: s.reg.len()}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		st.Keys += int(sh.keys.Load())
@@ -386,43 +378,15 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// Close stops the sweeper. Take and TakeAll fail with ErrClosed afterwards.
-// Close is idempotent and always returns nil.
+// Close stops the sweeper. Every method that returns an error fails with
+// ErrClosed (sluice.ErrStoreClosed) afterwards; Len, Stats, Semaphores and
+// Sweep still answer. Close is idempotent and always returns nil.
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
-		if s.stop != nil {
-			close(s.stop)
-			<-s.done
+		if s.sweep != nil {
+			s.sweep.halt()
 		}
 	})
 	return nil
-}
-
-// sweeper drops expired keys incrementally until Close.
-func (s *Store) sweeper(interval time.Duration) {
-	defer close(s.done)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
-		now := s.now()
-		for i := range s.shards {
-			select {
-			case <-s.stop:
-				return
-			default:
-			}
-			sh := &s.shards[i]
-			sh.mu.Lock()
-			sh.sweepSome(now, sweepBudget)
-			sh.hotBar /= 2 // forget hot-key replacements slowly (hot.go)
-			sh.mu.Unlock()
-		}
-		s.sem.sweep(now)
-	}
 }

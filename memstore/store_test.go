@@ -839,8 +839,8 @@ func TestIndexChurn(t *testing.T) {
 			t.Fatalf("op %d: arena %d bytes with %d dead", i, len(tb.arena), tb.dead)
 		}
 	}
-	if len(tb.slots) > 64 && 8*tb.len() < len(tb.slots) || cap(tb.frows) > 4*tb.len()+16 {
-		t.Errorf("%d slots and %d rows for %d entries", len(tb.slots), cap(tb.frows), tb.len())
+	if len(tb.slots) > 64 && 8*tb.len() < len(tb.slots) || cap(tb.rs.(*fixedRows).r) > 4*tb.len()+16 {
+		t.Errorf("%d slots and %d rows for %d entries", len(tb.slots), cap(tb.rs.(*fixedRows).r), tb.len())
 	}
 	for k, v := range want {
 		if _, e := tb.find(hashString(s, k), k); e < 0 || tb.get(e).Count != v {
@@ -891,12 +891,60 @@ func TestTakeAllReconfigured(t *testing.T) {
 	}
 	c, _ := s.compile(p7)
 	h := hashString(s, "k")
-	tb := s.shardOf(h).table(c.pt.id)
+	tb := s.shardOf(h).table(c.pt)
 	_, e := tb.find(h, "k")
 	if e < 0 {
 		t.Fatal("key not stored")
 	}
 	if tb.get(e).Time != st.Time || tb.get(e).Frac != st.Frac || tb.den != m7.Denominator() {
 		t.Errorf("stored state %+v in 1/%d ns, want %+v in 1/%d", tb.get(e), tb.den, st, m7.Denominator())
+	}
+}
+
+// TestClosedEveryMethod: after Close every method that returns an error
+// returns one wrapping sluice.ErrStoreClosed, and a closed store admits
+// nothing. (Bind succeeded on the old code.)
+func TestClosedEveryMethod(t *testing.T) {
+	s := New(WithSweepInterval(0))
+	ctx := context.Background()
+	p := sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
+	_, stamp, err := s.TakeStamped(ctx, p, "k", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(method string, err error) {
+		t.Helper()
+		if !errors.Is(err, sluice.ErrStoreClosed) {
+			t.Errorf("%s after Close: %v, want sluice.ErrStoreClosed", method, err)
+		}
+	}
+	d, err := s.Take(ctx, p, "k", 1)
+	check("Take", err)
+	if d.Allowed {
+		t.Error("Take after Close admitted")
+	}
+	out := make([]sluice.Decision, 1)
+	check("TakeAll", s.TakeAll(ctx, []sluice.Request{{Policy: p, Key: "k", Cost: 1}}, out))
+	if out[0].Allowed {
+		t.Error("TakeAll after Close admitted")
+	}
+	check("Reset", s.Reset(ctx, p, "k"))
+	_, _, err = s.TakeStamped(ctx, p, "k", 1)
+	check("TakeStamped", err)
+	_, err = s.Give(ctx, p, "k", stamp, 1)
+	check("Give", err)
+	_, err = s.Bind(p)
+	check("Bind", err)
+	_, err = s.Acquire(ctx, "n", "k", "h", 1, time.Second)
+	check("Acquire", err)
+	_, err = s.Release(ctx, "n", "k", "h")
+	check("Release", err)
+	_, err = s.Extend(ctx, "n", "k", "h", time.Second)
+	check("Extend", err)
+	if err := s.Close(); err != nil {
+		t.Errorf("a second Close: %v, want nil", err)
 	}
 }

@@ -5,6 +5,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -125,5 +126,44 @@ func TestGiveMovesExpiryBound(t *testing.T) {
 	sh.mu.Unlock()
 	if s.Len() != 0 {
 		t.Errorf("Len() = %d after a sweep past the given-back key's expiry, want 0", s.Len())
+	}
+}
+
+// TestUnclosedStoresLeaveNoGoroutine: 1,000 stores made with the defaults
+// (a sweeper every second) and dropped without Close leave no goroutine once
+// a collection has found them unreachable. On the old code each left its
+// sweeper running: 1,000 goroutines.
+func TestUnclosedStoresLeaveNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	dones := make([]chan struct{}, 1000)
+	for i := range dones {
+		dones[i] = New().sweep.done // the store itself is dropped at once
+	}
+	// The collection queues each store's cleanup, which stops its
+	// sweeper; the loop only waits for them. The deadline bounds a failure.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, done := range dones {
+		for !isClosed(done) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the sweepers of dropped stores are still running after 30s; %d goroutines, %d before", runtime.NumGoroutine(), before)
+			}
+			runtime.GC()
+			runtime.Gosched()
+		}
+	}
+	for n := runtime.NumGoroutine(); n > before; n = runtime.NumGoroutine() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after the stores were collected, %d before", n, before)
+		}
+		runtime.Gosched() // a sweeper between close(done) and its exit
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

@@ -55,26 +55,21 @@ const (
 // Every method runs under the shard's lock.
 type table struct {
 	pt   *policyTable
+	pos  int // index in the shard's tables
 	kind kind
-	lay  layout
 	den  int64 // denominator of the rows' Frac (bucket kind)
 	seed maphash.Seed
 	n    int // rows
+	rs   rowSet
 
 	slots []uint32
 	arena []byte // per key longer than inlineKey: uvarint(len(key)−inlineKey) ‖ key[inlineKey:]
 	dead  int    // arena bytes of removed keys
 
-	// The rows; only the slice of the layout is used.
-	nrows []narrowRow
-	wrows []wideRow
-	frows []fixedRow
-	srows []slidingRow
-	lrows []logRow
 }
 
 func newTable(pt *policyTable, c *compiled, seed maphash.Seed) *table {
-	return &table{pt: pt, kind: c.kind, lay: layoutOf(c.kind, c.den), den: c.den, seed: seed}
+	return &table{pt: pt, kind: c.kind, den: c.den, seed: seed, rs: newRows(c.kind, c.den)}
 }
 
 // len returns the number of entries.
@@ -87,25 +82,16 @@ func home(h uint64, n int) int { return int((h & math.MaxUint32) * uint64(n) >> 
 func tagOf(h uint64) uint32 { return (uint32(h>>32) & 0xff) << idxBits }
 
 // rowKey returns the inline key bytes and the ref of entry e.
-func (t *table) rowKey(e int) (*[inlineKey]byte, *uint32) {
-	switch t.lay {
-	case narrowLayout:
-		r := &t.nrows[e]
-		return &r.kb, &r.ref
-	case wideLayout:
-		r := &t.wrows[e]
-		return &r.kb, &r.ref
-	case fixedLayout:
-		r := &t.frows[e]
-		return &r.kb, &r.ref
-	case slidingLayout:
-		r := &t.srows[e]
-		return &r.kb, &r.ref
-	default:
-		r := &t.lrows[e]
-		return &r.kb, &r.ref
-	}
-}
+func (t *table) rowKey(e int) (*[inlineKey]byte, *uint32) { return t.rs.key(e) }
+
+// get returns the state of entry e (see rowSet.get).
+func (t *table) get(e int) sluice.State { return t.rs.get(e) }
+
+// set stores s as the state of entry e (see rowSet.set).
+func (t *table) set(e int, s sluice.State) { t.rs.set(e, s) }
+
+// logRow returns entry e of a sliding-log table.
+func (t *table) logRow(e int) *logRow { return &t.rs.(*logRows).r[e] }
 
 // tail returns the arena bytes of the key at ref (not inlined): the key
 // past its first inlineKey bytes. The slice aliases the arena.
@@ -235,7 +221,8 @@ func (t *table) insert(h uint64, key string) int {
 		t.arena = binary.AppendUvarint(t.arena, uint64(len(key)-inlineKey))
 		t.arena = append(t.arena, key[inlineKey:]...)
 	}
-	t.pushRow(k)
+	t.rs.add(k)
+	t.n++
 	t.slots[i] = tagOf(h) | uint32(e+1)
 	return e
 }
@@ -249,15 +236,16 @@ func (t *table) remove(slot, e int) {
 	if e != last {
 		ls := t.slotOf(last)
 		t.slots[ls] = t.slots[ls]&^idxMask | uint32(e+1)
-		t.moveRow(e, last)
+		t.rs.move(e, last)
 	}
-	t.truncRows(last)
+	t.rs.trunc(last)
+	t.n = last
 	switch {
 	case last == 0:
 		t.reset()
 	case len(t.slots) > 64 && 8*last < len(t.slots):
 		t.rehash(max(8, 2*last))
-		t.shrinkColumns()
+		t.rs.shrink()
 		t.compact()
 	case t.dead > 1024 && 2*t.dead > len(t.arena):
 		t.compact()
@@ -325,7 +313,8 @@ func (t *table) compact() {
 
 // reset releases everything of an empty table.
 func (t *table) reset() {
-	*t = table{pt: t.pt, kind: t.kind, lay: t.lay, den: t.den, seed: t.seed}
+	t.slots, t.arena, t.dead = nil, nil, 0
+	t.rs.shrink()
 }
 
 func uvarintLen(n int) int { return (bits.Len64(uint64(n)|1) + 6) / 7 }

@@ -71,6 +71,14 @@ const smallBatch = 8
 // If a key of the batch cannot be stored because WithMaxKeys leaves no room
 // in its shard beside the batch's other keys, its admission is forgotten
 // (counted in Stats.ForcedEvictions).
+//
+// Its errors: ErrClosed after Close; the context's error if it is already
+// done; out and reqs of different lengths, an invalid policy or a negative
+// cost (naming the request), all before anything is decided;
+// sluice.ErrStoreFull when a policy of the batch is one the store does not
+// hold and it holds WithMaxPolicies of them (before anything is decided),
+// or when a key's table can hold no more keys (the batch is decided, and
+// that key's admission is not recorded).
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
 	if s.closed.Load() {
 		return fmt.Errorf("memstore: take all: %w", ErrClosed)
@@ -90,6 +98,14 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if len(reqs) > smallBatch {
 		ws, shards = make([]work, 0, len(reqs)), make([]int, 0, len(reqs))
 	}
+	// Every policy of the batch is pinned: none dies while the batch runs.
+	var pbuf [smallBatch]*compiled
+	pinned := pbuf[:0]
+	defer func() {
+		for _, c := range pinned {
+			s.unpin(c)
+		}
+	}()
 	var owners map[ownerKey]int
 	if len(reqs) > 4*smallBatch {
 		owners = make(map[ownerKey]int, len(reqs))
@@ -98,10 +114,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		if r.Cost < 0 {
 			return fmt.Errorf("memstore: take all: request %d (key %q): cost %d: must be >= 0", i, r.Key, r.Cost)
 		}
-		c, err := s.compile(r.Policy)
+		c, err := s.pin(r.Policy)
 		if err != nil {
 			return fmt.Errorf("memstore: take all: request %d (key %q): %w", i, r.Key, err)
 		}
+		pinned = append(pinned, c)
 		h := maphash.String(s.seed, r.Key)
 		w := work{c: c, h: h, sh: int(h >> s.shift), owner: i}
 		if owners != nil {
@@ -142,13 +159,13 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		w := &ws[i]
 		o := &ws[w.owner]
 		if w.owner == i {
-			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt.id); t != nil {
+			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt); t != nil {
 				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					sh.retireIf(t, e) // the batch may change its row
 					o.st = t.get(e)
 					if w.c.kind == logKind && o.takes > 0 {
-						if sp := t.lrows[e].spill; sp != nil {
+						if sp := t.logRow(e).spill; sp != nil {
 							sp.makeRoom(o.takes)
 							o.st.Count, o.st.Log = sp.view()
 							o.spill, o.live = sp, len(o.st.Log)
@@ -183,7 +200,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			}
 			w := &ws[i]
 			var st sluice.State
-			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt.id); t != nil {
+			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt); t != nil {
 				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					st = t.get(e)
@@ -204,7 +221,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		sh := &s.shards[w.sh]
 		c := w.last
 		exp := c.model.ExpiresAt(w.st)
-		if t := sh.table(c.pt.id); t != nil {
+		if t := sh.table(c.pt); t != nil {
 			if slot, e := t.find(w.h, r.Key); e >= 0 {
 				if !w.dirty {
 					// w.st may be an inline sliding-log row read in place,
@@ -216,7 +233,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				case exp <= now:
 					sh.remove(t, slot, e)
 					sh.expired.Add(1)
-				case w.dirty && w.spill != nil && w.spill == t.lrows[e].spill:
+				case w.dirty && w.spill != nil && w.spill == t.logRow(e).spill:
 					w.spill.committed(w.live, w.appended, len(w.st.Log))
 					sh.wrote(exp)
 				case w.dirty:
@@ -233,9 +250,12 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			sh.forced.Add(1)
 			continue
 		}
-		t := sh.tableFor(c, s.seed)
+		t := sh.tableFor(c, s.seed) // pinned: not nil
 		e := t.insert(w.h, r.Key)
 		if e < 0 {
+			if t.len() == 0 {
+				sh.dropTable(t)
+			}
 			err = fmt.Errorf("memstore: take all: request %d (key %q): %w", i, r.Key, errFull)
 			continue
 		}
