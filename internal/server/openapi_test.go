@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -19,15 +20,19 @@ import (
 	"testing/synctest"
 	"time"
 
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -137,6 +142,9 @@ type exchange struct {
 	invalid bool
 	// before runs before the request, and its result after it.
 	before func(*Server) func()
+	// shows are texts the answer's body must hold: what the exchange is
+	// there to show the document.
+	shows []string
 }
 
 // openapiExchanges are real requests to every route, with each answer the
@@ -151,6 +159,14 @@ func openapiExchanges() []exchange {
 	busy := func(s *Server) func() {
 		s.simulating <- struct{}{}
 		return func() { <-s.simulating }
+	}
+	// failOnce makes one decision whose store call fails, so that
+	// GET /v1/status shows the store failing and its last error.
+	failOnce := func(s *Server) func() {
+		r := httptest.NewRequest("POST", "/v1/check", strings.NewReader(check))
+		r.Header.Set("Content-Type", "application/json")
+		s.Handler().ServeHTTP(httptest.NewRecorder(), r)
+		return func() {}
 	}
 	xs := []exchange{
 		// POST /v1/check
@@ -225,6 +241,11 @@ func openapiExchanges() []exchange {
 		// GET routes
 		{name: "rules", method: "GET", path: "/v1/rules", want: 200},
 		{name: "rules without configuration", on: "empty", method: "GET", path: "/v1/rules", want: 200},
+		{name: "rules with an RLQS division", on: "rlqs", method: "GET", path: "/v1/rules", want: 200, shows: []string{`"rlqs":[{"bucket":"rider=r1",`, `"demand":null`}},
+		{name: "status", method: "GET", path: "/v1/status", want: 200},
+		{name: "status without configuration", on: "empty", method: "GET", path: "/v1/status", want: 200},
+		{name: "status, store failing", on: "dead", method: "GET", path: "/v1/status", before: failOnce, want: 200, shows: []string{`"state":"failing"`, `"last_error":`, `"last_error_at":`}},
+		{name: "status, Redis store", on: "redis", method: "GET", path: "/v1/status", want: 200, shows: []string{`"kind":"redis"`, `"redis":{"breaker_open":false,`}},
 		{name: "openapi", method: "GET", path: "/v1/openapi.json", want: 200},
 		{name: "metrics", method: "GET", path: "/metrics", want: 200},
 		{name: "metrics, a collector failed", on: "badmetrics", method: "GET", path: "/metrics", want: 500},
@@ -287,6 +308,17 @@ func openapiServer(t *testing.T, on string) *Server {
 		ms := memstore.New(memstore.WithClock(sluicetest.NewClock(t0)))
 		t.Cleanup(func() { ms.Close() })
 		store = ms
+	case "redis":
+		rs, err := redisstore.Open("redis://" + sluicetest.StartRedis(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		store = rs
+	case "rlqs":
+		ms := memstore.New()
+		t.Cleanup(func() { ms.Close() })
+		store = ms
 	case "badmetrics":
 		store = memstore.New()
 		opts = append(opts, WithCollector(failingCollector{prometheus.NewDesc("sluice_test_broken", "A collector that fails.", nil, nil)}))
@@ -313,7 +345,44 @@ func openapiServer(t *testing.T, on string) *Server {
 			t.Fatal(err)
 		}
 	}
+	if on == "rlqs" {
+		reportRLQS(t, s)
+	}
 	return s
+}
+
+// reportRLQS serves s's RLQS service over gRPC and opens one stream that
+// reports a bucket of the rider rule and stays open until t ends, so that
+// GET /v1/rules shows the rule's division.
+func reportRLQS(t *testing.T, s *Server) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	s.RegisterGRPC(g)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "rides", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+		{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"rider": "r1"}}, NumRequestsAllowed: 1},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil { // the assignment: the division is made
+		t.Fatal(err)
+	}
 }
 
 func (x exchange) request() *http.Request {
@@ -347,7 +416,7 @@ func TestOpenAPIExchanges(t *testing.T) {
 	}
 	answered := map[string]bool{} // "POST /v1/check 415": an exchange showed it
 	servers := map[string]*Server{}
-	for _, on := range []string{"rides", "empty", "badmetrics", "noreset", "dead"} {
+	for _, on := range []string{"rides", "empty", "badmetrics", "noreset", "dead", "redis", "rlqs"} {
 		servers[on] = openapiServer(t, on)
 	}
 	for _, x := range openapiExchanges() {
@@ -386,6 +455,11 @@ func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange
 	s.Handler().ServeHTTP(rec, x.request())
 	if rec.Code != x.want {
 		t.Fatalf("%s %s: %d %s; want %d", x.method, x.path, rec.Code, rec.Body, x.want)
+	}
+	for _, want := range x.shows {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%s %s: the answer %.300s lacks %s", x.method, x.path, rec.Body, want)
+		}
 	}
 
 	req := x.request()
