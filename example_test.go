@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -71,7 +72,7 @@ func ExampleDecision_impossible() {
 
 // Concurrency bounds requests in flight per key.
 func ExampleConcurrency() {
-	c, _ := sluice.NewConcurrency(2)
+	c, _ := inflight.NewConcurrency(2)
 	r1, _ := c.TryAcquire("tenant-a")
 	_, _ = c.TryAcquire("tenant-a")
 	_, ok := c.TryAcquire("tenant-a")

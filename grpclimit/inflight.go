@@ -15,15 +15,16 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // InFlightLimit bounds how many calls are in flight at once, across every
-// process sharing its store (see sluice.InFlight). It is checked after the
+// process sharing its store (see inflight.Limiter). It is checked after the
 // rate limits have admitted a call, and its slot is held until the handler
 // returns (for a stream, until the stream ends).
 type InFlightLimit struct {
 	// InFlight is the limit, fixed or adaptive.
-	InFlight *sluice.InFlight
+	InFlight *inflight.Limiter
 	// Key picks a per-client key: a call over such a limit fails with
 	// ResourceExhausted. When nil, every call of the method shares one
 	// limit, and a call over it fails with Unavailable (the server is busy).
@@ -31,7 +32,7 @@ type InFlightLimit struct {
 }
 
 // CriticalMetadata is the incoming metadata key that marks a call critical
-// for the reserve of in-flight limits (sluice.WithReserve):
+// for the reserve of in-flight limits (inflight.WithReserve):
 // "sluice-priority: critical".
 const CriticalMetadata = "sluice-priority"
 
@@ -82,7 +83,7 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 	if v := metadata.ValueFromIncomingContext(ctx, CriticalMetadata); len(v) > 0 {
 		critical = strings.EqualFold(v[0], "critical")
 	}
-	var held []*sluice.Holder
+	var held []*inflight.Holder
 	bg := context.WithoutCancel(ctx)
 	release := func(err error) {
 		dropped := false

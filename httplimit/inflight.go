@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // InFlightLimit bounds how many requests are in flight at once, across
-// every process sharing its store (see sluice.InFlight). It is checked
+// every process sharing its store (see inflight.Limiter). It is checked
 // after the rate limits have admitted a request (so a request it refuses
 // has spent its rate-limit units, as one the handler refuses would), and
 // its slot is held until the handler returns. Refusals count in
@@ -23,7 +24,7 @@ import (
 type InFlightLimit struct {
 	// InFlight is the limit, fixed or adaptive. Its name appears in the
 	// RateLimit headers and must be printable ASCII.
-	InFlight *sluice.InFlight
+	InFlight *inflight.Limiter
 	// Key picks a per-client key: a request over such a limit gets 429.
 	// When nil, every request of the route shares one limit, and a request
 	// over it gets 503 (the server is busy, not the client too greedy).
@@ -31,7 +32,7 @@ type InFlightLimit struct {
 }
 
 // CriticalHeader is the request header that marks a request critical for
-// the reserve of in-flight limits (sluice.WithReserve): "Sluice-Priority:
+// the reserve of in-flight limits (inflight.WithReserve): "Sluice-Priority:
 // critical". Behind a gateway, strip it from untrusted clients (sluice
 // serve's gateway mode keeps it only from ClientIP.TrustsPeer peers).
 const CriticalHeader = "Sluice-Priority"
@@ -126,7 +127,7 @@ func (s *inflightSet) wrap(m *Middleware, next http.Handler) http.Handler {
 func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, lists ...[]InFlightLimit) {
 	ctx := r.Context()
 	critical := strings.EqualFold(r.Header.Get(CriticalHeader), "critical")
-	var heldBuf [maxStack]*sluice.Holder
+	var heldBuf [maxStack]*inflight.Holder
 	held := heldBuf[:0]
 	bg := context.WithoutCancel(ctx)
 	releaseAll := func(dropped bool) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -23,11 +24,11 @@ func TestInFlight(t *testing.T) {
 	clock := sluicetest.NewClock(time.Unix(0, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
-	route, err := sluice.NewInFlight(store, "reports", 4, sluice.WithReserve(0.25))
+	route, err := inflight.New(store, "reports", 4, inflight.WithReserve(0.25))
 	if err != nil {
 		t.Fatal(err)
 	}
-	perClient, err := sluice.NewInFlight(store, "per-client", 2)
+	perClient, err := inflight.New(store, "per-client", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +114,8 @@ func TestInFlightLocalRefusal(t *testing.T) {
 	failing.Close() // every call fails: the store is gone
 	local := memstore.New()
 	defer local.Close()
-	perClient, err := sluice.NewInFlight(failing, "per-client", 2,
-		sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(2)))
+	perClient, err := inflight.New(failing, "per-client", 2,
+		inflight.WithFailureMode(sluice.FailLocal), inflight.WithLocal(local, sluice.FixedReplicas(2)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -450,10 +450,11 @@ func TestStoreFailureLocal(t *testing.T) {
 	store, clock := newStore(t)
 	local := memstore.New(memstore.WithClock(clock))
 	defer local.Close()
-	l := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
+	o := &outage{Store: store}
+	l := newLimiter(t, o, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
 		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
 	m := newMiddleware(t, Global(Limit{Limiter: l, Key: ip.Key}))
-	store.Close()
+	o.down.Store(true)
 	for i, want := range []int{200, 200, 429} {
 		w := send(m.Handler(okHandler), "GET", "/", "192.0.2.1:1")
 		if w.Code != want || (want == 429 && w.Header().Get("Retry-After") == "") {

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // Lock-free rejections of a hot key.
@@ -67,7 +68,7 @@ type hotKey struct {
 	// entry count and up to two entries (At, Total) with base 0; else the
 	// base total and the count of entries at arr.
 	w   [5]atomic.Int64
-	arr atomic.Pointer[sluice.LogEntry]
+	arr atomic.Pointer[model.LogEntry]
 }
 
 const (
@@ -176,7 +177,7 @@ func (he *hotKey) reject(now, cost int64, d *sluice.Decision) bool {
 			// Published entries are never written again (see above).
 			exp = m.JudgeSlidingLog(a, unsafe.Slice(p, b), now, cost, d)
 		} else {
-			one := [2]sluice.LogEntry{{At: b, Total: uint64(c)}, {At: x, Total: uint64(y)}}
+			one := [2]model.LogEntry{{At: b, Total: uint64(c)}, {At: x, Total: uint64(y)}}
 			exp = m.JudgeSlidingLog(0, one[:a], now, cost, d)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // Sliding-log rows: a key's log in its row while it is short, spilled into
@@ -27,7 +28,7 @@ type (
 		kb    [inlineKey]byte
 		ref   uint32
 		n     uint32 // entries in one; 0 once spilled
-		one   [2]sluice.LogEntry
+		one   [2]model.LogEntry
 		spill *logSpill
 	}
 	// logSpill is a longer log. The model's log is log[low:]; the entries
@@ -40,7 +41,7 @@ type (
 	// log into a new array rather than compacting it in place.
 	logSpill struct {
 		count  int64 // the base total before log[0]
-		log    []sluice.LogEntry
+		log    []model.LogEntry
 		low    int
 		shared bool
 	}
@@ -51,7 +52,7 @@ type (
 // not be kept past the next change of the table's rows, which may move or
 // clear the row, nor written to. A spilled log is a slice of the spill's
 // array, which stays where it is.
-func (r *logRow) state() (int64, []sluice.LogEntry) {
+func (r *logRow) state() (int64, []model.LogEntry) {
 	if sp := r.spill; sp != nil {
 		return sp.view()
 	}
@@ -60,14 +61,14 @@ func (r *logRow) state() (int64, []sluice.LogEntry) {
 
 // setState stores the base total count and log as the row's: inline while
 // the log fits and the row has not spilled, else in the spill.
-func (r *logRow) setState(count int64, log []sluice.LogEntry) {
+func (r *logRow) setState(count int64, log []model.LogEntry) {
 	if sp := r.spill; sp != nil {
 		sp.count, sp.log, sp.low = count, log, 0
 		return
 	}
 	if len(log) <= len(r.one) {
 		for i, e := range log {
-			r.one[i] = sluice.LogEntry{At: e.At, Total: e.Total - uint64(count)}
+			r.one[i] = model.LogEntry{At: e.At, Total: e.Total - uint64(count)}
 		}
 		r.n = uint32(len(log))
 		return
@@ -76,7 +77,7 @@ func (r *logRow) setState(count int64, log []sluice.LogEntry) {
 }
 
 // view returns the model's state of a spilled log.
-func (sp *logSpill) view() (int64, []sluice.LogEntry) {
+func (sp *logSpill) view() (int64, []model.LogEntry) {
 	if sp.low == 0 {
 		return sp.count, sp.log
 	}
@@ -110,14 +111,14 @@ func (sp *logSpill) makeRoom(need int) {
 // and as many again.
 func (sp *logSpill) realloc(need int) {
 	n := len(sp.log)
-	sp.log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), sp.log...)
+	sp.log = append(make([]model.LogEntry, 0, max(4, 2*(n+need))), sp.log...)
 	sp.shared = false
 }
 
 // admitted records that the model appended one entry at the end of the
 // array to the view it was given (live), at now, under a policy of period
 // p: like the model, it drops the entries that had left the window.
-func (sp *logSpill) admitted(live []sluice.LogEntry, now, p int64) {
+func (sp *logSpill) admitted(live []model.LogEntry, now, p int64) {
 	sp.log = sp.log[:len(sp.log)+1]
 	sp.low += sort.Search(len(live), func(i int) bool { return live[i].At > now-p })
 }
@@ -134,7 +135,7 @@ func (sp *logSpill) committed(live, appended, final int) {
 
 // pruned returns the inline log one[:n] without the entries at or before
 // cutoff, rebased so that the base total stays 0, and its length.
-func pruned(one [2]sluice.LogEntry, n int, cutoff int64) ([2]sluice.LogEntry, int) {
+func pruned(one [2]model.LogEntry, n int, cutoff int64) ([2]model.LogEntry, int) {
 	k := 0
 	for k < n && one[k].At <= cutoff {
 		k++

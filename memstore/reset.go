@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Resetter = (*Store)(nil)
+var _ sluice.Store = (*Store)(nil)
 
 // Reset forgets key under policy p at once, as if it had never been seen.
 func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {

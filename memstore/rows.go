@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // This file holds a table's rows: their layouts, the key bytes a row
@@ -206,29 +206,29 @@ func shrink[T any](s []T) []T {
 // get returns the state of entry e. A sliding-log state shares the stored
 // log (see logRow.state): it must not be kept past the next change of the
 // table's rows.
-func (t *table) get(e int) sluice.State {
+func (t *table) get(e int) model.State {
 	switch t.lay {
 	case narrowLayout:
 		r := &t.nrows[e]
-		return sluice.State{Time: r.time, Frac: int64(r.frac)}
+		return model.State{Time: r.time, Frac: int64(r.frac)}
 	case wideLayout:
 		r := &t.wrows[e]
-		return sluice.State{Time: r.time, Frac: r.frac}
+		return model.State{Time: r.time, Frac: r.frac}
 	case fixedLayout:
 		r := &t.frows[e]
-		return sluice.State{Time: r.time, Count: r.count}
+		return model.State{Time: r.time, Count: r.count}
 	case slidingLayout:
 		r := &t.srows[e]
-		return sluice.State{Time: r.time, Count: r.count, Prev: r.prev}
+		return model.State{Time: r.time, Count: r.count, Prev: r.prev}
 	default:
 		count, log := t.lrows[e].state()
-		return sluice.State{Count: count, Log: log}
+		return model.State{Count: count, Log: log}
 	}
 }
 
 // set stores s as the state of entry e. For the bucket kind s.Frac must be
 // in units of 1/t.den.
-func (t *table) set(e int, s sluice.State) {
+func (t *table) set(e int, s model.State) {
 	switch t.lay {
 	case narrowLayout:
 		r := &t.nrows[e]

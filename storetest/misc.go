@@ -18,7 +18,7 @@ func small(alg sluice.Algorithm) sluice.Policy { return policyFor(alg, 3, time.S
 // testPeek checks cost-0 requests: always admitted, they report the state
 // and change nothing.
 func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			r := newRig(t, newHarness, later)
 			p := small(alg)
@@ -48,7 +48,7 @@ func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
 // testImpossible checks costs above the capacity: rejected as impossible,
 // with no RetryAfter, consuming nothing.
 func testImpossible(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			r := newRig(t, newHarness, later)
 			policies := []sluice.Policy{small(alg)}
@@ -86,7 +86,7 @@ func testImpossible(t *testing.T, newHarness func(t *testing.T) Harness) {
 func testErrors(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("NegativeCost", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := small(alg)
 			r.check(p, "k", 1)
 			if d, err := r.h.Store.Take(r.ctx, p, "k", -1); err == nil {
@@ -139,7 +139,7 @@ func testErrors(t *testing.T, newHarness func(t *testing.T) Harness) {
 		r := newRig(t, newHarness, later)
 		ctx, cancel := context.WithCancel(r.ctx)
 		cancel()
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := small(alg)
 			if d, err := r.h.Store.Take(ctx, p, "k", 1); !errors.Is(err, context.Canceled) {
 				t.Fatalf("%v with a cancelled context: %s, error %v, want context.Canceled", p, fmtDecision(d), err)
@@ -178,7 +178,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	t.Run("Names", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			a, b := small(alg), small(alg)
 			a.Name, b.Name = "a", "b"
 			exhaust(r, a, "k")
@@ -190,7 +190,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 		// The largest limit, taken whole at one instant: nothing more fits
 		// (a count plus a cost would overflow int64 if summed).
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := policyFor(alg, sluice.MaxLimit, time.Second, sluice.MaxLimit)
 			exhaust(r, p, "k")
 			for _, cost := range []int64{capacity(p), 1} {
@@ -203,7 +203,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Algorithms", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
 		for _, name := range []string{"", "shared"} {
-			for _, alg := range sluice.Algorithms {
+			for _, alg := range sluice.Algorithms() {
 				p := policyFor(alg, 4, time.Minute, 0)
 				p.Name = name
 				exhaust(r, p, "k")
@@ -213,7 +213,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 	})
 	t.Run("Unnamed", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := small(alg)
 			exhaust(r, p, "k")
 			q := p
@@ -228,7 +228,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 		// emission interval (the burst of the bucket kinds, the limit of
 		// the window kinds), so the state means the same to both models.
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			before := policyFor(alg, 3, time.Second, 5)
 			before.Name = "api"
 			after := before
@@ -254,7 +254,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 		// parameters. (Both emission intervals are whole nanoseconds, so
 		// the state means the same to both models.)
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			before := policyFor(alg, 50, time.Minute, 0)
 			before.Name = "tightened"
 			after := before

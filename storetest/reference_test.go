@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -34,7 +35,7 @@ type refKey struct {
 }
 
 type refEntry struct {
-	state   sluice.State
+	state   model.State
 	expires int64
 }
 
@@ -50,20 +51,20 @@ func refKeyOf(p sluice.Policy, key string) refKey {
 }
 
 // get returns the live state of k at now (a copy the caller may change).
-func (s *reference) get(k refKey, now int64) sluice.State {
+func (s *reference) get(k refKey, now int64) model.State {
 	e, ok := s.states[k]
 	if !ok {
-		return sluice.State{}
+		return model.State{}
 	}
 	if now >= e.expires {
 		delete(s.states, k)
-		return sluice.State{}
+		return model.State{}
 	}
 	e.state.Log = slices.Clone(e.state.Log)
 	return e.state
 }
 
-func (s *reference) put(k refKey, m *sluice.Model, st sluice.State) {
+func (s *reference) put(k refKey, m *model.Model, st model.State) {
 	if exp := m.ExpiresAt(st); exp > s.clock.Now().UnixNano() {
 		s.states[k] = refEntry{st, exp}
 	} else {
@@ -84,12 +85,12 @@ func (s *reference) TakeAll(ctx context.Context, reqs []sluice.Request, out []sl
 	if len(out) != len(reqs) {
 		return fmt.Errorf("reference: %d requests but room for %d decisions", len(reqs), len(out))
 	}
-	models := make([]*sluice.Model, len(reqs))
+	models := make([]*model.Model, len(reqs))
 	for i, q := range reqs {
 		if q.Cost < 0 {
 			return errors.New("reference: negative cost")
 		}
-		m, err := sluice.NewModel(q.Policy)
+		m, err := model.New(q.Policy)
 		if err != nil {
 			return err
 		}
@@ -98,7 +99,7 @@ func (s *reference) TakeAll(ctx context.Context, reqs []sluice.Request, out []sl
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now().UnixNano()
-	tentative := map[refKey]sluice.State{}
+	tentative := map[refKey]model.State{}
 	admitted := true
 	for i, q := range reqs {
 		k := refKeyOf(q.Policy, q.Key)
@@ -144,3 +145,12 @@ func TestReference(t *testing.T) {
 		return storetest.Harness{Store: s, Clock: clock, Len: s.Len}
 	})
 }
+
+func (s *reference) Reset(_ context.Context, p sluice.Policy, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.states, refKeyOf(p, key))
+	return nil
+}
+
+func (s *reference) Close() error { return nil }

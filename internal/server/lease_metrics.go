@@ -34,7 +34,7 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 		if !r.Lease {
 			continue
 		}
-		st := l.LeaseStats()
+		st := c.s.leases.Stats(l.Policy())
 		name := r.FullKey
 		if r.Name != "" {
 			name = r.Name

@@ -40,13 +40,17 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/lease"
 )
 
 // Server answers rate-limit requests against the current configuration.
 // Create it with New; it is safe for concurrent use.
 type Server struct {
-	store    sluice.Store
-	resetter sluice.Resetter // nil: the store cannot reset keys
+	store    sluice.Store // the stack over base (lease.go)
+	base     sluice.Store // the store New was given
+	resetter sluice.Store
+	leases   *lease.Store
+	plan     plans
 	log      *slog.Logger
 	metrics  *metrics
 	labels   metricNames
@@ -112,10 +116,10 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	if store == nil {
 		return nil, errors.New("server: store is nil")
 	}
-	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now}
-	if r, ok := store.(sluice.Resetter); ok {
-		s.resetter = r
-	}
+	s := &Server{log: slog.Default(), metrics: newMetrics(), now: time.Now}
+	s.base = store
+	s.store = s.stack(store)
+	s.resetter = s.store
 	for _, o := range opts {
 		o(s)
 	}
@@ -134,7 +138,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 }
 
 // Store returns the store the server decides with.
-func (s *Server) Store() sluice.Store { return s.store }
+func (s *Server) Store() sluice.Store { return s.base }
 
 // Config returns the configuration in force, or nil before the first one.
 func (s *Server) Config() *config.Config {
@@ -154,6 +158,7 @@ func (s *Server) Apply(c *config.Config) error {
 		return errors.New("server: Apply: nil configuration")
 	}
 	sn := &snapshot{cfg: c, limiters: map[*config.Rule]*sluice.Limiter{}, loaded: s.now()}
+	s.plan.p.Store(planOf(c, s.plan.p.Load())) // limiters bind with it
 	for _, r := range c.Rules() {
 		if r.InFlight != nil { // gateway only (gateway_inflight.go)
 			s.log.Info("in-flight rule: enforced in gateway mode only; RLS and the JSON API cannot release a slot and answer as if no rule matched", "rule", r.FullKey, "file", r.File, "line", r.Line)
@@ -166,7 +171,7 @@ func (s *Server) Apply(c *config.Config) error {
 			sn.limiters[r] = l
 			continue
 		}
-		l, err := sluice.NewLimiter(s.store, r.Policy, append(s.limiterOptions(r.FailureMode), ruleOptions(r)...)...)
+		l, err := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(r.FailureMode)...)
 		if err != nil {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
 		}
@@ -194,6 +199,7 @@ func (s *Server) Apply(c *config.Config) error {
 	for i, g := range s.gateways {
 		g.cur.Store(&gatewayState{handler: handlers[i]})
 	}
+	s.plan.p.Store(planOf(c, nil))
 	s.retire(prev, sn)
 	s.live.applied(c, sn.loaded)
 	s.metrics.reloaded(true, sn.loaded)
