@@ -71,6 +71,7 @@ type Limiter struct {
 	replicas sluice.ReplicaCounter // FailLocal's replica count
 	clock    func() time.Time
 	inflight atomic.Int64 // this process's holders
+	retries  retries      // releases to try again
 }
 
 // Option configures a Limiter.
@@ -210,7 +211,7 @@ func (f *Limiter) Acquire(ctx context.Context, key string, critical bool) (*Hold
 		// The store may have taken the slot before failing to answer:
 		// give it back (Release is idempotent), or it stays taken until
 		// its TTL.
-		go f.store.Release(context.WithoutCancel(ctx), f.name, key, id)
+		f.retries.add(f, f.store, key, id)
 		err = fmt.Errorf("sluice: in-flight %q: key %q: %w", f.name, key, err)
 		switch {
 		case ctx.Err() != nil || f.failure == sluice.FailClosed:
@@ -289,9 +290,9 @@ func (h *Holder) release(ctx context.Context, observe, dropped bool) error {
 		f.ctrl.Observe(Sample{At: now, RTT: now.Sub(h.started), InFlight: h.inflight, Dropped: dropped})
 	}
 	if _, err := h.sem.Release(ctx, f.name, h.key, h.id); err != nil {
-		// Try once more in the background; failing that, the slot comes
-		// back when its TTL passes.
-		go h.sem.Release(context.WithoutCancel(ctx), f.name, h.key, h.id)
+		// Try once more in the background (retries); failing that, the
+		// slot comes back when its TTL passes.
+		f.retries.add(f, h.sem, h.key, h.id)
 		return fmt.Errorf("sluice: in-flight %q: key %q: release: %w", f.name, h.key, err)
 	}
 	return nil
@@ -348,4 +349,57 @@ func newHolderID() string {
 		b[i], b[8+i] = byte(a>>(8*i)), byte(c>>(8*i))
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// maxRetries bounds the releases a Limiter keeps to try again: beyond it,
+// a slot that could not be released comes back when its TTL passes.
+const maxRetries = 256
+
+// retries is a Limiter's releases to try again after a store failure,
+// tried one at a time by at most one goroutine, so that a failing store
+// costs no goroutine per request.
+type retries struct {
+	mu      sync.Mutex
+	queue   []retry
+	running bool
+}
+
+type retry struct {
+	sem     Semaphore
+	key, id string
+}
+
+// add queues a release of holder id of key on sem, unless maxRetries are
+// queued already.
+func (r *retries) add(f *Limiter, sem Semaphore, key, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) >= maxRetries {
+		return
+	}
+	r.queue = append(r.queue, retry{sem, key, id})
+	if !r.running {
+		r.running = true
+		go r.drain(f)
+	}
+}
+
+// drain tries the queued releases in turn, each for at most the TTL (after
+// which the slot is back anyway), and ends when the queue is empty.
+func (r *retries) drain(f *Limiter) {
+	for {
+		r.mu.Lock()
+		if len(r.queue) == 0 {
+			r.running = false
+			r.queue = nil
+			r.mu.Unlock()
+			return
+		}
+		next := r.queue[0]
+		r.queue = r.queue[1:]
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
+		next.sem.Release(ctx, f.name, next.key, next.id)
+		cancel()
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -277,4 +278,49 @@ func ExampleLimiter() {
 	// request 1: admitted true, 2 held
 	// request 2: admitted false, 2 held
 	// after release: admitted true
+}
+
+// hanging is a Semaphore whose Acquire fails and whose Release hangs
+// until its context ends: a store that has stopped answering.
+type hanging struct{ releasing *atomic.Int64 }
+
+func (hanging) Acquire(context.Context, string, string, string, int64, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errDown
+}
+func (s hanging) Release(ctx context.Context, _, _, _ string) (inflight.Slots, error) {
+	s.releasing.Add(1)
+	defer s.releasing.Add(-1)
+	<-ctx.Done()
+	return inflight.Slots{}, ctx.Err()
+}
+func (hanging) Extend(context.Context, string, string, string, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errDown
+}
+
+// TestFailedAcquiresCostNoGoroutines: a failing store costs no goroutine
+// per failed Acquire (on 1b40f8a each started one to release its slot, so
+// 100 failures against a hanging store left 100 goroutines waiting): the
+// releases are retried one at a time, and their number is bounded.
+func TestFailedAcquiresCostNoGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var releasing atomic.Int64
+		f, err := inflight.New(hanging{&releasing}, "api", 5, inflight.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			if _, _, err := f.Acquire(context.Background(), "k", false); !errors.Is(err, errDown) {
+				t.Fatalf("Acquire on a failing store: %v", err)
+			}
+		}
+		synctest.Wait()
+		if n := releasing.Load(); n > 1 {
+			t.Errorf("%d releases in flight at once after 100 failed acquires, want at most 1", n)
+		}
+		time.Sleep(time.Hour) // the retries give up, each after the TTL
+		synctest.Wait()
+		if n := releasing.Load(); n != 0 {
+			t.Errorf("%d releases still in flight after an hour", n)
+		}
+	})
 }

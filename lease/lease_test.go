@@ -4,10 +4,12 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -190,4 +192,41 @@ func TestLeaseRemaining(t *testing.T) {
 	if st := l.LeaseStats(); st.Local == 0 {
 		t.Errorf("LeaseStats() = %+v: no local decision, the test tests nothing", st)
 	}
+}
+
+// slow is a store that takes 500ms to answer, whatever the caller's
+// context says.
+type slow struct{ sluice.Store }
+
+func (s slow) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	time.Sleep(500 * time.Millisecond)
+	return s.Store.Take(context.WithoutCancel(ctx), p, key, cost)
+}
+
+// TestLeaseWaitEndsWithCtx: a request waiting for another request of its
+// key (which holds the key's lease across a slow store round trip) returns
+// when its own context ends (on 1b40f8a, with a 500ms store a call with a
+// 20ms deadline returned after 480ms).
+func TestLeaseWaitEndsWithCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New(memstore.WithSweepInterval(0))
+		defer mem.Close()
+		ls := lease.New(slow{mem})
+		l, err := sluice.NewLimiter(ls, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		go l.Allow(ctx, "k") // holds k's lease for 500ms
+		time.Sleep(time.Millisecond)
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		d, err := l.Allow(short, "k")
+		if took := time.Since(start); took > 20*time.Millisecond || !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
+			t.Errorf("a waiting Allow with a 20ms deadline: %+v %v after %v; want refused with DeadlineExceeded after 19ms", d, err, took)
+		}
+		synctest.Wait()
+		time.Sleep(time.Second) // let the slow take finish inside the bubble
+	})
 }
