@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -68,19 +67,4 @@ func ExampleDecision_impossible() {
 	d, _ := lim.AllowN(context.Background(), "k", 4)
 	fmt.Println(d.Allowed, d.Impossible, d.RetryAfter)
 	// Output: false true 0s
-}
-
-// Concurrency bounds requests in flight per key.
-func ExampleConcurrency() {
-	c, _ := inflight.NewConcurrency(2)
-	r1, _ := c.TryAcquire("tenant-a")
-	_, _ = c.TryAcquire("tenant-a")
-	_, ok := c.TryAcquire("tenant-a")
-	fmt.Println(ok, c.InFlight("tenant-a"))
-	r1()
-	r1() // idempotent
-	fmt.Println(c.InFlight("tenant-a"))
-	// Output:
-	// false 2
-	// 1
 }

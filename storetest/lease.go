@@ -32,7 +32,7 @@ var leasePolicies = []sluice.Policy{
 	{Name: "lease-fw", Algorithm: sluice.FixedWindow, Limit: 40, Period: time.Second},
 }
 
-// Leases is the lease oracle: three replicas (Limiters WithLease) share one
+// Leases is the lease oracle: three replicas (Limiters over lease.New stores) share one
 // store and a fake clock; random arrivals (bursts above the limit, quiet
 // spells that refill the bucket, costs 1 to 3) go to random replicas.
 // Then every request a replica admitted, at the instant it admitted it, is

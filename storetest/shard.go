@@ -36,7 +36,7 @@ func ShardKey(s sluice.Store, p sluice.Policy, key string, i, n int) string {
 	return key + "~" + strconv.Itoa(i)
 }
 
-// Shards is the shard oracle: three replicas (Limiters WithShards) share
+// Shards is the shard oracle: three replicas (Limiters over shard.New stores) share
 // one store and a fake clock and decide random arrivals, with costs that
 // exceed a shard's capacity now and then. Every admitted request, replayed
 // at its instant through the exact model of the whole policy, must be
