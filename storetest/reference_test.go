@@ -25,6 +25,7 @@ type reference struct {
 
 	mu     sync.Mutex
 	states map[refKey]refEntry
+	closed bool
 }
 
 var _ sluice.Store = (*reference)(nil)
@@ -98,6 +99,9 @@ func (s *reference) TakeAll(ctx context.Context, reqs []sluice.Request, out []sl
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("reference: %w", sluice.ErrStoreClosed)
+	}
 	now := s.clock.Now().UnixNano()
 	tentative := map[refKey]model.State{}
 	admitted := true
@@ -149,8 +153,16 @@ func TestReference(t *testing.T) {
 func (s *reference) Reset(_ context.Context, p sluice.Policy, key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return sluice.ErrStoreClosed
+	}
 	delete(s.states, refKeyOf(p, key))
 	return nil
 }
 
-func (s *reference) Close() error { return nil }
+func (s *reference) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
