@@ -82,7 +82,7 @@ type Option func(*Limiter) error
 func WithTTL(d time.Duration) Option {
 	return func(f *Limiter) error {
 		if d < time.Millisecond {
-			return fmt.Errorf("sluice: WithTTL: %v: must be at least 1ms", d)
+			return fmt.Errorf("inflight: WithTTL: %v: must be at least 1ms", d)
 		}
 		f.ttl = d
 		return nil
@@ -94,7 +94,7 @@ func WithTTL(d time.Duration) Option {
 func WithController(c Controller) Option {
 	return func(f *Limiter) error {
 		if c == nil {
-			return errors.New("sluice: WithController: nil Controller")
+			return errors.New("inflight: WithController: nil Controller")
 		}
 		f.ctrl = c
 		return nil
@@ -106,7 +106,7 @@ func WithController(c Controller) Option {
 func WithReserve(frac float64) Option {
 	return func(f *Limiter) error {
 		if !(frac >= 0 && frac < 1) {
-			return fmt.Errorf("sluice: WithReserve: %v: must be in [0, 1)", frac)
+			return fmt.Errorf("inflight: WithReserve: %v: must be in [0, 1)", frac)
 		}
 		f.reserve = frac
 		return nil
@@ -130,7 +130,7 @@ func WithFailureMode(m sluice.FailureMode) Option {
 func WithLocal(local Semaphore, replicas sluice.ReplicaCounter) Option {
 	return func(f *Limiter) error {
 		if local == nil {
-			return errors.New("sluice: WithLocal: local store is nil")
+			return errors.New("inflight: WithLocal: local store is nil")
 		}
 		if replicas == nil {
 			replicas = sluice.FixedReplicas(1)
@@ -150,10 +150,10 @@ func WithClock(now func() time.Time) Option {
 // holders under that name) of limit slots per key over store.
 func New(store Semaphore, name string, limit int64, opts ...Option) (*Limiter, error) {
 	if store == nil {
-		return nil, errors.New("sluice: New: store is nil")
+		return nil, errors.New("inflight: New: store is nil")
 	}
 	if name == "" {
-		return nil, errors.New("sluice: New: name is empty")
+		return nil, errors.New("inflight: New: name is empty")
 	}
 	f := &Limiter{store: store, name: name, limit: limit, ttl: DefaultTTL, clock: time.Now}
 	for _, o := range opts {
@@ -162,10 +162,10 @@ func New(store Semaphore, name string, limit int64, opts ...Option) (*Limiter, e
 		}
 	}
 	if f.failure == sluice.FailLocal && f.local == nil {
-		return nil, fmt.Errorf("sluice: New %q: failure mode local needs WithLocal", name)
+		return nil, fmt.Errorf("inflight: New %q: failure mode local needs WithLocal", name)
 	}
 	if f.ctrl == nil && limit < 1 {
-		return nil, fmt.Errorf("sluice: New %q: limit %d: must be at least 1", name, limit)
+		return nil, fmt.Errorf("inflight: New %q: limit %d: must be at least 1", name, limit)
 	}
 	return f, nil
 }
@@ -208,13 +208,18 @@ func (f *Limiter) Acquire(ctx context.Context, key string, critical bool) (*Hold
 	started := f.clock()
 	s, err := f.store.Acquire(ctx, f.name, key, id, limit, f.ttl)
 	if err != nil {
-		// The store may have taken the slot before failing to answer:
-		// give it back (Release is idempotent), or it stays taken until
-		// its TTL.
-		f.retries.add(f, f.store, key, id)
-		err = fmt.Errorf("sluice: in-flight %q: key %q: %w", f.name, key, err)
+		closed := errors.Is(err, sluice.ErrStoreClosed)
+		if !closed {
+			// The store may have taken the slot before failing to
+			// answer: give it back (Release is idempotent), or it stays
+			// taken until its TTL.
+			f.retries.add(f, f.store, key, id)
+		}
+		err = fmt.Errorf("inflight: %q: key %q: %w", f.name, key, err)
 		switch {
-		case ctx.Err() != nil || f.failure == sluice.FailClosed:
+		case closed || ctx.Err() != nil || f.failure == sluice.FailClosed:
+			// A closed store is never a reason to admit, nor is a
+			// caller that has gone.
 			return nil, Slots{}, err
 		case f.failure == sluice.FailLocal:
 			return f.acquireLocal(ctx, key, id, limit, started, err)
@@ -293,7 +298,7 @@ func (h *Holder) release(ctx context.Context, observe, dropped bool) error {
 		// Try once more in the background (retries); failing that, the
 		// slot comes back when its TTL passes.
 		f.retries.add(f, h.sem, h.key, h.id)
-		return fmt.Errorf("sluice: in-flight %q: key %q: release: %w", f.name, h.key, err)
+		return fmt.Errorf("inflight: %q: key %q: release: %w", f.name, h.key, err)
 	}
 	return nil
 }
@@ -307,7 +312,7 @@ func (h *Holder) Extend(ctx context.Context) (bool, error) {
 	}
 	s, err := h.sem.Extend(ctx, h.f.name, h.key, h.id, h.f.ttl)
 	if err != nil {
-		return false, fmt.Errorf("sluice: in-flight %q: key %q: extend: %w", h.f.name, h.key, err)
+		return false, fmt.Errorf("inflight: %q: key %q: extend: %w", h.f.name, h.key, err)
 	}
 	return s.Acquired, nil
 }

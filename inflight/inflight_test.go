@@ -324,3 +324,20 @@ func TestFailedAcquiresCostNoGoroutines(t *testing.T) {
 		}
 	})
 }
+
+// TestClosedStoreNeverAdmits: a closed store is never a reason to admit,
+// whatever the failure mode (on 1b40f8a a FailOpen in-flight limit over a
+// closed store handed out holders).
+func TestClosedStoreNeverAdmits(t *testing.T) {
+	local := memstore.New()
+	defer local.Close()
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+		store := memstore.New()
+		f := newInFlight(t, store, 5, inflight.WithFailureMode(mode), inflight.WithLocal(local, nil))
+		store.Close()
+		h, _, err := f.Acquire(t.Context(), "k", false)
+		if h != nil || !errors.Is(err, sluice.ErrStoreClosed) {
+			t.Errorf("fail-%v: Acquire on a closed store: holder %v, %v; want none and ErrStoreClosed", mode, h, err)
+		}
+	}
+}
