@@ -107,8 +107,7 @@ func TestInFlight(t *testing.T) {
 // would over the limit (ResourceExhausted, counted as refused), not as a
 // limit that fails closed (Unavailable).
 func TestInFlightLocalRefusal(t *testing.T) {
-	failing, _ := newStore(t)
-	failing.Close() // every call fails: the store is gone
+	failing := unreachable{} // every call fails: the store is unreachable (a closed one never admits)
 	local, _ := newStore(t)
 	perKey, err := inflight.New(failing, "check", 2,
 		inflight.WithFailureMode(sluice.FailLocal), inflight.WithLocal(local, sluice.FixedReplicas(2)))

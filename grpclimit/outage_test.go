@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // outage is a store that fails every call while down is set, as an
@@ -32,4 +34,20 @@ func (o *outage) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluic
 		return errOutage
 	}
 	return o.Store.TakeAll(ctx, reqs, out)
+}
+
+// unreachable is an in-flight store (inflight.Semaphore) whose every call
+// fails, as an unreachable Redis does.
+type unreachable struct{}
+
+func (unreachable) Acquire(context.Context, string, string, string, int64, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errOutage
+}
+
+func (unreachable) Release(context.Context, string, string, string) (inflight.Slots, error) {
+	return inflight.Slots{}, errOutage
+}
+
+func (unreachable) Extend(context.Context, string, string, string, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errOutage
 }

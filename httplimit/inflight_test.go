@@ -3,6 +3,8 @@
 package httplimit_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -110,8 +112,7 @@ func TestInFlight(t *testing.T) {
 // would over the limit (429, counted as refused), not as a limit that
 // fails closed (503).
 func TestInFlightLocalRefusal(t *testing.T) {
-	failing := memstore.New()
-	failing.Close() // every call fails: the store is gone
+	failing := unreachable{} // every call fails: the store is unreachable (a closed one never admits)
 	local := memstore.New()
 	defer local.Close()
 	perClient, err := inflight.New(failing, "per-client", 2,
@@ -149,4 +150,22 @@ func TestInFlightLocalRefusal(t *testing.T) {
 	if st := m.Stats(); st.Refused != 1 || st.Unavailable != 0 || st.Errors != 2 {
 		t.Errorf("Stats() = %+v, want 1 refused, 0 unavailable, 2 errors", st)
 	}
+}
+
+var errUnreachable = errors.New("dial tcp: connection refused")
+
+// unreachable is an in-flight store (inflight.Semaphore) whose every call
+// fails, as an unreachable Redis does.
+type unreachable struct{}
+
+func (unreachable) Acquire(context.Context, string, string, string, int64, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errUnreachable
+}
+
+func (unreachable) Release(context.Context, string, string, string) (inflight.Slots, error) {
+	return inflight.Slots{}, errUnreachable
+}
+
+func (unreachable) Extend(context.Context, string, string, string, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errUnreachable
 }
