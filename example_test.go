@@ -68,18 +68,3 @@ func ExampleDecision_impossible() {
 	fmt.Println(d.Allowed, d.Impossible, d.RetryAfter)
 	// Output: false true 0s
 }
-
-// Concurrency bounds requests in flight per key.
-func ExampleConcurrency() {
-	c, _ := sluice.NewConcurrency(2)
-	r1, _ := c.TryAcquire("tenant-a")
-	_, _ = c.TryAcquire("tenant-a")
-	_, ok := c.TryAcquire("tenant-a")
-	fmt.Println(ok, c.InFlight("tenant-a"))
-	r1()
-	r1() // idempotent
-	fmt.Println(c.InFlight("tenant-a"))
-	// Output:
-	// false 2
-	// 1
-}

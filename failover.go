@@ -4,7 +4,6 @@ package sluice
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 )
 
@@ -85,9 +84,6 @@ func (l *Limiter) share() *localShare {
 // shareCache is the Limiter's cached local share.
 type shareCache = atomic.Pointer[localShare]
 
-// errNoLocalStore is NewLimiter's error for FailLocal without a local store.
-var errNoLocalStore = errors.New("sluice: NewLimiter: FailLocal needs a local store (WithLocalStore, e.g. memstore.New())")
-
 // failed is the decision of a request for n units of key that the store
 // could not decide: the one place where the failure mode is applied.
 func (l *Limiter) failed(ctx context.Context, key string, n int64) Decision {
@@ -116,7 +112,7 @@ func (l *Limiter) failed(ctx context.Context, key string, n int64) Decision {
 // check refuses (a refused request consumes nothing anywhere); otherwise
 // they peek. FailLocal limiters with different local stores are decided one
 // by one, which is all-or-nothing only per store.
-func failedAll(ctx context.Context, checks []Check, decisions []Decision) {
+func failedAll(ctx context.Context, checks []Check, batch []Request, decisions []Decision) {
 	var local []int
 	refused := false
 	for i, c := range checks {
@@ -124,7 +120,7 @@ func failedAll(ctx context.Context, checks []Check, decisions []Decision) {
 			local = append(local, i)
 			continue
 		}
-		decisions[i] = c.Limiter.failed(ctx, c.Key, c.Cost)
+		decisions[i] = c.Limiter.failed(ctx, c.Key, batch[i].Cost)
 		refused = refused || !decisions[i].Allowed
 	}
 	if len(local) == 0 {
@@ -144,7 +140,7 @@ func failedAll(ctx context.Context, checks []Check, decisions []Decision) {
 		if !sameStore(c.Limiter.local, store) {
 			store = nil
 		}
-		reqs = append(reqs, Request{Policy: s.policy, Key: c.Key, Cost: c.Cost})
+		reqs = append(reqs, Request{Policy: s.policy, Key: c.Key, Cost: batch[i].Cost})
 	}
 	if refused {
 		for j := range reqs {

@@ -15,12 +15,29 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// deadStore is a real store that fails every call: a closed memstore.
+// unreachable is a store whose backend cannot be reached: every call
+// fails, as an unreachable Redis does. (A closed store is no outage: it
+// is never a reason to admit.)
+type unreachable struct{}
+
+var errUnreachable = errors.New("dial tcp: connection refused")
+
+func (unreachable) Take(context.Context, sluice.Policy, string, int64) (sluice.Decision, error) {
+	return sluice.Decision{}, errUnreachable
+}
+
+func (unreachable) TakeAll(context.Context, []sluice.Request, []sluice.Decision) error {
+	return errUnreachable
+}
+
+func (unreachable) Reset(context.Context, sluice.Policy, string) error { return errUnreachable }
+
+func (unreachable) Close() error { return nil }
+
+// deadStore is a store that fails every call.
 func deadStore(t *testing.T) sluice.Store {
 	t.Helper()
-	s := memstore.New()
-	s.Close()
-	return s
+	return unreachable{}
 }
 
 func TestShare(t *testing.T) {
@@ -242,8 +259,7 @@ func TestFailLocalRedisOutage(t *testing.T) {
 // A limiter that fails local: while its store fails, this replica (one of
 // 3) decides alone with a third of the limit.
 func ExampleWithLocalStore() {
-	store := memstore.New()
-	store.Close() // a store that fails every call, as an unreachable Redis does
+	store := unreachable{} // a store that fails every call, as an unreachable Redis does
 	local := memstore.New()
 	defer local.Close()
 	lim, _ := sluice.NewLimiter(store, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Hour},

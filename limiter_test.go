@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package sluice_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // testStore is the simplest correct Store: one mutex over a map of states,
@@ -17,21 +20,25 @@ import (
 // logic be tested without them.
 type testStore struct {
 	mu     sync.Mutex
-	states map[string]State
+	states map[string]model.State
 	err    error // when set, every call fails with it
+	closed bool
 }
 
-func newTestStore() *testStore { return &testStore{states: map[string]State{}} }
+func newTestStore() *testStore { return &testStore{states: map[string]model.State{}} }
 
-func (s *testStore) Take(ctx context.Context, p Policy, key string, cost int64) (Decision, error) {
-	var d [1]Decision
-	err := s.TakeAll(ctx, []Request{{p, key, cost}}, d[:])
+func (s *testStore) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	var d [1]sluice.Decision
+	err := s.TakeAll(ctx, []sluice.Request{{p, key, cost}}, d[:])
 	return d[0], err
 }
 
-func (s *testStore) TakeAll(ctx context.Context, reqs []Request, out []Decision) error {
+func (s *testStore) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return sluice.ErrStoreClosed
+	}
 	if s.err != nil {
 		return s.err
 	}
@@ -39,10 +46,10 @@ func (s *testStore) TakeAll(ctx context.Context, reqs []Request, out []Decision)
 		return err
 	}
 	now := time.Now().UnixNano()
-	work := map[string]State{}
+	work := map[string]model.State{}
 	ok := true
 	for i, r := range reqs {
-		m, err := NewModel(r.Policy)
+		m, err := model.New(r.Policy)
 		if err != nil {
 			return err
 		}
@@ -57,7 +64,7 @@ func (s *testStore) TakeAll(ctx context.Context, reqs []Request, out []Decision)
 	if !ok {
 		for i, r := range reqs {
 			if out[i].Allowed {
-				m, _ := NewModel(r.Policy)
+				m, _ := model.New(r.Policy)
 				_, out[i] = m.Take(s.states[r.Policy.Name+"\x00"+r.Key], now, 0)
 			}
 		}
@@ -69,14 +76,28 @@ func (s *testStore) TakeAll(ctx context.Context, reqs []Request, out []Decision)
 	return nil
 }
 
+func (s *testStore) Reset(_ context.Context, p sluice.Policy, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.states, p.Name+"\x00"+key)
+	return nil
+}
+
+func (s *testStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
 func TestLimiterRejectsBadInput(t *testing.T) {
-	if _, err := NewLimiter(newTestStore(), Policy{Algorithm: "nope", Limit: 1, Period: time.Second}); err == nil {
+	if _, err := sluice.NewLimiter(newTestStore(), sluice.Policy{Algorithm: "nope", Limit: 1, Period: time.Second}); err == nil {
 		t.Error("unknown algorithm accepted")
 	}
-	if _, err := NewLimiter(nil, Policy{Algorithm: GCRA, Limit: 1, Period: time.Second}); err == nil {
+	if _, err := sluice.NewLimiter(nil, sluice.Policy{Algorithm: sluice.GCRA, Limit: 1, Period: time.Second}); err == nil {
 		t.Error("nil store accepted")
 	}
-	l, err := NewLimiter(newTestStore(), Policy{Name: "api", Algorithm: GCRA, Limit: 1, Period: time.Second})
+	l, err := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "api", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,20 +108,20 @@ func TestLimiterRejectsBadInput(t *testing.T) {
 
 func TestFailureModes(t *testing.T) {
 	boom := errors.New("boom")
-	for _, mode := range []FailureMode{FailOpen, FailClosed} {
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed} {
 		s := newTestStore()
 		s.err = boom
-		l, _ := NewLimiter(s, Policy{Name: "p", Algorithm: TokenBucket, Limit: 5, Period: time.Second}, WithFailureMode(mode))
+		l, _ := sluice.NewLimiter(s, sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second}, sluice.WithFailureMode(mode))
 		d, err := l.Allow(context.Background(), "k")
 		if !errors.Is(err, boom) {
 			t.Errorf("%v: error %v, want it to wrap the store's", mode, err)
 		}
-		if d.Allowed != (mode == FailOpen) {
+		if d.Allowed != (mode == sluice.FailOpen) {
 			t.Errorf("fail-%v: allowed=%v", mode, d.Allowed)
 		}
-		r, err := AllowAll(context.Background(), Check{l, "k", 1}, Check{l, "j", 1})
-		if !errors.Is(err, boom) || r.Allowed != (mode == FailOpen) {
-			t.Errorf("fail-%v AllowAll: %+v, %v", mode, r, err)
+		r, err := sluice.AllowAll(context.Background(), sluice.Check{Limiter: l, Key: "k", Cost: 1}, sluice.Check{Limiter: l, Key: "j", Cost: 1})
+		if !errors.Is(err, boom) || r.Allowed != (mode == sluice.FailOpen) {
+			t.Errorf("fail-%v sluice.AllowAll: %+v, %v", mode, r, err)
 		}
 	}
 }
@@ -110,33 +131,33 @@ func TestFailureModes(t *testing.T) {
 func TestCallerGaveUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	l, _ := NewLimiter(newTestStore(), Policy{Name: "p", Algorithm: GCRA, Limit: 5, Period: time.Second}, WithFailureMode(FailOpen))
+	l, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 5, Period: time.Second}, sluice.WithFailureMode(sluice.FailOpen))
 	if d, err := l.Allow(ctx, "k"); !errors.Is(err, context.Canceled) || d.Allowed {
 		t.Errorf("Allow with a cancelled context: %+v, %v; want not allowed and context.Canceled", d, err)
 	}
-	r, err := AllowAll(ctx, Check{l, "k", 1}, Check{l, "j", 1})
+	r, err := sluice.AllowAll(ctx, sluice.Check{Limiter: l, Key: "k", Cost: 1}, sluice.Check{Limiter: l, Key: "j", Cost: 1})
 	if !errors.Is(err, context.Canceled) || r.Allowed {
-		t.Errorf("AllowAll with a cancelled context: %+v, %v", r, err)
+		t.Errorf("sluice.AllowAll with a cancelled context: %+v, %v", r, err)
 	}
-	if _, err := AllowAll(context.Background(), Check{l, "k", 1}, Check{nil, "j", 1}); err == nil {
-		t.Error("AllowAll with a nil Limiter: no error")
+	if _, err := sluice.AllowAll(context.Background(), sluice.Check{Limiter: l, Key: "k", Cost: 1}, sluice.Check{Limiter: nil, Key: "j", Cost: 1}); err == nil {
+		t.Error("sluice.AllowAll with a nil Limiter: no error")
 	}
-	if _, err := AllowAll(context.Background(), Check{nil, "k", 1}); err == nil {
-		t.Error("AllowAll with a nil first Limiter: no error")
+	if _, err := sluice.AllowAll(context.Background(), sluice.Check{Limiter: nil, Key: "k", Cost: 1}); err == nil {
+		t.Error("sluice.AllowAll with a nil first Limiter: no error")
 	}
 }
 
 func TestAllowAllIsAllOrNothing(t *testing.T) {
 	s := newTestStore()
-	perIP, _ := NewLimiter(s, Policy{Name: "ip", Algorithm: FixedWindow, Limit: 10, Period: time.Minute})
-	perOrg, _ := NewLimiter(s, Policy{Name: "org", Algorithm: FixedWindow, Limit: 3, Period: time.Minute})
+	perIP, _ := sluice.NewLimiter(s, sluice.Policy{Name: "ip", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Minute})
+	perOrg, _ := sluice.NewLimiter(s, sluice.Policy{Name: "org", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Minute})
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
-		if r, err := AllowAll(ctx, Check{perIP, "10.0.0.1", 1}, Check{perOrg, "acme", 1}); err != nil || !r.Allowed {
+		if r, err := sluice.AllowAll(ctx, sluice.Check{Limiter: perIP, Key: "10.0.0.1", Cost: 1}, sluice.Check{Limiter: perOrg, Key: "acme", Cost: 1}); err != nil || !r.Allowed {
 			t.Fatalf("request %d: %+v, %v", i, r, err)
 		}
 	}
-	r, err := AllowAll(ctx, Check{perIP, "10.0.0.1", 1}, Check{perOrg, "acme", 1})
+	r, err := sluice.AllowAll(ctx, sluice.Check{Limiter: perIP, Key: "10.0.0.1", Cost: 1}, sluice.Check{Limiter: perOrg, Key: "acme", Cost: 1})
 	if err != nil || r.Allowed || r.Refused != 1 {
 		t.Fatalf("4th request: %+v, %v; want refused by check 1", r, err)
 	}
@@ -146,18 +167,18 @@ func TestAllowAllIsAllOrNothing(t *testing.T) {
 	if d, _ := perIP.AllowN(ctx, "10.0.0.1", 0); d.Remaining != 7 {
 		t.Errorf("per-IP remaining %d after a refused batch, want 7: the refusal consumed it", d.Remaining)
 	}
-	other, _ := NewLimiter(newTestStore(), Policy{Name: "x", Algorithm: GCRA, Limit: 1, Period: time.Second})
-	if _, err := AllowAll(ctx, Check{perIP, "a", 1}, Check{other, "a", 1}); err == nil {
+	other, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "x", Algorithm: sluice.GCRA, Limit: 1, Period: time.Second})
+	if _, err := sluice.AllowAll(ctx, sluice.Check{Limiter: perIP, Key: "a", Cost: 1}, sluice.Check{Limiter: other, Key: "a", Cost: 1}); err == nil {
 		t.Error("limiters over different stores: no error")
 	}
-	if _, err := AllowAll(ctx, Check{perIP, "a", -2}); err == nil {
+	if _, err := sluice.AllowAll(ctx, sluice.Check{Limiter: perIP, Key: "a", Cost: -2}); err == nil {
 		t.Error("negative cost: no error")
 	}
 }
 
 func TestWaitSleepsRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l, _ := NewLimiter(newTestStore(), Policy{Name: "p", Algorithm: GCRA, Limit: 2, Period: time.Second, Burst: 1})
+		l, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 2, Period: time.Second, Burst: 1})
 		ctx := context.Background()
 		start := time.Now()
 		for i := 0; i < 3; i++ {
@@ -174,7 +195,7 @@ func TestWaitSleepsRetryAfter(t *testing.T) {
 
 func TestWaitCancelledConsumesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l, _ := NewLimiter(newTestStore(), Policy{Name: "p", Algorithm: SlidingLog, Limit: 1, Period: time.Minute})
+		l, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "p", Algorithm: sluice.SlidingLog, Limit: 1, Period: time.Minute})
 		ctx := context.Background()
 		if _, err := l.Wait(ctx, "k", 1); err != nil {
 			t.Fatal(err)
@@ -201,15 +222,15 @@ func TestWaitCancelledConsumesNothing(t *testing.T) {
 }
 
 func TestWaitImpossible(t *testing.T) {
-	l, _ := NewLimiter(newTestStore(), Policy{Name: "p", Algorithm: TokenBucket, Limit: 5, Period: time.Second, Burst: 3})
-	if _, err := l.Wait(context.Background(), "k", 4); !errors.Is(err, ErrImpossible) {
-		t.Errorf("Wait(4) with burst 3: %v, want ErrImpossible", err)
+	l, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second, Burst: 3})
+	if _, err := l.Wait(context.Background(), "k", 4); !errors.Is(err, sluice.ErrImpossible) {
+		t.Errorf("Wait(4) with burst 3: %v, want sluice.ErrImpossible", err)
 	}
 }
 
 func TestWaitLeakyBucketDelays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l, _ := NewLimiter(newTestStore(), Policy{Name: "q", Algorithm: LeakyBucket, Limit: 10, Period: time.Second, Burst: 5})
+		l, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "q", Algorithm: sluice.LeakyBucket, Limit: 10, Period: time.Second, Burst: 5})
 		ctx := context.Background()
 		start := time.Now()
 		var released []time.Duration

@@ -23,13 +23,3 @@ type Observer func(ctx context.Context, p Policy, key string, cost int64, d Deci
 // Limiter without an observer pays one nil check per call (per check, in
 // AllowAll).
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observe = o } }
-
-// observeAll tells each check's observer of its decision in an AllowAll
-// batch (err is the batch's store error).
-func observeAll(ctx context.Context, checks []Check, ds []Decision, err error) {
-	for i, c := range checks {
-		if c.Limiter.observe != nil {
-			c.Limiter.observe(ctx, c.Limiter.policy, c.Key, c.Cost, ds[i], err)
-		}
-	}
-}

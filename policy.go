@@ -4,6 +4,7 @@ package sluice
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 )
 
@@ -21,12 +22,19 @@ const (
 	SlidingWindow Algorithm = "sliding-window"
 )
 
-// Algorithms lists every algorithm, in the order the documentation presents them.
-var Algorithms = []Algorithm{TokenBucket, GCRA, LeakyBucket, FixedWindow, SlidingLog, SlidingWindow}
+// algorithms is every algorithm, in the order the documentation presents them.
+var algorithms = [...]Algorithm{TokenBucket, GCRA, LeakyBucket, FixedWindow, SlidingLog, SlidingWindow}
+
+// Algorithms returns every algorithm, in the order the documentation
+// presents them. The slice is a fresh copy: changing it changes nothing else.
+func Algorithms() []Algorithm {
+	out := algorithms
+	return out[:]
+}
 
 // ParseAlgorithm returns the algorithm with the given name.
 func ParseAlgorithm(name string) (Algorithm, error) {
-	for _, a := range Algorithms {
+	for _, a := range algorithms {
 		if string(a) == name {
 			return a, nil
 		}
@@ -112,7 +120,7 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("sluice: policy %q: burst %d: must be between 1 and %d (0 means the limit)", p.Name, p.Burst, int64(MaxLimit))
 	}
 	// The time a full bucket takes to drain, Burst×Period/Limit, must fit.
-	if hi, lo := mul64(uint64(p.Capacity()), uint64(p.Period)); hi >= uint64(p.Limit) || quo128(hi, lo, uint64(p.Limit)) > uint64(MaxBurstDuration) {
+	if hi, lo := bits.Mul64(uint64(p.Capacity()), uint64(p.Period)); hi >= uint64(p.Limit) || quotient(hi, lo, uint64(p.Limit)) > uint64(MaxBurstDuration) {
 		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.Capacity(), p.Limit, p.Period, MaxBurstDuration)
 	}
 	return nil
@@ -128,4 +136,10 @@ func (p Policy) String() string {
 		s = p.Name + ": " + s
 	}
 	return s
+}
+
+// quotient returns ⌊(hi,lo)/d⌋ for hi < d.
+func quotient(hi, lo, d uint64) uint64 {
+	q, _ := bits.Div64(hi, lo, d)
+	return q
 }

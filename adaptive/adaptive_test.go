@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // TestBounds drives each controller to both edges: endless overload
@@ -16,7 +16,7 @@ import (
 func TestBounds(t *testing.T) {
 	for _, name := range []string{"aimd", "gradient"} {
 		t.Run(name, func(t *testing.T) {
-			var c sluice.Controller
+			var c inflight.Controller
 			if name == "aimd" {
 				c, _ = NewAIMD(AIMDConfig{Floor: 3, Ceiling: 40, Threshold: 100 * time.Millisecond})
 			} else {
@@ -25,7 +25,7 @@ func TestBounds(t *testing.T) {
 			now := time.Unix(0, 0)
 			for i := range 5000 {
 				now = now.Add(10 * time.Millisecond)
-				c.Observe(sluice.Sample{At: now, RTT: time.Duration(50+i) * time.Millisecond, InFlight: c.Limit(), Dropped: true})
+				c.Observe(inflight.Sample{At: now, RTT: time.Duration(50+i) * time.Millisecond, InFlight: c.Limit(), Dropped: true})
 				if l := c.Limit(); l < 3 || l > 40 {
 					t.Fatalf("overload sample %d: limit %d outside [3, 40]", i, l)
 				}
@@ -35,7 +35,7 @@ func TestBounds(t *testing.T) {
 			}
 			for i := range 20000 {
 				now = now.Add(10 * time.Millisecond)
-				c.Observe(sluice.Sample{At: now, RTT: 20 * time.Millisecond, InFlight: c.Limit()})
+				c.Observe(inflight.Sample{At: now, RTT: 20 * time.Millisecond, InFlight: c.Limit()})
 				if l := c.Limit(); l < 3 || l > 40 {
 					t.Fatalf("healthy sample %d: limit %d outside [3, 40]", i, l)
 				}
@@ -48,8 +48,8 @@ func TestBounds(t *testing.T) {
 			a2, _ := NewAIMD(AIMDConfig{Floor: 3, Ceiling: 40, Initial: 10, Threshold: time.Second})
 			for i := range 1000 {
 				now = now.Add(10 * time.Millisecond)
-				c2.Observe(sluice.Sample{At: now, RTT: 20 * time.Millisecond, InFlight: 4})
-				a2.Observe(sluice.Sample{At: now, RTT: 20 * time.Millisecond, InFlight: 4})
+				c2.Observe(inflight.Sample{At: now, RTT: 20 * time.Millisecond, InFlight: 4})
+				a2.Observe(inflight.Sample{At: now, RTT: 20 * time.Millisecond, InFlight: 4})
 				_ = i
 			}
 			if c2.Limit() != 10 || a2.Limit() != 10 {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // AIMD is the additive-increase, multiplicative-decrease controller (see
@@ -24,7 +24,7 @@ type AIMD struct {
 	lastDrop time.Time
 }
 
-var _ sluice.Controller = (*AIMD)(nil)
+var _ inflight.Controller = (*AIMD)(nil)
 
 // AIMDConfig are AIMD's parameters; zero fields take the defaults.
 type AIMDConfig struct {
@@ -70,15 +70,15 @@ func NewAIMD(c AIMDConfig) (*AIMD, error) {
 	}, nil
 }
 
-// Limit implements sluice.Controller.
+// Limit implements inflight.Controller.
 func (a *AIMD) Limit() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return max(int64(a.limit), 1)
 }
 
-// Observe implements sluice.Controller.
-func (a *AIMD) Observe(s sluice.Sample) {
+// Observe implements inflight.Controller.
+func (a *AIMD) Observe(s inflight.Sample) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s.Dropped || s.RTT > a.threshold {

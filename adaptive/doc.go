@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package adaptive moves an in-flight limit from what requests observe:
-// latency and failures. Its controllers implement sluice.Controller; give
-// one to sluice.NewInFlight with sluice.WithController, and the limit each
+// latency and failures. Its controllers implement inflight.Controller; give
+// one to inflight.New with inflight.WithController, and the limit each
 // process applies follows the backend's health between a floor and a
 // ceiling.
 //

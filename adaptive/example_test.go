@@ -6,8 +6,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -19,7 +19,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	backend, err := sluice.NewInFlight(store, "backend", 0, sluice.WithController(g))
+	backend, err := inflight.New(store, "backend", 0, inflight.WithController(g))
 	if err != nil {
 		panic(err)
 	}

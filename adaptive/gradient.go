@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // Gradient is the gradient controller (see the package doc for its law).
@@ -31,7 +31,7 @@ type Gradient struct {
 	dropped  bool
 }
 
-var _ sluice.Controller = (*Gradient)(nil)
+var _ inflight.Controller = (*Gradient)(nil)
 
 // GradientConfig are Gradient's parameters; zero fields take the defaults.
 type GradientConfig struct {
@@ -97,15 +97,15 @@ func NewGradient(c GradientConfig) (*Gradient, error) {
 	}, nil
 }
 
-// Limit implements sluice.Controller.
+// Limit implements inflight.Controller.
 func (g *Gradient) Limit() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return max(int64(g.limit), 1)
 }
 
-// Observe implements sluice.Controller.
-func (g *Gradient) Observe(s sluice.Sample) {
+// Observe implements inflight.Controller.
+func (g *Gradient) Observe(s inflight.Sample) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.n == 0 {

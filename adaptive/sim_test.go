@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // The simulated backend: Workers requests served at once, first come first
@@ -50,10 +50,10 @@ type simResult struct {
 // fixed is a Controller whose limit never moves.
 type fixed int64
 
-func (f fixed) Limit() int64          { return int64(f) }
-func (fixed) Observe(s sluice.Sample) {}
+func (f fixed) Limit() int64            { return int64(f) }
+func (fixed) Observe(s inflight.Sample) {}
 
-func (b backend) run(c sluice.Controller) simResult {
+func (b backend) run(c inflight.Controller) simResult {
 	const step = time.Millisecond
 	t0 := time.Unix(0, 0)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -62,12 +62,12 @@ func (b backend) run(c sluice.Controller) simResult {
 		inflight int64
 	}
 	var (
-		queue    []req
-		busy     = make([]time.Duration, b.Workers) // when each worker is free; -1 idle
-		serving  = make([]req, b.Workers)
-		inflight int64
-		credit   int
-		res      = simResult{lowest: 1 << 62, faultLength: b.FaultEnd - b.FaultStart}
+		queue   []req
+		busy    = make([]time.Duration, b.Workers) // when each worker is free; -1 idle
+		serving = make([]req, b.Workers)
+		open    int64
+		credit  int
+		res     = simResult{lowest: 1 << 62, faultLength: b.FaultEnd - b.FaultStart}
 	)
 	for i := range busy {
 		busy[i] = -1
@@ -80,10 +80,10 @@ func (b backend) run(c sluice.Controller) simResult {
 			}
 			r := serving[i]
 			busy[i] = -1
-			inflight--
+			open--
 			rtt := t - r.sent
 			late := rtt > b.Timeout
-			c.Observe(sluice.Sample{At: t0.Add(t), RTT: rtt, InFlight: r.inflight, Dropped: late})
+			c.Observe(inflight.Sample{At: t0.Add(t), RTT: rtt, InFlight: r.inflight, Dropped: late})
 			switch {
 			case inFault(t) && late:
 				res.lateFault++
@@ -95,14 +95,14 @@ func (b backend) run(c sluice.Controller) simResult {
 		}
 		credit += b.Rate
 		for ; credit >= 1000; credit -= 1000 {
-			if inflight >= c.Limit() {
+			if open >= c.Limit() {
 				if inFault(t) {
 					res.shedFault++
 				}
 				continue
 			}
-			inflight++
-			queue = append(queue, req{sent: t, inflight: inflight})
+			open++
+			queue = append(queue, req{sent: t, inflight: open})
 		}
 		for i := range busy {
 			if busy[i] >= 0 || len(queue) == 0 {
@@ -191,7 +191,7 @@ func TestFaultGoodput(t *testing.T) {
 	b := faultScenario
 	rows := []struct {
 		name string
-		c    sluice.Controller
+		c    inflight.Controller
 	}{
 		{"fixed 200 (the ceiling)", fixed(200)},
 		{"fixed 60", fixed(60)},

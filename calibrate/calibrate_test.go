@@ -51,7 +51,7 @@ func TestRecommendationIsExact(t *testing.T) {
 	trace := traffic(7, 60, 6000)
 	src := source(trace, Format{})
 	ctx := context.Background()
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		for _, keep := range []int64{500_000_000, 900_000_000, 990_000_000, Billion} {
 			for _, period := range []time.Duration{time.Second, 3 * time.Second} {
 				name := fmt.Sprintf("%s/keep=%s/period=%v", alg, percent(keep), period)
@@ -231,7 +231,7 @@ func TestJSONLExponents(t *testing.T) {
 }
 
 func TestYAMLLoads(t *testing.T) {
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		p := sluice.Policy{Name: "calibrated", Algorithm: alg, Limit: 12, Period: 1500 * time.Millisecond}
 		if alg.IsBucket() {
 			p.Burst = 30

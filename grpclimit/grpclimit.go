@@ -328,7 +328,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 		if !use {
 			continue
 		}
-		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: rt.cost})
+		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: rt.cost, Peek: rt.cost == 0})
 		which = append(which, n)
 		if !l.Shadow {
 			nEnf++

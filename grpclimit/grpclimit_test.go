@@ -260,12 +260,13 @@ func TestShadowAndFailure(t *testing.T) {
 
 	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed} {
 		store, _ := newStore(t)
-		l := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: time.Minute}, sluice.WithFailureMode(mode))
+		o := &outage{Store: store}
+		l := newLimiter(t, o, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: time.Minute}, sluice.WithFailureMode(mode))
 		var errs int
 		i, _ := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}), WithUnavailableRetryAfter(3*time.Second),
 			OnError(func(context.Context, string, error) { errs++ }))
 		c := serve(t, i, false)
-		store.Close()
+		o.down.Store(true)
 		_, err := c.Check(withKey("k"), &healthpb.HealthCheckRequest{})
 		switch mode {
 		case sluice.FailOpen:
@@ -404,11 +405,12 @@ func TestStoreFailureLocal(t *testing.T) {
 	store, clock := newStore(t)
 	local := memstore.New(memstore.WithClock(clock))
 	defer local.Close()
-	l := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
+	o := &outage{Store: store}
+	l := newLimiter(t, o, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
 		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
 	i, _ := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}))
 	c := serve(t, i, false)
-	store.Close()
+	o.down.Store(true)
 	for n, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
 		if _, err := c.Check(withKey("k"), &healthpb.HealthCheckRequest{}); status.Code(err) != want {
 			t.Errorf("call %d: %v, want %v (a share of 2 of 4)", n, err, want)

@@ -14,17 +14,17 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // InFlightLimit bounds how many calls are in flight at once, across every
-// process sharing its store (see sluice.InFlight). It is checked after the
+// process sharing its store (see inflight.Limiter). It is checked after the
 // rate limits have admitted a call, and its slot is held until the handler
 // returns (for a stream, until the stream ends).
 type InFlightLimit struct {
 	// InFlight is the limit, fixed or adaptive.
-	InFlight *sluice.InFlight
+	InFlight *inflight.Limiter
 	// Key picks a per-client key: a call over such a limit fails with
 	// ResourceExhausted. When nil, every call of the method shares one
 	// limit, and a call over it fails with Unavailable (the server is busy).
@@ -36,7 +36,7 @@ type InFlightLimit struct {
 
 // CriticalMetadata is the incoming metadata key CriticalFrom reads:
 // "sluice-priority: critical" asks for the reserve of in-flight limits
-// (sluice.WithReserve). The metadata alone grants nothing: only
+// (inflight.WithReserve). The metadata alone grants nothing: only
 // WithCriticalFunc does.
 const CriticalMetadata = "sluice-priority"
 

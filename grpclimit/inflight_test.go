@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // TestInFlight: a method-wide in-flight limit on the health Watch stream
@@ -22,11 +23,11 @@ import (
 // call.
 func TestInFlight(t *testing.T) {
 	store, _ := newStore(t)
-	watch, err := sluice.NewInFlight(store, "watch", 3, sluice.WithReserve(0.34))
+	watch, err := inflight.New(store, "watch", 3, inflight.WithReserve(0.34))
 	if err != nil {
 		t.Fatal(err)
 	}
-	perKey, err := sluice.NewInFlight(store, "check", 1)
+	perKey, err := inflight.New(store, "check", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +116,10 @@ func TestInFlight(t *testing.T) {
 // would over the limit (ResourceExhausted, counted as refused), not as a
 // limit that fails closed (Unavailable).
 func TestInFlightLocalRefusal(t *testing.T) {
-	failing, _ := newStore(t)
-	failing.Close() // every call fails: the store is gone
+	failing := unreachable{} // every call fails: the store is unreachable (a closed one never admits)
 	local, _ := newStore(t)
-	perKey, err := sluice.NewInFlight(failing, "check", 2,
-		sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(2)))
+	perKey, err := inflight.New(failing, "check", 2,
+		inflight.WithFailureMode(sluice.FailLocal), inflight.WithLocal(local, sluice.FixedReplicas(2)))
 	if err != nil {
 		t.Fatal(err)
 	}

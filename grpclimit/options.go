@@ -115,7 +115,7 @@ func OnError(f func(ctx context.Context, fullMethod string, err error)) Option {
 
 // WithCriticalFunc makes the calls for which f reports true critical: they
 // may take the slots an in-flight limit keeps in reserve
-// (sluice.WithReserve). Without it no call is critical, whatever metadata
+// (inflight.WithReserve). Without it no call is critical, whatever metadata
 // it carries: a client cannot grant itself the reserve. f must be safe for
 // concurrent use; CriticalFrom builds the usual one.
 func WithCriticalFunc(f func(ctx context.Context, fullMethod string) bool) Option {

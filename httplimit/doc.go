@@ -95,7 +95,7 @@
 // # The in-flight reserve
 //
 // An in-flight limit may keep slots for critical requests
-// (sluice.WithReserve). No request is critical unless WithCriticalFunc says
+// (inflight.WithReserve). No request is critical unless WithCriticalFunc says
 // so: a header a client sets grants nothing by itself. CriticalFrom builds
 // the usual trust function, which believes CriticalHeader only from the
 // peers a function vouches for (clientip.Resolver.TrustsPeer: your own

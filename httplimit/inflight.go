@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/internal/decide"
 )
 
 // InFlightLimit bounds how many requests are in flight at once, across
-// every process sharing its store (see sluice.InFlight). It is checked
+// every process sharing its store (see inflight.Limiter). It is checked
 // after the rate limits have admitted a request (so a request it refuses
 // has spent its rate-limit units, as one the handler refuses would), and
 // its slot is held until the handler returns. Refusals count in
@@ -23,7 +23,7 @@ import (
 type InFlightLimit struct {
 	// InFlight is the limit, fixed or adaptive. Its name appears in the
 	// RateLimit headers and must be printable ASCII.
-	InFlight *sluice.InFlight
+	InFlight *inflight.Limiter
 	// Key picks a per-client key: a request over such a limit gets 429.
 	// When nil, every request of the route shares one limit, and a request
 	// over it gets 503 (the server is busy, not the client too greedy).
@@ -34,7 +34,7 @@ type InFlightLimit struct {
 }
 
 // CriticalHeader is the request header CriticalFrom reads: "Sluice-Priority:
-// critical" asks for the reserve of in-flight limits (sluice.WithReserve).
+// critical" asks for the reserve of in-flight limits (inflight.WithReserve).
 // The header alone grants nothing: only WithCriticalFunc does.
 const CriticalHeader = "Sluice-Priority"
 

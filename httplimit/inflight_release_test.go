@@ -12,8 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -24,7 +24,7 @@ type samples struct {
 }
 
 func (c *samples) Limit() int64 { return 100 }
-func (c *samples) Observe(sluice.Sample) {
+func (c *samples) Observe(inflight.Sample) {
 	c.mu.Lock()
 	c.n++
 	c.mu.Unlock()
@@ -43,11 +43,11 @@ func TestInFlightRefusedNotObserved(t *testing.T) {
 	store := memstore.New()
 	defer store.Close()
 	ctrl := &samples{}
-	adaptive, err := sluice.NewInFlight(store, "adaptive", 0, sluice.WithController(ctrl))
+	adaptive, err := inflight.New(store, "adaptive", 0, inflight.WithController(ctrl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	perClient, err := sluice.NewInFlight(store, "per-client", 1)
+	perClient, err := inflight.New(store, "per-client", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestInFlightHeldAfterClientGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New(memstore.WithSweepInterval(0))
 		defer store.Close()
-		slow, err := sluice.NewInFlight(store, "slow", 1, sluice.WithHolderTTL(3*time.Second))
+		slow, err := inflight.New(store, "slow", 1, inflight.WithTTL(3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

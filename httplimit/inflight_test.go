@@ -3,6 +3,8 @@
 package httplimit_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -23,11 +26,11 @@ func TestInFlight(t *testing.T) {
 	clock := sluicetest.NewClock(time.Unix(0, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
-	route, err := sluice.NewInFlight(store, "reports", 4, sluice.WithReserve(0.25))
+	route, err := inflight.New(store, "reports", 4, inflight.WithReserve(0.25))
 	if err != nil {
 		t.Fatal(err)
 	}
-	perClient, err := sluice.NewInFlight(store, "per-client", 2)
+	perClient, err := inflight.New(store, "per-client", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +117,11 @@ func TestInFlight(t *testing.T) {
 // would over the limit (429, counted as refused), not as a limit that
 // fails closed (503).
 func TestInFlightLocalRefusal(t *testing.T) {
-	failing := memstore.New()
-	failing.Close() // every call fails: the store is gone
+	failing := unreachable{} // every call fails: the store is unreachable (a closed one never admits)
 	local := memstore.New()
 	defer local.Close()
-	perClient, err := sluice.NewInFlight(failing, "per-client", 2,
-		sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(2)))
+	perClient, err := inflight.New(failing, "per-client", 2,
+		inflight.WithFailureMode(sluice.FailLocal), inflight.WithLocal(local, sluice.FixedReplicas(2)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestInFlightLocalRefusal(t *testing.T) {
 func TestCriticalNeedsTrust(t *testing.T) {
 	store := memstore.New()
 	defer store.Close()
-	route, err := sluice.NewInFlight(store, "reports", 4, sluice.WithReserve(0.25))
+	route, err := inflight.New(store, "reports", 4, inflight.WithReserve(0.25))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,4 +199,22 @@ func TestCriticalNeedsTrust(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("an untrusted critical claim: %d, want 503 (the reserve is granted only by WithCriticalFunc)", w.Code)
 	}
+}
+
+var errUnreachable = errors.New("dial tcp: connection refused")
+
+// unreachable is an in-flight store (inflight.Semaphore) whose every call
+// fails, as an unreachable Redis does.
+type unreachable struct{}
+
+func (unreachable) Acquire(context.Context, string, string, string, int64, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errUnreachable
+}
+
+func (unreachable) Release(context.Context, string, string, string) (inflight.Slots, error) {
+	return inflight.Slots{}, errUnreachable
+}
+
+func (unreachable) Extend(context.Context, string, string, string, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errUnreachable
 }

@@ -293,7 +293,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 		if !use {
 			continue
 		}
-		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: rt.cost})
+		checks = append(checks, sluice.Check{Limiter: l.Limiter, Key: key, Cost: rt.cost, Peek: rt.cost == 0})
 		which = append(which, i)
 		if !l.Shadow {
 			nEnf++

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -337,14 +338,15 @@ func TestStoreFailure(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store, _ := newStore(t)
+			o := &outage{Store: store}
 			var limits []Limit
 			for i, mode := range c.modes {
-				limits = append(limits, Limit{Limiter: newLimiter(t, store, []sluice.Policy{p, q}[i], sluice.WithFailureMode(mode)), Key: ip.Key})
+				limits = append(limits, Limit{Limiter: newLimiter(t, o, []sluice.Policy{p, q}[i], sluice.WithFailureMode(mode)), Key: ip.Key})
 			}
 			var errs []error
 			m := newMiddleware(t, Global(limits...), WithUnavailableRetryAfter(4500*time.Millisecond),
 				OnError(func(r *http.Request, err error) { errs = append(errs, err) }))
-			store.Close()
+			o.down.Store(true)
 			w := send(m.Handler(okHandler), "GET", "/", "192.0.2.1:1")
 			if w.Code != c.code || w.Header().Get("Retry-After") != c.retryAfter {
 				t.Errorf("status %d, Retry-After %q; want %d, %q", w.Code, w.Header().Get("Retry-After"), c.code, c.retryAfter)
@@ -494,10 +496,11 @@ func TestStoreFailureLocal(t *testing.T) {
 	store, clock := newStore(t)
 	local := memstore.New(memstore.WithClock(clock))
 	defer local.Close()
-	l := newLimiter(t, store, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
+	o := &outage{Store: store}
+	l := newLimiter(t, o, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
 		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
 	m := newMiddleware(t, Global(Limit{Limiter: l, Key: ip.Key}))
-	store.Close()
+	o.down.Store(true)
 	for i, want := range []int{200, 200, 429} {
 		w := send(m.Handler(okHandler), "GET", "/", "192.0.2.1:1")
 		if w.Code != want || (want == 429 && w.Header().Get("Retry-After") == "") {
@@ -537,7 +540,7 @@ func TestClientGone(t *testing.T) {
 // is not counted as a store error (it was, and answered 503).
 func TestClientGoneInFlight(t *testing.T) {
 	store, _ := newStore(t)
-	f, err := sluice.NewInFlight(store, "slots", 4)
+	f, err := inflight.New(store, "slots", 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func OnError(f func(r *http.Request, err error)) Option {
 
 // WithCriticalFunc makes the requests for which f reports true critical:
 // they may take the slots an in-flight limit keeps in reserve
-// (sluice.WithReserve). Without it no request is critical, whatever it
+// (inflight.WithReserve). Without it no request is critical, whatever it
 // carries: a client cannot grant itself the reserve. f must be safe for
 // concurrent use; CriticalFrom builds the usual one.
 func WithCriticalFunc(f func(r *http.Request) bool) Option {

@@ -217,7 +217,7 @@ func (t sethvargoTaker) close() { t.s.Close(context.Background()) }
 // clock, no key bound, the sweeper every second).
 func BenchmarkCompareTake(b *testing.B) {
 	ctx := context.Background()
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		p := benchPolicy(alg)
 		b.Run("store=mem/alg="+string(alg), func(b *testing.B) {
 			forKeySets(b, func(b *testing.B, keys []string) (taker, func()) {
@@ -373,7 +373,7 @@ func processCPU() (ns int64, ok bool) {
 // ns/op, B/op and allocs/op are per fill of benchMaxKeys keys.
 func BenchmarkCompareMemory(b *testing.B) {
 	ctx := context.Background()
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		p := benchPolicy(alg)
 		b.Run("store=mem/alg="+string(alg), func(b *testing.B) {
 			measurePerKey(b, func() (func(string) error, func() int, func()) {

@@ -8,19 +8,21 @@ import (
 	"hash/maphash"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/model"
 )
 
-var _ sluice.Giver = (*Store)(nil)
+var _ lease.Giver = (*Store)(nil)
 
 // TakeStamped is Take that also returns the key's state after the take,
 // for Give. Its errors are Take's.
-func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, sluice.State, error) {
+func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, model.State, error) {
 	if s.closed.Load() || ctx.Err() != nil || cost < 0 {
-		return sluice.Decision{}, sluice.State{}, s.refused(ctx, key, cost)
+		return sluice.Decision{}, model.State{}, s.refused(ctx, key, cost)
 	}
 	c, err := s.pin(p)
 	if err != nil {
-		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, err)
+		return sluice.Decision{}, model.State{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
 	defer s.unpin(c)
 	h := maphash.String(s.seed, key)
@@ -31,9 +33,9 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 	k := headOf(key)
 	var d sluice.Decision
 	if sh.take(c, s.seed, h, &k, key, cost, now, &d) != took { // pinned: never stale
-		return sluice.Decision{}, sluice.State{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
+		return sluice.Decision{}, model.State{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
 	}
-	var st sluice.State
+	var st model.State
 	if t := sh.table(c.pt); t != nil {
 		if _, e := t.find(h, key); e >= 0 {
 			st = t.get(e)
@@ -44,11 +46,11 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 }
 
 // Give gives back units of a take whose stamp (from TakeStamped) is given,
-// where sluice.Model.Give says it is safe, and reports whether it did. Its
+// where model.Model.Give says it is safe, and reports whether it did. Its
 // errors: ErrClosed after Close; the context's error if it is already done;
 // an invalid policy. Under a policy the store does not hold, there is
 // nothing to give back to.
-func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp sluice.State, units int64) (bool, error) {
+func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp model.State, units int64) (bool, error) {
 	if s.closed.Load() {
 		return false, fmt.Errorf("memstore: give %q: %w", key, ErrClosed)
 	}

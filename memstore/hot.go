@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // Lock-free rejections of a hot key.
@@ -71,13 +72,13 @@ type hotKey struct {
 // total and the count of entries at arr.
 type hotWords struct {
 	w   [5]atomic.Int64
-	arr atomic.Pointer[sluice.LogEntry]
+	arr atomic.Pointer[model.LogEntry]
 }
 
 // hotView is hotWords as a reader loaded them.
 type hotView struct {
 	w   [5]int64
-	arr *sluice.LogEntry
+	arr *model.LogEntry
 }
 
 const (

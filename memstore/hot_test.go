@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -51,12 +52,12 @@ func TestHotKeyMatchesModel(t *testing.T) {
 			if p.Algorithm.IsBucket() {
 				versions[1].Burst = p.Burst + 1
 			}
-			models := make([]*sluice.Model, len(versions))
+			models := make([]*model.Model, len(versions))
 			for i, v := range versions {
-				models[i] = must2(sluice.NewModel(v))
+				models[i] = must2(model.New(v))
 			}
 			cur := 0
-			oracle := map[string]sluice.State{}
+			oracle := map[string]model.State{}
 			keys := []string{"a", "b", "c", "a-key-longer-than-sixteen-bytes"}
 			now := int64(time.Hour)
 			var fast, steps int
@@ -95,7 +96,7 @@ func TestHotKeyMatchesModel(t *testing.T) {
 					if rng.IntN(2) == 0 {
 						reqs = append(reqs, req(versions[cur], key, rng.Int64N(2)))
 					}
-					want, _ := modelBatch(oracle, reqs, now, func(i int) string { return reqs[i].Key }, func(int) *sluice.Model { return m })
+					want, _ := modelBatch(oracle, reqs, now, func(i int) string { return reqs[i].Key }, func(int) *model.Model { return m })
 					got := make([]sluice.Decision, len(reqs))
 					if err := s.TakeAll(ctx, reqs, got); err != nil {
 						t.Fatal(err)
@@ -172,10 +173,10 @@ func TestHotKeyRetired(t *testing.T) {
 		t.Run("alg="+string(p.Algorithm), func(t *testing.T) {
 			// turnHot takes key at the clock's instant until it is rejected
 			// and hot, and returns the model's state of the key.
-			turnHot := func(t *testing.T, s *Store, p sluice.Policy, key string) sluice.State {
+			turnHot := func(t *testing.T, s *Store, p sluice.Policy, key string) model.State {
 				t.Helper()
-				m := must2(sluice.NewModel(p))
-				var st sluice.State
+				m := must2(model.New(p))
+				var st model.State
 				for range 3 * p.Limit {
 					st, _ = m.Take(st, 0, 1)
 					must(s.Take(ctx, p, key, 1))
@@ -254,7 +255,7 @@ func TestHotKeyRetired(t *testing.T) {
 				} else {
 					more.Limit *= 10
 				}
-				m, mm := must2(sluice.NewModel(p)), must2(sluice.NewModel(more))
+				m, mm := must2(model.New(p)), must2(model.New(more))
 				if p.Algorithm.IsBucket() {
 					st.Time, st.Frac = convFrac(st.Time, st.Frac, m.Denominator(), mm.Denominator())
 				}
@@ -344,7 +345,7 @@ func TestHotKeyThrash(t *testing.T) {
 // more (an admission the copy let through) and none fewer (a rejection on a
 // stale copy while units were there).
 func TestHotKeyConcurrent(t *testing.T) {
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		t.Run("alg="+string(a), func(t *testing.T) {
 			clock := sluicetest.NewClock(t0)
 			s := New(WithClock(clock), WithSweepInterval(0), withShards(1))
@@ -398,8 +399,8 @@ func TestHotKeyConcurrent(t *testing.T) {
 			wg.Wait()
 			// The units available: the first window's (or burst's) limit,
 			// and what the time that passed frees.
-			m := must2(sluice.NewModel(p))
-			var st sluice.State
+			m := must2(model.New(p))
+			var st model.State
 			now := int64(0)
 			want := int64(0)
 			for i := 0; i <= steps; i++ {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -123,9 +124,9 @@ func TestSlidingLogMemory(t *testing.T) {
 // and grows the array when that leaves too little room.
 func TestLogSpillMakeRoom(t *testing.T) {
 	mk := func(low int, ats ...int64) *logSpill {
-		l := make([]sluice.LogEntry, len(ats))
+		l := make([]model.LogEntry, len(ats))
 		for i, at := range ats {
-			l[i] = sluice.LogEntry{At: at, Total: uint64(100 + i + 1)}
+			l[i] = model.LogEntry{At: at, Total: uint64(100 + i + 1)}
 		}
 		return &logSpill{count: 100, log: l, low: low}
 	}
@@ -136,7 +137,7 @@ func TestLogSpillMakeRoom(t *testing.T) {
 	}
 	// Room left: unchanged.
 	sp := mk(1, 1, 2)
-	sp.log = append(make([]sluice.LogEntry, 0, 4), sp.log...)
+	sp.log = append(make([]model.LogEntry, 0, 4), sp.log...)
 	arr := &sp.log[0]
 	sp.makeRoom(1)
 	if sp.low != 1 || len(sp.log) != 2 || &sp.log[0] != arr {
@@ -186,9 +187,9 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 		{Name: "n", Algorithm: sluice.SlidingLog, Limit: 6, Period: 3 * time.Second},
 		{Name: "n", Algorithm: sluice.SlidingLog, Limit: 9, Period: 300 * time.Millisecond},
 	}
-	models := make([]*sluice.Model, len(variants))
+	models := make([]*model.Model, len(variants))
 	for i, p := range variants {
-		m, err := sluice.NewModel(p)
+		m, err := model.New(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,12 +205,12 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 		// all of them.
 		nvar := 1 + int(seed%uint64(len(variants)))
 		stepBack := seed%3 == 0
-		oracle := map[string]sluice.State{}
+		oracle := map[string]model.State{}
 		cur := 0 // the variant the store compiled last
 		now := clock.Now().UnixNano()
 		// settle drops key from the oracle when its state has expired, as
 		// the store drops a key it touched.
-		settle := func(key string, m *sluice.Model) {
+		settle := func(key string, m *model.Model) {
 			if st, ok := oracle[key]; ok && m.ExpiresAt(st) <= now {
 				delete(oracle, key)
 			}
@@ -264,7 +265,7 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 			}
 			want, all := modelBatch(oracle, reqs, now,
 				func(i int) string { return reqs[i].Key },
-				func(i int) *sluice.Model { return models[vs[i]] })
+				func(i int) *model.Model { return models[vs[i]] })
 			if all {
 				// The store drops a key of the batch whose state has
 				// expired under the last policy that evaluated it; a
@@ -302,7 +303,7 @@ func TestTakeAllInlineLogMoved(t *testing.T) {
 	p := sluice.Policy{Algorithm: sluice.SlidingLog, Limit: 10, Period: time.Second}
 	s, clock, take := logStore(t, t0.Add(time.Hour), p)
 	ctx := context.Background()
-	m, err := sluice.NewModel(p)
+	m, err := model.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func TestTakeAllInlineLogMoved(t *testing.T) {
 	}
 	// The model: y holds one entry of 3 units, now.
 	now := clock.Now().UnixNano()
-	_, want := m.Take(sluice.State{Log: []sluice.LogEntry{{At: now, Total: 3}}}, now, 0)
+	_, want := m.Take(model.State{Log: []model.LogEntry{{At: now, Total: 3}}}, now, 0)
 	if got := take("y", 0); got != want {
 		t.Errorf("y after the batch: %+v, want %+v (keys held %d)", got, want, s.Len())
 	}
@@ -336,12 +337,12 @@ func logTrace(t *testing.T, steps [][3]int64) {
 	defer s.Close()
 	ctx := context.Background()
 	p := sluice.Policy{Name: "n", Algorithm: sluice.SlidingLog, Limit: 10, Period: time.Second}
-	var st sluice.State
+	var st model.State
 	for i, step := range steps {
 		if step[2] != 0 {
 			p.Period = time.Duration(step[2])
 		}
-		m, err := sluice.NewModel(p)
+		m, err := model.New(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,11 +427,11 @@ func TestTakeAllPeekLongerPeriod(t *testing.T) {
 	p.Period = time.Second
 	s, clock, take := logStore(t, t0.Add(time.Hour), q)
 	ctx := context.Background()
-	mq, err := sluice.NewModel(q)
+	mq, err := model.New(q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := mq.Take(sluice.State{}, clock.Now().UnixNano(), 4)
+	st, _ := mq.Take(model.State{}, clock.Now().UnixNano(), 4)
 	take("k", 4)
 	clock.Advance(2 * time.Second)
 	_, want := mq.Take(st, clock.Now().UnixNano(), 0)

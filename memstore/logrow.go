@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // Sliding-log rows: a key's log in its row while it is short, spilled into
@@ -28,7 +29,7 @@ type (
 		kb    [inlineKey]byte
 		ref   uint32
 		n     uint32 // entries in one; 0 once spilled
-		one   [2]sluice.LogEntry
+		one   [2]model.LogEntry
 		spill *logSpill
 	}
 	// logSpill is a longer log. The model's log is log[low:]; the entries
@@ -41,7 +42,7 @@ type (
 	// log into a new array rather than compacting it in place.
 	logSpill struct {
 		count  int64 // the base total before log[0]
-		log    []sluice.LogEntry
+		log    []model.LogEntry
 		low    int
 		shared bool
 	}
@@ -52,7 +53,7 @@ type (
 // not be kept past the next change of the table's rows, which may move or
 // clear the row, nor written to. A spilled log is a slice of the spill's
 // array, which stays where it is.
-func (r *logRow) state() (int64, []sluice.LogEntry) {
+func (r *logRow) state() (int64, []model.LogEntry) {
 	if sp := r.spill; sp != nil {
 		return sp.view()
 	}
@@ -61,14 +62,14 @@ func (r *logRow) state() (int64, []sluice.LogEntry) {
 
 // setState stores the base total count and log as the row's: inline while
 // the log fits and the row has not spilled, else in the spill.
-func (r *logRow) setState(count int64, log []sluice.LogEntry) {
+func (r *logRow) setState(count int64, log []model.LogEntry) {
 	if sp := r.spill; sp != nil {
 		sp.count, sp.log, sp.low = count, log, 0
 		return
 	}
 	if len(log) <= len(r.one) {
 		for i, e := range log {
-			r.one[i] = sluice.LogEntry{At: e.At, Total: e.Total - uint64(count)}
+			r.one[i] = model.LogEntry{At: e.At, Total: e.Total - uint64(count)}
 		}
 		r.n = uint32(len(log))
 		return
@@ -77,7 +78,7 @@ func (r *logRow) setState(count int64, log []sluice.LogEntry) {
 }
 
 // view returns the model's state of a spilled log.
-func (sp *logSpill) view() (int64, []sluice.LogEntry) {
+func (sp *logSpill) view() (int64, []model.LogEntry) {
 	if sp.low == 0 {
 		return sp.count, sp.log
 	}
@@ -111,14 +112,14 @@ func (sp *logSpill) makeRoom(need int) {
 // and as many again.
 func (sp *logSpill) realloc(need int) {
 	n := len(sp.log)
-	sp.log = append(make([]sluice.LogEntry, 0, max(4, 2*(n+need))), sp.log...)
+	sp.log = append(make([]model.LogEntry, 0, max(4, 2*(n+need))), sp.log...)
 	sp.shared = false
 }
 
 // admitted records that the model appended one entry at the end of the
 // array to the view it was given (live), at now, under a policy of period
 // p: like the model, it drops the entries that had left the window.
-func (sp *logSpill) admitted(live []sluice.LogEntry, now, p int64) {
+func (sp *logSpill) admitted(live []model.LogEntry, now, p int64) {
 	sp.log = sp.log[:len(sp.log)+1]
 	sp.low += sort.Search(len(live), func(i int) bool { return live[i].At > now-p })
 }
@@ -135,7 +136,7 @@ func (sp *logSpill) committed(live, appended, final int) {
 
 // pruned returns the inline log one[:n] without the entries at or before
 // cutoff, rebased so that the base total stays 0, and its length.
-func pruned(one [2]sluice.LogEntry, n int, cutoff int64) ([2]sluice.LogEntry, int) {
+func pruned(one [2]model.LogEntry, n int, cutoff int64) ([2]model.LogEntry, int) {
 	k := 0
 	for k < n && one[k].At <= cutoff {
 		k++
@@ -197,12 +198,12 @@ type logRows struct{ rows[logRow] }
 func (x *logRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
 func (x *logRows) add(k keyHead)                         { x.r = push(x.r, logRow{kb: k.bytes(), ref: k.ref}) }
 
-func (x *logRows) get(e int) sluice.State {
+func (x *logRows) get(e int) model.State {
 	count, log := x.r[e].state()
-	return sluice.State{Count: count, Log: log}
+	return model.State{Count: count, Log: log}
 }
 
-func (x *logRows) set(e int, s sluice.State) { x.r[e].setState(s.Count, s.Log) }
+func (x *logRows) set(e int, s model.State) { x.r[e].setState(s.Count, s.Log) }
 
 func (x *logRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
 	exp = takeLog(c, &x.r[e], now, cost, d)
@@ -242,7 +243,7 @@ func (*logRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decisio
 		exp = c.model.JudgeSlidingLog(v.w[0], unsafe.Slice(v.arr, v.w[1]), now, cost, &d)
 		return d, exp
 	}
-	one := [2]sluice.LogEntry{{At: v.w[1], Total: uint64(v.w[2])}, {At: v.w[3], Total: uint64(v.w[4])}}
+	one := [2]model.LogEntry{{At: v.w[1], Total: uint64(v.w[2])}, {At: v.w[3], Total: uint64(v.w[4])}}
 	exp = c.model.JudgeSlidingLog(0, one[:v.w[0]], now, cost, &d)
 	return d, exp
 }

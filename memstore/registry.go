@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // The policy registry: the policies a store knows, each with its tables in
@@ -127,7 +128,7 @@ func (r *registry) compile(p sluice.Policy, pin bool) (*compiled, error) {
 // identity the registry does not hold (and so holds no key of) rather than
 // create it.
 func (r *registry) compileIf(p sluice.Policy, pin, create bool) (*compiled, error) {
-	m, err := sluice.NewModel(p)
+	m, err := model.New(p)
 	if err != nil {
 		return nil, err
 	}

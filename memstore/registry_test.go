@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -153,7 +154,7 @@ func TestMaxPolicies(t *testing.T) {
 	if err := s.Reset(ctx, floodPolicy(6), "k"); err != nil {
 		t.Fatalf("Reset under a policy not held, at the bound: %v", err)
 	}
-	if ok, err := s.Give(ctx, floodPolicy(6), "k", sluice.State{}, 1); err != nil || ok {
+	if ok, err := s.Give(ctx, floodPolicy(6), "k", model.State{}, 1); err != nil || ok {
 		t.Fatalf("Give under a policy not held, at the bound: %v, %v", ok, err)
 	}
 	if n := s.Stats().Policies; n != 3 {

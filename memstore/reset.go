@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Resetter = (*Store)(nil)
+var _ sluice.Store = (*Store)(nil)
 
 // Reset forgets key under policy p at once, as if it had never been seen.
 // Its errors: ErrClosed after Close; the context's error if it is already

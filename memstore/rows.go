@@ -7,6 +7,7 @@ import (
 	"math/bits"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // This file holds a table's rows: their layouts, the key bytes a row
@@ -33,10 +34,10 @@ type rowSet interface {
 	// get returns entry e's state. A sliding-log state shares the stored
 	// log (see logRow.state): it must not be kept past the next change of
 	// the table's rows.
-	get(e int) sluice.State
+	get(e int) model.State
 	// set stores s as entry e's state; for the bucket kind s.Frac must be
 	// in units of 1/(the table's den).
-	set(e int, s sluice.State)
+	set(e int, s model.State)
 	// take applies one request of cost at now to entry e, running c's
 	// model on the row in place, sets *d and returns the key's expiry. A
 	// pointer passed through an interface escapes: d must not point into
@@ -205,12 +206,12 @@ type (
 func (x *narrowRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
 func (x *narrowRows) add(k keyHead)                         { x.r = push(x.r, narrowRow{kb: k.bytes(), ref: k.ref}) }
 
-func (x *narrowRows) get(e int) sluice.State {
+func (x *narrowRows) get(e int) model.State {
 	r := &x.r[e]
-	return sluice.State{Time: r.time, Frac: int64(r.frac)}
+	return model.State{Time: r.time, Frac: int64(r.frac)}
 }
 
-func (x *narrowRows) set(e int, s sluice.State) {
+func (x *narrowRows) set(e int, s model.State) {
 	r := &x.r[e]
 	r.time, r.frac = s.Time, uint32(s.Frac)
 }
@@ -239,12 +240,12 @@ func (*narrowRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Deci
 func (x *wideRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
 func (x *wideRows) add(k keyHead)                         { x.r = push(x.r, wideRow{kb: k.bytes(), ref: k.ref}) }
 
-func (x *wideRows) get(e int) sluice.State {
+func (x *wideRows) get(e int) model.State {
 	r := &x.r[e]
-	return sluice.State{Time: r.time, Frac: r.frac}
+	return model.State{Time: r.time, Frac: r.frac}
 }
 
-func (x *wideRows) set(e int, s sluice.State) {
+func (x *wideRows) set(e int, s model.State) {
 	r := &x.r[e]
 	r.time, r.frac = s.Time, s.Frac
 }
@@ -269,12 +270,12 @@ func (*wideRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decisi
 func (x *fixedRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
 func (x *fixedRows) add(k keyHead)                         { x.r = push(x.r, fixedRow{kb: k.bytes(), ref: k.ref}) }
 
-func (x *fixedRows) get(e int) sluice.State {
+func (x *fixedRows) get(e int) model.State {
 	r := &x.r[e]
-	return sluice.State{Time: r.time, Count: r.count}
+	return model.State{Time: r.time, Count: r.count}
 }
 
-func (x *fixedRows) set(e int, s sluice.State) {
+func (x *fixedRows) set(e int, s model.State) {
 	r := &x.r[e]
 	r.time, r.count = s.Time, s.Count
 }
@@ -299,12 +300,12 @@ func (*fixedRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decis
 func (x *slidingRows) key(e int) (*[inlineKey]byte, *uint32) { r := &x.r[e]; return &r.kb, &r.ref }
 func (x *slidingRows) add(k keyHead)                         { x.r = push(x.r, slidingRow{kb: k.bytes(), ref: k.ref}) }
 
-func (x *slidingRows) get(e int) sluice.State {
+func (x *slidingRows) get(e int) model.State {
 	r := &x.r[e]
-	return sluice.State{Time: r.time, Count: r.count, Prev: r.prev}
+	return model.State{Time: r.time, Count: r.count, Prev: r.prev}
 }
 
-func (x *slidingRows) set(e int, s sluice.State) {
+func (x *slidingRows) set(e int, s model.State) {
 	r := &x.r[e]
 	r.time, r.count, r.prev = s.Time, s.Count, s.Prev
 }

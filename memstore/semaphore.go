@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
-var _ sluice.Semaphore = (*Store)(nil)
+var _ inflight.Semaphore = (*Store)(nil)
 
 // semaphores holds the in-flight limits: per (name, key), each holder's
 // expiry in nanoseconds. One lock guards them all; a semaphore's holders
@@ -23,15 +23,15 @@ type semaphores struct {
 
 type semKey struct{ name, key string }
 
-// Acquire implements sluice.Semaphore with the store's clock. Acquire,
+// Acquire implements inflight.Semaphore with the store's clock. Acquire,
 // Release and Extend fail with ErrClosed after Close, with the context's
 // error if it is already done, and for a ttl ≤ 0.
-func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (sluice.Slots, error) {
+func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (inflight.Slots, error) {
 	if err := s.semCheck(ctx, "acquire", key); err != nil {
-		return sluice.Slots{}, err
+		return inflight.Slots{}, err
 	}
 	if ttl <= 0 {
-		return sluice.Slots{}, fmt.Errorf("memstore: acquire %q: ttl %v: must be positive", key, ttl)
+		return inflight.Slots{}, fmt.Errorf("memstore: acquire %q: ttl %v: must be positive", key, ttl)
 	}
 	return s.sem.do(s.now(), name, key, func(hs map[string]int64, now int64) bool {
 		if _, ok := hs[holder]; ok || int64(len(hs)) < limit {
@@ -42,10 +42,10 @@ func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int
 	}), nil
 }
 
-// Release implements sluice.Semaphore.
-func (s *Store) Release(ctx context.Context, name, key, holder string) (sluice.Slots, error) {
+// Release implements inflight.Semaphore.
+func (s *Store) Release(ctx context.Context, name, key, holder string) (inflight.Slots, error) {
 	if err := s.semCheck(ctx, "release", key); err != nil {
-		return sluice.Slots{}, err
+		return inflight.Slots{}, err
 	}
 	return s.sem.do(s.now(), name, key, func(hs map[string]int64, _ int64) bool {
 		_, ok := hs[holder]
@@ -54,13 +54,13 @@ func (s *Store) Release(ctx context.Context, name, key, holder string) (sluice.S
 	}), nil
 }
 
-// Extend implements sluice.Semaphore.
-func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.Duration) (sluice.Slots, error) {
+// Extend implements inflight.Semaphore.
+func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.Duration) (inflight.Slots, error) {
 	if err := s.semCheck(ctx, "extend", key); err != nil {
-		return sluice.Slots{}, err
+		return inflight.Slots{}, err
 	}
 	if ttl <= 0 {
-		return sluice.Slots{}, fmt.Errorf("memstore: extend %q: ttl %v: must be positive", key, ttl)
+		return inflight.Slots{}, fmt.Errorf("memstore: extend %q: ttl %v: must be positive", key, ttl)
 	}
 	return s.sem.do(s.now(), name, key, func(hs map[string]int64, now int64) bool {
 		if _, ok := hs[holder]; ok {
@@ -83,7 +83,7 @@ func (s *Store) semCheck(ctx context.Context, op, key string) error {
 
 // do drops the expired holders of (name, key) at now, applies f to the
 // rest and reports the outcome; a semaphore left empty is dropped.
-func (m *semaphores) do(now int64, name, key string, f func(hs map[string]int64, now int64) bool) sluice.Slots {
+func (m *semaphores) do(now int64, name, key string, f func(hs map[string]int64, now int64) bool) inflight.Slots {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := semKey{name, key}
@@ -97,7 +97,7 @@ func (m *semaphores) do(now int64, name, key string, f func(hs map[string]int64,
 		}
 	}
 	ok := f(hs, now)
-	out := sluice.Slots{Acquired: ok, Held: int64(len(hs))}
+	out := inflight.Slots{Acquired: ok, Held: int64(len(hs))}
 	if len(hs) == 0 {
 		delete(m.keys, k)
 		return out

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // shard is a lock and the tables of the keys that hash to it, one table per
@@ -193,7 +194,7 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 		return took
 	}
 	// A key the store does not hold: its state is the zero State.
-	next, dec := c.model.Take(sluice.State{}, now, cost)
+	next, dec := c.model.Take(model.State{}, now, cost)
 	*d = dec
 	exp := c.model.ExpiresAt(next)
 	if !dec.Allowed || cost == 0 || exp <= now {

@@ -12,7 +12,7 @@
 // index and one row, and a decision on a key the store already holds
 // allocates nothing. A sliding-log key keeps up to two log entries in its
 // row, which is then one cache line; a longer log spills into an array of
-// its own. The models run in place on the row (see sluice.Model.TakeBucket
+// its own. The models run in place on the row (see model.Model.TakeBucket
 // and its siblings), and a sluice.Limiter binds its policy once
 // (Store.Bind), so Limiter.Allow skips finding the policy's table.
 //
@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // ErrClosed is sluice.ErrStoreClosed, returned (wrapped) by every method
@@ -90,7 +91,7 @@ var _ sluice.Store = (*Store)(nil)
 type compiled struct {
 	pt     *policyTable
 	policy sluice.Policy
-	model  *sluice.Model
+	model  *model.Model
 	kind   kind
 	den    int64
 	period int64
@@ -262,7 +263,7 @@ func (s *Store) pinHeld(p sluice.Policy) (*compiled, error) {
 
 func (s *Store) unpin(c *compiled) { s.reg.release(c.pt) }
 
-func newCompiled(pt *policyTable, p sluice.Policy, m *sluice.Model) *compiled {
+func newCompiled(pt *policyTable, p sluice.Policy, m *model.Model) *compiled {
 	return &compiled{pt: pt, policy: p, model: m, kind: kindOf(p.Algorithm), den: m.Denominator(), period: int64(p.Period)}
 }
 

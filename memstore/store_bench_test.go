@@ -17,7 +17,7 @@ import (
 // parallel goroutines (-cpu sets how many), on the default monotonic clock.
 // The limit is high enough that every decision admits and changes the state.
 func BenchmarkTake(b *testing.B) {
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		for _, keys := range []int{1, 100_000} {
 			b.Run(fmt.Sprintf("alg=%s/keys=%d", a, keys), func(b *testing.B) {
 				s := New(WithSweepInterval(0))
@@ -68,7 +68,7 @@ func BenchmarkTakeAll(b *testing.B) {
 
 // BenchmarkMemory reports the heap in use per key for a million 16-byte keys.
 func BenchmarkMemory(b *testing.B) {
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		b.Run("alg="+string(a), func(b *testing.B) {
 			p := sluice.Policy{Algorithm: a, Limit: 3, Period: time.Hour}
 			var bpk float64

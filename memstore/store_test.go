@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -26,7 +27,7 @@ var t0 = time.Unix(0, 0)
 // emission interval that is not a whole number of nanoseconds.
 func policies() []sluice.Policy {
 	var ps []sluice.Policy
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		p := sluice.Policy{Name: "p-" + string(a), Algorithm: a, Limit: 7, Period: time.Second}
 		if a.IsBucket() {
 			p.Burst = 5
@@ -92,11 +93,11 @@ func TestMatchesModel(t *testing.T) {
 				clock := sluicetest.NewClock(t0)
 				s := New(WithClock(clock), WithSweepInterval(0), withShards(shards))
 				defer s.Close()
-				m, err := sluice.NewModel(p)
+				m, err := model.New(p)
 				if err != nil {
 					t.Fatal(err)
 				}
-				oracle := map[string]sluice.State{}
+				oracle := map[string]model.State{}
 				now := int64(0)
 				const keys = 300
 				for step := range 20000 {
@@ -200,9 +201,9 @@ func TestRiderAppOpen(t *testing.T) {
 func TestExpiryExact(t *testing.T) {
 	for _, p := range policies() {
 		t.Run("alg="+string(p.Algorithm), func(t *testing.T) {
-			m, _ := sluice.NewModel(p)
+			m, _ := model.New(p)
 			start := 1500 * time.Millisecond // inside a window
-			st, _ := m.Take(sluice.State{}, int64(start), 3)
+			st, _ := m.Take(model.State{}, int64(start), 3)
 			exp := time.Duration(m.ExpiresAt(st))
 			if exp <= start {
 				t.Fatalf("ExpiresAt = %v, not after %v", exp, start)
@@ -277,8 +278,8 @@ func TestReconfiguredPolicyKeepsState(t *testing.T) {
 	q2 := q
 	q2.Limit = 7 // T = 1/7 s; the TAT 333333333+1/3 ns becomes 333333333+3/7 ns
 	d, _ := s.Take(ctx, q2, "k", 0)
-	m2, _ := sluice.NewModel(q2)
-	_, want := m2.Take(sluice.State{Time: 333333333, Frac: 3}, 0, 0)
+	m2, _ := model.New(q2)
+	_, want := m2.Take(model.State{Time: 333333333, Frac: 3}, 0, 0)
 	if d != want {
 		t.Errorf("after a denominator change: %+v, want %+v", d, want)
 	}
@@ -312,14 +313,14 @@ func TestWideDenominator(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	wide := sluice.Policy{Name: "w", Algorithm: sluice.TokenBucket, Limit: 1<<33 + 1, Period: time.Second, Burst: 1 << 20}
-	mw, err := sluice.NewModel(wide)
+	mw, err := model.New(wide)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mw.Denominator() < wideDen {
 		t.Fatalf("denominator %d is not wide", mw.Denominator())
 	}
-	var st sluice.State
+	var st model.State
 	for i := range 50 {
 		clock.Set(t0.Add(time.Duration(i * 7)))
 		var want sluice.Decision
@@ -331,7 +332,7 @@ func TestWideDenominator(t *testing.T) {
 	}
 	narrow := wide
 	narrow.Limit = 1 << 30
-	mn, _ := sluice.NewModel(narrow)
+	mn, _ := model.New(narrow)
 	now := s.now()
 	st.Time, st.Frac = convFrac(st.Time, st.Frac, mw.Denominator(), mn.Denominator())
 	if _, want := mn.Take(st, now, 0); want != must(s.Take(ctx, narrow, "k", 0)) {
@@ -400,7 +401,7 @@ func TestErrors(t *testing.T) {
 // attempts on one key with limit 1,000 and negligible refill; exactly 1,000
 // units are admitted (142 requests of cost 7), for every algorithm.
 func TestConcurrentOneKey(t *testing.T) {
-	for _, a := range sluice.Algorithms {
+	for _, a := range sluice.Algorithms() {
 		for _, cost := range []int64{1, 7} {
 			t.Run(fmt.Sprintf("alg=%s/cost=%d", a, cost), func(t *testing.T) {
 				clock := sluicetest.NewClock(t0.Add(time.Hour / 2))
@@ -490,15 +491,15 @@ func TestTakeAllMatchesModel(t *testing.T) {
 	s := New(WithClock(clock), WithSweepInterval(0), withShards(4))
 	defer s.Close()
 	ps := policies()
-	models := make([]*sluice.Model, len(ps))
+	models := make([]*model.Model, len(ps))
 	for i, p := range ps {
-		models[i], _ = sluice.NewModel(p)
+		models[i], _ = model.New(p)
 	}
 	type okey struct {
 		pol int
 		key string
 	}
-	oracle := map[okey]sluice.State{}
+	oracle := map[okey]model.State{}
 	now := int64(0)
 	for batch := range 3000 {
 		now += rng.Int64N(int64(time.Second) / 20)
@@ -512,7 +513,7 @@ func TestTakeAllMatchesModel(t *testing.T) {
 		}
 		want, _ := modelBatch(oracle, reqs, now,
 			func(i int) okey { return okey{pols[i], reqs[i].Key} },
-			func(i int) *sluice.Model { return models[pols[i]] })
+			func(i int) *model.Model { return models[pols[i]] })
 		got := make([]sluice.Decision, n)
 		if err := s.TakeAll(context.Background(), reqs, got); err != nil {
 			t.Fatal(err)
@@ -529,10 +530,10 @@ func TestTakeAllMatchesModel(t *testing.T) {
 // modelBatch evaluates reqs on the oracle's states as TakeAll documents:
 // in order, each seeing the earlier ones, all or nothing. It returns the
 // decisions TakeAll must give and whether all were admitted, in which case
-// it has updated oracle. key(i) and model(i) are request i's state key and
+// it has updated oracle. key(i) and modelOf(i) are request i's state key and
 // model.
-func modelBatch[K comparable](oracle map[K]sluice.State, reqs []sluice.Request, now int64, key func(int) K, model func(int) *sluice.Model) ([]sluice.Decision, bool) {
-	work := map[K]sluice.State{}
+func modelBatch[K comparable](oracle map[K]model.State, reqs []sluice.Request, now int64, key func(int) K, modelOf func(int) *model.Model) ([]sluice.Decision, bool) {
+	work := map[K]model.State{}
 	want := make([]sluice.Decision, len(reqs))
 	all := true
 	for i, r := range reqs {
@@ -541,7 +542,7 @@ func modelBatch[K comparable](oracle map[K]sluice.State, reqs []sluice.Request, 
 		if !ok {
 			st = cloneState(oracle[k])
 		}
-		work[k], want[i] = model(i).Take(st, now, r.Cost)
+		work[k], want[i] = modelOf(i).Take(st, now, r.Cost)
 		all = all && want[i].Allowed
 	}
 	if all {
@@ -550,14 +551,14 @@ func modelBatch[K comparable](oracle map[K]sluice.State, reqs []sluice.Request, 
 	}
 	for i := range reqs {
 		if want[i].Allowed {
-			_, want[i] = model(i).Take(oracle[key(i)], now, 0)
+			_, want[i] = modelOf(i).Take(oracle[key(i)], now, 0)
 		}
 	}
 	return want, false
 }
 
-func cloneState(s sluice.State) sluice.State {
-	s.Log = append([]sluice.LogEntry(nil), s.Log...)
+func cloneState(s model.State) model.State {
+	s.Log = append([]model.LogEntry(nil), s.Log...)
 	return s
 }
 
@@ -829,7 +830,7 @@ func TestIndexChurn(t *testing.T) {
 			delete(want, k)
 		case e < 0:
 			e = tb.insert(h, k)
-			tb.set(e, sluice.State{Time: 1, Count: int64(i)})
+			tb.set(e, model.State{Time: 1, Count: int64(i)})
 			want[k] = int64(i)
 		}
 		if tb.len() != len(want) {
@@ -872,9 +873,9 @@ func TestTakeAllReconfigured(t *testing.T) {
 	p3 := sluice.Policy{Name: "x", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}
 	p7 := p3
 	p7.Limit = 7
-	m3, _ := sluice.NewModel(p3)
-	m7, _ := sluice.NewModel(p7)
-	st, _ := m3.Take(sluice.State{}, 0, 1)
+	m3, _ := model.New(p3)
+	m7, _ := model.New(p7)
+	st, _ := m3.Take(model.State{}, 0, 1)
 	st.Time, st.Frac = convFrac(st.Time, st.Frac, m3.Denominator(), m7.Denominator())
 	st, _ = m7.Take(st, 0, 2)
 	_, want := m7.Take(st, 0, 0)

@@ -9,6 +9,7 @@ import (
 	"math/bits"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // kind selects the state columns a table keeps.
@@ -85,10 +86,10 @@ func tagOf(h uint64) uint32 { return (uint32(h>>32) & 0xff) << idxBits }
 func (t *table) rowKey(e int) (*[inlineKey]byte, *uint32) { return t.rs.key(e) }
 
 // get returns the state of entry e (see rowSet.get).
-func (t *table) get(e int) sluice.State { return t.rs.get(e) }
+func (t *table) get(e int) model.State { return t.rs.get(e) }
 
 // set stores s as the state of entry e (see rowSet.set).
-func (t *table) set(e int, s sluice.State) { t.rs.set(e, s) }
+func (t *table) set(e int, s model.State) { t.rs.set(e, s) }
 
 // logRow returns entry e of a sliding-log table.
 func (t *table) logRow(e int) *logRow { return &t.rs.(*logRows).r[e] }

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // work is the evaluation of one request of a TakeAll batch. The first
@@ -21,7 +22,7 @@ type work struct {
 	owner int // index of the request owning the working copy
 
 	// The working copy, on the owner only.
-	st    sluice.State
+	st    model.State
 	den   int64     // st.Frac is in units of 1/den (bucket kind)
 	last  *compiled // the policy that last evaluated st
 	dirty bool      // st consumed something
@@ -173,7 +174,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 							// An inline log is the row itself, which a later
 							// change of the rows may move or clear: work on
 							// a copy, with room for the batch's appends.
-							o.st.Log = append(make([]sluice.LogEntry, 0, len(o.st.Log)+o.takes), o.st.Log...)
+							o.st.Log = append(make([]model.LogEntry, 0, len(o.st.Log)+o.takes), o.st.Log...)
 						}
 					}
 				}
@@ -199,7 +200,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				continue
 			}
 			w := &ws[i]
-			var st sluice.State
+			var st model.State
 			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt); t != nil {
 				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
@@ -268,7 +269,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 
 // stateIn returns the working state to store, with its fraction in units
 // of 1/den.
-func (w *work) stateIn(den int64) sluice.State {
+func (w *work) stateIn(den int64) model.State {
 	st := w.st
 	if w.c.kind == bucketKind {
 		st.Time, st.Frac = convFrac(st.Time, st.Frac, w.den, den)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/pace"
 )
@@ -302,7 +303,7 @@ func TestInFlightPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		store := memstore.New()
 		defer store.Close()
-		f, err := sluice.NewInFlight(store, "busy", 3)
+		f, err := inflight.New(store, "busy", 3)
 		if err != nil {
 			t.Fatal(err)
 		}

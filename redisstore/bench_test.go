@@ -75,7 +75,7 @@ func BenchmarkTake(b *testing.B) {
 			return err
 		}},
 	}
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		p := sluice.Policy{Algorithm: alg, Limit: 100, Period: time.Second}
 		// The stores take turns at each number of callers, so that a
 		// change in the machine's load affects them alike.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -39,7 +40,7 @@ func TestClosedErrors(t *testing.T) {
 	_, _, errs["TakeStamped"] = s.TakeStamped(ctx, p, "k", 1)
 	errs["TakeAll"] = s.TakeAll(ctx, []sluice.Request{{Policy: p, Key: "k", Cost: 1}}, make([]sluice.Decision, 1))
 	errs["TakeAll(none)"] = s.TakeAll(ctx, nil, nil)
-	_, errs["Give"] = s.Give(ctx, p, "k", sluice.State{}, 1)
+	_, errs["Give"] = s.Give(ctx, p, "k", model.State{}, 1)
 	errs["Reset"] = s.Reset(ctx, p, "k")
 	errs["Ping"] = s.Ping(ctx)
 	_, errs["Acquire"] = s.Acquire(ctx, "c", "k", "h", 1, time.Second)

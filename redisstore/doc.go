@@ -28,7 +28,7 @@
 // part: it reads each key's state, evaluates the algorithm's admission
 // predicate exactly, and, if the request (or every request of a TakeAll
 // batch) is admitted, writes the new state and sets the key to expire at
-// the instant its state becomes idle (sluice.Model.ExpiresAt). It returns
+// the instant its state becomes idle (model.Model.ExpiresAt). It returns
 // the instant it used and the state each request saw; the Go side then
 // computes the Decision (remaining, retry-after, reset-after, delay) with the
 // very model the other stores use, so the decisions are the model's by

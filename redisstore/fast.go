@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // The one-request scripts: a Take (or TakeStamped) of a fixed-window or
@@ -53,7 +54,7 @@ func (c *compiled) fastKind(p sluice.Policy) string {
 
 // takeFast decides one request with a one-request script. done is false
 // when the script left the decision to take.lua (nothing was written).
-func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int64, post []sluice.State) (d sluice.Decision, done bool, err error) {
+func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int64, post []model.State) (d sluice.Decision, done bool, err error) {
 	cn, err := s.connection(ctx)
 	if err != nil {
 		return d, true, err
@@ -107,7 +108,7 @@ func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int6
 	if len(reply) == 1 {
 		return d, false, nil // "?": take.lua decides
 	}
-	var state sluice.State
+	var state model.State
 	var admitted bool
 	if c.fast == "f" {
 		if len(reply) != 4 {

@@ -11,6 +11,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/model"
 )
 
 //go:embed give.lua
@@ -18,26 +20,26 @@ var giveSource string
 
 var giveScript = rueidis.NewLuaScript(giveSource)
 
-var _ sluice.Giver = (*Store)(nil)
+var _ lease.Giver = (*Store)(nil)
 
 // TakeStamped is Take that also returns the key's state after the take, for
 // Give. It costs the same one round trip.
-func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, sluice.State, error) {
+func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, model.State, error) {
 	var (
 		out  [1]sluice.Decision
-		post [1]sluice.State
+		post [1]model.State
 	)
 	if err := s.take(ctx, []sluice.Request{{Policy: p, Key: key, Cost: cost}}, out[:], post[:]); err != nil {
-		return sluice.Decision{}, sluice.State{}, fmt.Errorf("redisstore: take %q: %w", key, err)
+		return sluice.Decision{}, model.State{}, fmt.Errorf("redisstore: take %q: %w", key, err)
 	}
 	return out[0], post[0], nil
 }
 
 // Give gives back units of a take whose stamp (from TakeStamped) is given,
-// where sluice.Model.Give says it is safe, in one round trip, and reports
+// where model.Model.Give says it is safe, in one round trip, and reports
 // whether it did. Only token-bucket, gcra and fixed-window give anything
 // back.
-func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp sluice.State, units int64) (bool, error) {
+func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp model.State, units int64) (bool, error) {
 	if s.closed.Load() {
 		return false, fmt.Errorf("redisstore: give %q: %w", key, errClosed)
 	}

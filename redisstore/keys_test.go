@@ -34,7 +34,7 @@ func unescape(t *testing.T, s string) string {
 }
 
 func fuzzPolicy(name string, alg uint8, limit int64) sluice.Policy {
-	return sluice.Policy{Name: name, Algorithm: sluice.Algorithms[int(alg)%len(sluice.Algorithms)], Limit: limit, Period: time.Second}
+	return sluice.Policy{Name: name, Algorithm: sluice.Algorithms()[int(alg)%len(sluice.Algorithms())], Limit: limit, Period: time.Second}
 }
 
 // FuzzKey checks the key builder: every key has exactly one hash tag, which

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/shard"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -24,21 +26,24 @@ import (
 func BenchmarkHotKeyLimiter(b *testing.B) {
 	addr := sluicetest.StartRedis(b)
 	for _, alg := range []sluice.Algorithm{sluice.GCRA, sluice.FixedWindow} {
-		for _, lease := range []bool{false, true} {
-			b.Run(fmt.Sprintf("alg=%s/lease=%v", alg, lease), func(b *testing.B) {
-				p := sluice.Policy{Name: fmt.Sprintf("hot-%s-%v", alg, lease), Algorithm: alg, Limit: 1000, Period: time.Second}
+		for _, leased := range []bool{false, true} {
+			b.Run(fmt.Sprintf("alg=%s/lease=%v", alg, leased), func(b *testing.B) {
+				p := sluice.Policy{Name: fmt.Sprintf("hot-%s-%v", alg, leased), Algorithm: alg, Limit: 1000, Period: time.Second}
 				var lims []*sluice.Limiter
+				var leases []*lease.Store
 				for range 3 {
 					s, err := Open("redis://" + addr)
 					if err != nil {
 						b.Fatal(err)
 					}
 					b.Cleanup(func() { _ = s.Close() })
-					var opts []sluice.Option
-					if lease {
-						opts = append(opts, sluice.WithLease(0))
+					var store sluice.Store = s
+					if leased {
+						ls := lease.New(s)
+						leases = append(leases, ls)
+						store = ls
 					}
-					l, err := sluice.NewLimiter(s, p, opts...)
+					l, err := sluice.NewLimiter(store, p)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -61,10 +66,10 @@ func BenchmarkHotKeyLimiter(b *testing.B) {
 				elapsed := time.Since(start)
 				b.StopTimer()
 				calls := uint64(b.N)
-				if lease {
+				if leased {
 					calls = 0
-					for _, l := range lims {
-						calls += l.LeaseStats().StoreCalls
+					for _, ls := range leases {
+						calls += ls.Stats(p).StoreCalls
 					}
 				}
 				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
@@ -92,7 +97,7 @@ func BenchmarkHotKeyShards(b *testing.B) {
 			}
 			b.Cleanup(func() { _ = s.Close() })
 			p := sluice.Policy{Name: fmt.Sprintf("hot-%d", n), Algorithm: sluice.GCRA, Limit: 1_000_000_000, Period: time.Second}
-			l, err := sluice.NewLimiter(s, p, sluice.WithShards(n))
+			l, err := sluice.NewLimiter(shard.New(s, n), p)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/shard"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -51,7 +52,7 @@ func TestShardsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := sluice.Policy{Name: "api", Algorithm: sluice.GCRA, Limit: 3000, Period: time.Second}
-	parts := sluice.ShardPolicies(p, 3)
+	parts := shard.Policies(p, 3)
 	owner := map[string]int{}
 	for i, q := range parts {
 		k := s.ShardKey(q, "hot", i, 3)

@@ -92,7 +92,7 @@ func TestCrossProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			var wg sync.WaitGroup
 			counts := make([]int64, 3)

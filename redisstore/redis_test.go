@@ -16,6 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -150,7 +151,7 @@ func TestExpiryFlood(t *testing.T) {
 	const keys = 100_000
 	period := 200 * time.Millisecond
 	var policies []sluice.Policy
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		policies = append(policies, sluice.Policy{Algorithm: alg, Limit: 5, Period: period})
 	}
 	start := time.Now()
@@ -243,7 +244,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal("the client is not in cluster mode")
 	}
 	var policies []sluice.Policy
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		p := sluice.Policy{Algorithm: alg, Limit: 7, Period: 3 * time.Second}
 		if alg.IsBucket() {
 			p.Burst = 4
@@ -312,15 +313,15 @@ func TestNewRejectsBraces(t *testing.T) {
 func modelTrace(t *testing.T, s *Store, clock *sluicetest.Clock, policies []sluice.Policy, keys, n int, maxStep int64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	models := map[sluice.Policy]*sluice.Model{}
+	models := map[sluice.Policy]*model.Model{}
 	for _, p := range policies {
-		m, err := sluice.NewModel(p)
+		m, err := model.New(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		models[p] = m
 	}
-	states := map[string]sluice.State{}
+	states := map[string]model.State{}
 	now := clock.Now().UnixNano()
 	for i := range n {
 		if rng.IntN(4) == 0 {
@@ -360,7 +361,7 @@ func TestOddParameters(t *testing.T) {
 	clock := sluicetest.NewClock(time.Unix(0, 1_700_000_000_123_456_789))
 	s := newStore(t, c, WithClock(clock))
 	var policies []sluice.Policy
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		policies = append(policies,
 			sluice.Policy{Algorithm: alg, Limit: 7, Period: 1500 * time.Millisecond},
 			sluice.Policy{Algorithm: alg, Limit: 3, Period: 7},
@@ -385,12 +386,12 @@ func TestDenominatorChange(t *testing.T) {
 	take(t, s, q, "k", 1)
 	q2 := q
 	q2.Limit = 7
-	m2, err := sluice.NewModel(q2)
+	m2, err := model.New(q2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, cost := range []int64{0, 7, 3} { // 3 units: the exact TAT is a whole ns
-		_, want := m2.Take(sluice.State{Time: 333333333, Frac: 3}, 0, cost)
+		_, want := m2.Take(model.State{Time: 333333333, Frac: 3}, 0, cost)
 		if d := take(t, s, q2, "k", cost); d != want {
 			t.Fatalf("cost %d after a denominator change: %+v, want %+v", cost, d, want)
 		}

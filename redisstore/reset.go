@@ -9,7 +9,7 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Resetter = (*Store)(nil)
+var _ sluice.Store = (*Store)(nil)
 
 // Reset forgets key under policy p at once (one DEL of its keys, which
 // share a slot), as if it had never been seen.

@@ -19,7 +19,7 @@ func TestReset(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		p := sluice.Policy{Name: "p", Algorithm: alg, Limit: 2, Period: time.Hour}
 		for _, k := range []string{"a", "b"} {
 			for i := 0; i < 2; i++ {

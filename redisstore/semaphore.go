@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 //go:embed semaphore.lua
@@ -20,15 +20,15 @@ var semaphoreSource string
 
 var semaphoreScript = rueidis.NewLuaScript(semaphoreSource)
 
-var _ sluice.Semaphore = (*Store)(nil)
+var _ inflight.Semaphore = (*Store)(nil)
 
-// Acquire implements sluice.Semaphore: one script, on one sorted set of
+// Acquire implements inflight.Semaphore: one script, on one sorted set of
 // holder ids scored by expiry (see semaphore.lua). The time is Redis TIME,
 // or the store's clock with WithClock (then the key stays in Redis for the
 // expiry slack beyond its last holder's expiry).
-func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (sluice.Slots, error) {
+func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (inflight.Slots, error) {
 	if ttl <= 0 {
-		return sluice.Slots{}, fmt.Errorf("redisstore: acquire %q: ttl %v: must be positive", key, ttl)
+		return inflight.Slots{}, fmt.Errorf("redisstore: acquire %q: ttl %v: must be positive", key, ttl)
 	}
 	sl, err := s.semaphore(ctx, "a", name, key, holder, strconv.FormatInt(max(limit, 0), 10), micros(ttl))
 	if err != nil {
@@ -37,8 +37,8 @@ func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int
 	return sl, nil
 }
 
-// Release implements sluice.Semaphore.
-func (s *Store) Release(ctx context.Context, name, key, holder string) (sluice.Slots, error) {
+// Release implements inflight.Semaphore.
+func (s *Store) Release(ctx context.Context, name, key, holder string) (inflight.Slots, error) {
 	sl, err := s.semaphore(ctx, "r", name, key, holder, "0", "0")
 	if err != nil {
 		return sl, fmt.Errorf("redisstore: release %q: %w", key, err)
@@ -46,10 +46,10 @@ func (s *Store) Release(ctx context.Context, name, key, holder string) (sluice.S
 	return sl, nil
 }
 
-// Extend implements sluice.Semaphore.
-func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.Duration) (sluice.Slots, error) {
+// Extend implements inflight.Semaphore.
+func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.Duration) (inflight.Slots, error) {
 	if ttl <= 0 {
-		return sluice.Slots{}, fmt.Errorf("redisstore: extend %q: ttl %v: must be positive", key, ttl)
+		return inflight.Slots{}, fmt.Errorf("redisstore: extend %q: ttl %v: must be positive", key, ttl)
 	}
 	sl, err := s.semaphore(ctx, "e", name, key, holder, "0", micros(ttl))
 	if err != nil {
@@ -87,13 +87,13 @@ func semaphoreKey(prefix, slot, name, key string) string {
 	return b.String()
 }
 
-func (s *Store) semaphore(ctx context.Context, op, name, key, holder, limit, ttl string) (sluice.Slots, error) {
+func (s *Store) semaphore(ctx context.Context, op, name, key, holder, limit, ttl string) (inflight.Slots, error) {
 	if s.closed.Load() {
-		return sluice.Slots{}, errClosed
+		return inflight.Slots{}, errClosed
 	}
 	cn, err := s.connection(ctx)
 	if err != nil {
-		return sluice.Slots{}, err
+		return inflight.Slots{}, err
 	}
 	now := ""
 	if s.clock != nil {
@@ -103,20 +103,20 @@ func (s *Store) semaphore(ctx context.Context, op, name, key, holder, limit, ttl
 	args := []string{op, now, s.ttlArg, holder, limit, ttl}
 	callCtx, c, err := s.begin(ctx)
 	if err != nil {
-		return sluice.Slots{}, err
+		return inflight.Slots{}, err
 	}
 	reply, err := semaphoreScript.Exec(callCtx, cn.client, keys, args).ToArray()
 	if err := s.end(ctx, c, err); err != nil {
-		return sluice.Slots{}, err
+		return inflight.Slots{}, err
 	}
 	if len(reply) != 3 {
-		return sluice.Slots{}, fmt.Errorf("semaphore script returned %d values, want 3", len(reply))
+		return inflight.Slots{}, fmt.Errorf("semaphore script returned %d values, want 3", len(reply))
 	}
 	var v [3]int64
 	for i := range v {
 		if v[i], err = reply[i].AsInt64(); err != nil {
-			return sluice.Slots{}, fmt.Errorf("semaphore script returned value %d: %v", i, err)
+			return inflight.Slots{}, fmt.Errorf("semaphore script returned value %d: %v", i, err)
 		}
 	}
-	return sluice.Slots{Acquired: v[0] == 1, Held: v[1], NextExpiry: time.Duration(v[2]) * time.Microsecond}, nil
+	return inflight.Slots{Acquired: v[0] == 1, Held: v[1], NextExpiry: time.Duration(v[2]) * time.Microsecond}, nil
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -25,10 +25,10 @@ func BenchmarkAcquire(b *testing.B) {
 	}
 	for _, st := range []struct {
 		name string
-		s    sluice.Semaphore
+		s    inflight.Semaphore
 	}{{"mem", mem}, {"redis", rs}} {
 		b.Run("store="+st.name, func(b *testing.B) {
-			f, err := sluice.NewInFlight(st.s, "bench", 1<<30)
+			f, err := inflight.New(st.s, "bench", 1<<30)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,9 +6,10 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/shard"
 )
 
-var _ sluice.ShardKeyer = (*Store)(nil)
+var _ shard.Keyer = (*Store)(nil)
 
 // ShardKey returns the key of shard i of n of key under the shard policy p:
 // key + "~i.j" for the least j ≥ 0 whose Redis key's hash slot is in

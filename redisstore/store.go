@@ -20,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 //go:embed take.lua
@@ -76,7 +77,7 @@ func newConn(c rueidis.Client) *conn {
 
 // compiled is a validated policy with what the script needs from it.
 type compiled struct {
-	model *sluice.Model
+	model *model.Model
 	kind  string // "b", "f", "w" or "l"
 	tag   string
 	cap   int64 // burst (bucket kinds) or limit
@@ -194,7 +195,7 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	if ok {
 		return c, nil
 	}
-	m, err := sluice.NewModel(p)
+	m, err := model.New(p)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
@@ -284,7 +285,7 @@ type scratch struct {
 	cs     []*compiled
 	keys   []string
 	args   []string
-	states []sluice.State
+	states []model.State
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -305,7 +306,7 @@ func (sc *scratch) release() {
 
 // take applies reqs; with post non-nil, post[i] receives the state request
 // i left (for TakeStamped).
-func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, post []sluice.State) error {
+func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, post []model.State) error {
 	if len(reqs) == 1 && reqs[0].Cost >= 0 && !s.closed.Load() && !s.generalOnly {
 		c, err := s.compile(reqs[0].Policy)
 		if err != nil {
@@ -395,7 +396,7 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 			return err
 		}
 		states = append(states, st)
-		var next sluice.State
+		var next model.State
 		next, out[i] = cs[i].model.Take(st, now, r.Cost)
 		if post != nil {
 			post[i] = next
@@ -441,9 +442,9 @@ func str(m rueidis.RedisMessage) string {
 	return s
 }
 
-// state converts the script's view of a key's state into a sluice.State
+// state converts the script's view of a key's state into a model.State
 // on which the model makes the same decision as on the real one.
-func (c *compiled) state(f [4]string) (sluice.State, error) {
+func (c *compiled) state(f [4]string) (model.State, error) {
 	var v [4]int64
 	for i, x := range f {
 		if x == "" {
@@ -451,17 +452,17 @@ func (c *compiled) state(f [4]string) (sluice.State, error) {
 		}
 		n, err := strconv.ParseInt(x, 10, 64)
 		if err != nil {
-			return sluice.State{}, fmt.Errorf("script returned state field %q: %v", x, err)
+			return model.State{}, fmt.Errorf("script returned state field %q: %v", x, err)
 		}
 		v[i] = n
 	}
 	switch c.kind {
 	case "b":
-		return sluice.State{Time: v[0], Frac: v[1]}, nil
+		return model.State{Time: v[0], Frac: v[1]}, nil
 	case "f":
-		return sluice.State{Time: v[0], Count: v[1]}, nil
+		return model.State{Time: v[0], Count: v[1]}, nil
 	case "w":
-		return sluice.State{Time: v[0], Count: v[1], Prev: v[2]}, nil
+		return model.State{Time: v[0], Count: v[1], Prev: v[2]}, nil
 	}
 	// Sliding log: the live entries summarized. used = v[0] units, the last
 	// admitted at v[1]; on a rejection that can succeed later, the oldest
@@ -469,10 +470,10 @@ func (c *compiled) state(f [4]string) (sluice.State, error) {
 	// room.
 	used, last := uint64(v[0]), v[1]
 	if used == 0 {
-		return sluice.State{}, nil
+		return model.State{}, nil
 	}
 	if f[2] != "" && uint64(v[3]) < used {
-		return sluice.State{Log: []sluice.LogEntry{{At: v[2], Total: uint64(v[3])}, {At: last, Total: used}}}, nil
+		return model.State{Log: []model.LogEntry{{At: v[2], Total: uint64(v[3])}, {At: last, Total: used}}}, nil
 	}
-	return sluice.State{Log: []sluice.LogEntry{{At: last, Total: used}}}, nil
+	return model.State{Log: []model.LogEntry{{At: last, Total: used}}}, nil
 }

@@ -282,3 +282,7 @@ func TestInvalidUTF8KeysDistinct(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func (f storeFunc) Reset(context.Context, sluice.Policy, string) error { return nil }
+
+func (f storeFunc) Close() error { return nil }

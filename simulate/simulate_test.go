@@ -102,7 +102,7 @@ func TestSVGMarksMatchDecisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		p := sluice.Policy{Algorithm: alg, Limit: 5, Period: time.Second}
 		if alg.IsBucket() {
 			p.Burst = 10

@@ -22,7 +22,7 @@ const (
 // capacity is admitted, and every admission leaves a different Remaining, so
 // the store's read-modify-write is atomic.
 func testConcurrency(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			r := newRig(t, newHarness, later)
 			period := time.Hour

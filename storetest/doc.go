@@ -2,7 +2,7 @@
 
 // Package storetest is the conformance suite that every sluice.Store passes.
 //
-// The pure models (sluice.NewModel and Model.Take) are the oracle: for any
+// The pure models (model.New and Model.Take) are the oracle: for any
 // sequence of requests, a store must give exactly the decisions the models
 // give when they are run on states of their own, field for field, and it must
 // forget a key exactly when the model says the key's state has become

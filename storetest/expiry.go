@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // expiryUse is one request that leaves a key's state non-idle.
@@ -36,7 +37,7 @@ var expiryCases = []struct {
 // testExpiry checks that a key is held, and still limits, until the instant
 // the model says its state has become idle, and not from that instant on.
 func testExpiry(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			for _, c := range expiryCases {
 				for _, start := range []int64{epoch, later} {
@@ -79,7 +80,7 @@ func checkExpiry(r *rig, p sluice.Policy, key string) {
 	r.wantLen(0, "at the instant the state expires")
 	m := r.o.model(p)
 	for _, cost := range []int64{0, capacity(p)} {
-		_, idle := m.Take(sluice.State{}, exp, cost)
+		_, idle := m.Take(model.State{}, exp, cost)
 		if d := r.check(p, key, cost); d != idle {
 			r.t.Fatalf("at the instant the state expires, cost %d: %s, but an idle key gives %s", cost, fmtDecision(d), fmtDecision(idle))
 		}
@@ -105,7 +106,7 @@ func testExpiryFlood(t *testing.T, newHarness func(t *testing.T) Harness) {
 		key string
 	}
 	var keys []pk
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		for _, p := range []sluice.Policy{policyFor(alg, 3, time.Second, 5), policyFor(alg, 7, time.Minute, 3)} {
 			for i := range keysPerPolicy {
 				key := fmt.Sprintf("flood-%d", i)

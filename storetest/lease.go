@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/model"
 )
 
 // event is one request of an oracle run, as a replica decided it.
@@ -30,7 +32,7 @@ var leasePolicies = []sluice.Policy{
 	{Name: "lease-fw", Algorithm: sluice.FixedWindow, Limit: 40, Period: time.Second},
 }
 
-// Leases is the lease oracle: three replicas (Limiters WithLease) share one
+// Leases is the lease oracle: three replicas (Limiters over lease.New stores) share one
 // store and a fake clock; random arrivals (bursts above the limit, quiet
 // spells that refill the bucket, costs 1 to 3) go to random replicas.
 // Then every request a replica admitted, at the instant it admitted it, is
@@ -47,8 +49,10 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 			rng := rand.New(rand.NewPCG(uint64(p.Limit), 10))
 			const replicas = 3
 			lims := make([]*sluice.Limiter, replicas)
+			leases := make([]*lease.Store, replicas)
 			for i := range lims {
-				l, err := sluice.NewLimiter(h.Store, p, sluice.WithLease(50*time.Millisecond), sluice.WithClock(h.Clock))
+				leases[i] = lease.New(h.Store, lease.WithTarget(50*time.Millisecond), lease.WithClock(h.Clock))
+				l, err := sluice.NewLimiter(leases[i], p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -56,8 +60,8 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 			}
 			ctx := context.Background()
 			held := func() (held, taken int64) {
-				for _, l := range lims {
-					s := l.LeaseStats()
+				for _, ls := range leases {
+					s := ls.Stats(p)
 					held += int64(s.Taken - s.Spent)
 					taken += int64(s.Taken)
 				}
@@ -119,7 +123,7 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 				}
 				batches = append(batches, batch)
 			}
-			m, err := sluice.NewModel(p)
+			m, err := model.New(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -128,10 +132,10 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 			// refusals; a refusal's RetryAfter is compared with the exact
 			// state before the batch (the store's state at the refusal was
 			// never behind it), its earliness with the state after.
-			state := map[string]sluice.State{}
+			state := map[string]model.State{}
 			var requests, admitted, early, exactRefused, lateRetries int64
 			for i, batch := range batches {
-				before := map[string]sluice.State{}
+				before := map[string]model.State{}
 				for _, e := range batch {
 					if _, ok := before[e.key]; !ok {
 						before[e.key] = state[e.key]
@@ -171,8 +175,8 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 				}
 			}
 			var calls, local, taken, spent, returned uint64
-			for _, l := range lims {
-				s := l.LeaseStats()
+			for _, ls := range leases {
+				s := ls.Stats(p)
 				calls += s.StoreCalls
 				local += s.Local
 				taken += s.Taken
@@ -182,8 +186,8 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 			if admitted == 0 || local == 0 || early == requests {
 				t.Errorf("a degenerate run: %d units admitted, %d local decisions", admitted, local)
 			}
-			if _, ok := h.Store.(sluice.Giver); ok && returned == 0 {
-				t.Errorf("the store is a sluice.Giver, but no unspent unit went back")
+			if _, ok := h.Store.(lease.Giver); ok && returned == 0 {
+				t.Errorf("the store is a lease.Giver, but no unspent unit went back")
 			}
 			t.Logf("%d requests: %d units admitted (all exact), %d refused as the exact model does (%d with a later RetryAfter), %d refused early within the bound; %d store calls, %d local decisions; leases took %d units, spent %d, returned %d",
 				requests, admitted, exactRefused, lateRetries, early, calls, local, taken, spent, returned)

@@ -18,7 +18,7 @@ func small(alg sluice.Algorithm) sluice.Policy { return policyFor(alg, 3, time.S
 // testPeek checks cost-0 requests: admitted iff a request of cost 1 would
 // be admitted now, they report the state and change nothing.
 func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			r := newRig(t, newHarness, later)
 			p := small(alg)
@@ -46,7 +46,7 @@ func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	// Envoy's check-then-debit (hits_addend 0 on the request, the debit
 	// when the stream is done) limits: on 2 a minute, 2 of 20 pass.
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg)+"/check-then-debit", func(t *testing.T) {
 			r := newRig(t, newHarness, later)
 			p := policyFor(alg, 2, time.Minute, 0)
@@ -68,7 +68,7 @@ func testPeek(t *testing.T, newHarness func(t *testing.T) Harness) {
 // testImpossible checks costs above the capacity: rejected as impossible,
 // with no RetryAfter, consuming nothing.
 func testImpossible(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for _, alg := range sluice.Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			r := newRig(t, newHarness, later)
 			policies := []sluice.Policy{small(alg)}
@@ -106,7 +106,7 @@ func testImpossible(t *testing.T, newHarness func(t *testing.T) Harness) {
 func testErrors(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("NegativeCost", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := small(alg)
 			r.check(p, "k", 1)
 			if d, err := r.h.Store.Take(r.ctx, p, "k", -1); err == nil {
@@ -159,7 +159,7 @@ func testErrors(t *testing.T, newHarness func(t *testing.T) Harness) {
 		r := newRig(t, newHarness, later)
 		ctx, cancel := context.WithCancel(r.ctx)
 		cancel()
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := small(alg)
 			if d, err := r.h.Store.Take(ctx, p, "k", 1); !errors.Is(err, context.Canceled) {
 				t.Fatalf("%v with a cancelled context: %s, error %v, want context.Canceled", p, fmtDecision(d), err)
@@ -198,7 +198,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	t.Run("Names", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			a, b := small(alg), small(alg)
 			a.Name, b.Name = "a", "b"
 			exhaust(r, a, "k")
@@ -210,7 +210,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 		// The largest limit, taken whole at one instant: nothing more fits
 		// (a count plus a cost would overflow int64 if summed).
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := policyFor(alg, sluice.MaxLimit, time.Second, sluice.MaxLimit)
 			exhaust(r, p, "k")
 			for _, cost := range []int64{capacity(p), 1} {
@@ -223,7 +223,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Algorithms", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
 		for _, name := range []string{"", "shared"} {
-			for _, alg := range sluice.Algorithms {
+			for _, alg := range sluice.Algorithms() {
 				p := policyFor(alg, 4, time.Minute, 0)
 				p.Name = name
 				exhaust(r, p, "k")
@@ -233,7 +233,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 	})
 	t.Run("Unnamed", func(t *testing.T) {
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			p := small(alg)
 			exhaust(r, p, "k")
 			q := p
@@ -248,7 +248,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 		// emission interval (the burst of the bucket kinds, the limit of
 		// the window kinds), so the state means the same to both models.
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			before := policyFor(alg, 3, time.Second, 5)
 			before.Name = "api"
 			after := before
@@ -274,7 +274,7 @@ func testPolicies(t *testing.T, newHarness func(t *testing.T) Harness) {
 		// parameters. (Both emission intervals are whole nanoseconds, so
 		// the state means the same to both models.)
 		r := newRig(t, newHarness, later)
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			before := policyFor(alg, 50, time.Minute, 0)
 			before.Name = "tightened"
 			after := before

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -24,6 +25,7 @@ type reference struct {
 
 	mu     sync.Mutex
 	states map[refKey]refEntry
+	closed bool
 }
 
 var _ sluice.Store = (*reference)(nil)
@@ -34,7 +36,7 @@ type refKey struct {
 }
 
 type refEntry struct {
-	state   sluice.State
+	state   model.State
 	expires int64
 }
 
@@ -50,20 +52,20 @@ func refKeyOf(p sluice.Policy, key string) refKey {
 }
 
 // get returns the live state of k at now (a copy the caller may change).
-func (s *reference) get(k refKey, now int64) sluice.State {
+func (s *reference) get(k refKey, now int64) model.State {
 	e, ok := s.states[k]
 	if !ok {
-		return sluice.State{}
+		return model.State{}
 	}
 	if now >= e.expires {
 		delete(s.states, k)
-		return sluice.State{}
+		return model.State{}
 	}
 	e.state.Log = slices.Clone(e.state.Log)
 	return e.state
 }
 
-func (s *reference) put(k refKey, m *sluice.Model, st sluice.State) {
+func (s *reference) put(k refKey, m *model.Model, st model.State) {
 	if exp := m.ExpiresAt(st); exp > s.clock.Now().UnixNano() {
 		s.states[k] = refEntry{st, exp}
 	} else {
@@ -84,12 +86,12 @@ func (s *reference) TakeAll(ctx context.Context, reqs []sluice.Request, out []sl
 	if len(out) != len(reqs) {
 		return fmt.Errorf("reference: %d requests but room for %d decisions", len(reqs), len(out))
 	}
-	models := make([]*sluice.Model, len(reqs))
+	models := make([]*model.Model, len(reqs))
 	for i, q := range reqs {
 		if q.Cost < 0 {
 			return errors.New("reference: negative cost")
 		}
-		m, err := sluice.NewModel(q.Policy)
+		m, err := model.New(q.Policy)
 		if err != nil {
 			return err
 		}
@@ -97,8 +99,11 @@ func (s *reference) TakeAll(ctx context.Context, reqs []sluice.Request, out []sl
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("reference: %w", sluice.ErrStoreClosed)
+	}
 	now := s.clock.Now().UnixNano()
-	tentative := map[refKey]sluice.State{}
+	tentative := map[refKey]model.State{}
 	admitted := true
 	for i, q := range reqs {
 		k := refKeyOf(q.Policy, q.Key)
@@ -143,4 +148,21 @@ func TestReference(t *testing.T) {
 		s := newReference(clock)
 		return storetest.Harness{Store: s, Clock: clock, Len: s.Len}
 	})
+}
+
+func (s *reference) Reset(_ context.Context, p sluice.Policy, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return sluice.ErrStoreClosed
+	}
+	delete(s.states, refKeyOf(p, key))
+	return nil
+}
+
+func (s *reference) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
 }

@@ -23,7 +23,7 @@ func testSeeds(t *testing.T, newHarness func(t *testing.T) Harness) {
 			sluice.TokenBucket: 101, sluice.GCRA: 101, sluice.LeakyBucket: 101,
 			sluice.FixedWindow: 200, sluice.SlidingLog: 100, sluice.SlidingWindow: 100,
 		}
-		for _, alg := range sluice.Algorithms {
+		for _, alg := range sluice.Algorithms() {
 			t.Run(string(alg), func(t *testing.T) { seedBoundaryAttack(t, newHarness, alg, want[alg]) })
 		}
 	})

@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// SemaphoreHarness is one fresh, empty sluice.Semaphore under test, with
+// SemaphoreHarness is one fresh, empty inflight.Semaphore under test, with
 // the clock it reads.
 type SemaphoreHarness struct {
 	// Semaphore is the store under test. It must read the time from Clock
 	// on every call.
-	Semaphore sluice.Semaphore
+	Semaphore inflight.Semaphore
 	// Clock is the store's clock; the suite moves it.
 	Clock *sluicetest.Clock
 	// Len returns the number of semaphores the store holds at the clock's
@@ -29,7 +29,7 @@ type SemaphoreHarness struct {
 }
 
 // RunSemaphore runs the in-flight conformance suite: the contract of
-// sluice.Semaphore, checked at fixed instants and under concurrent use.
+// inflight.Semaphore, checked at fixed instants and under concurrent use.
 func RunSemaphore(t *testing.T, newHarness func(t *testing.T) SemaphoreHarness) {
 	t.Run("Limit", func(t *testing.T) { testSemLimit(t, newHarness(t)) })
 	t.Run("Expiry", func(t *testing.T) { testSemExpiry(t, newHarness(t)) })
@@ -59,7 +59,7 @@ func newSemRig(t *testing.T, h SemaphoreHarness) *semRig {
 
 func (r *semRig) at(d time.Duration) { r.h.Clock.Set(r.t0.Add(d)) }
 
-func (r *semRig) acquire(name, key, holder string, limit int64, ttl time.Duration, want bool, held int64) sluice.Slots {
+func (r *semRig) acquire(name, key, holder string, limit int64, ttl time.Duration, want bool, held int64) inflight.Slots {
 	r.t.Helper()
 	s, err := r.h.Semaphore.Acquire(r.ctx, name, key, holder, limit, ttl)
 	if err != nil {

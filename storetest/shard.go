@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/shard"
 )
 
 // shardCases are the policies the shard oracle drives, with remainders in
@@ -28,13 +30,13 @@ var shardCases = []struct {
 // ShardKey returns the store key of shard i of key under the shard policy
 // p, as a sharded Limiter names it.
 func ShardKey(s sluice.Store, p sluice.Policy, key string, i, n int) string {
-	if k, ok := s.(sluice.ShardKeyer); ok {
+	if k, ok := s.(shard.Keyer); ok {
 		return k.ShardKey(p, key, i, n)
 	}
 	return key + "~" + strconv.Itoa(i)
 }
 
-// Shards is the shard oracle: three replicas (Limiters WithShards) share
+// Shards is the shard oracle: three replicas (Limiters over shard.New stores) share
 // one store and a fake clock and decide random arrivals, with costs that
 // exceed a shard's capacity now and then. Every admitted request, replayed
 // at its instant through the exact model of the whole policy, must be
@@ -53,13 +55,13 @@ func Shards(t *testing.T, newHarness func(t *testing.T) Harness) {
 			rng := rand.New(rand.NewPCG(uint64(p.Limit), 11))
 			lims := make([]*sluice.Limiter, 3)
 			for i := range lims {
-				l, err := sluice.NewLimiter(h.Store, p, sluice.WithShards(n))
+				l, err := sluice.NewLimiter(shard.New(h.Store, n), p)
 				if err != nil {
 					t.Fatal(err)
 				}
 				lims[i] = l
 			}
-			parts := sluice.ShardPolicies(p, n)
+			parts := shard.Policies(p, n)
 			var sum, sumBurst, maxCap int64
 			for _, q := range parts {
 				if err := q.Validate(); err != nil {
@@ -119,11 +121,11 @@ func Shards(t *testing.T, newHarness func(t *testing.T) Harness) {
 					}
 				}
 			}
-			m, err := sluice.NewModel(p)
+			m, err := model.New(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			state := map[string]sluice.State{}
+			state := map[string]model.State{}
 			var admitted int64
 			for i, e := range evs {
 				st := state[e.key]

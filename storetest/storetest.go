@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -42,6 +43,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Impossible", func(t *testing.T) { testImpossible(t, newHarness) })
 	t.Run("Errors", func(t *testing.T) { testErrors(t, newHarness) })
 	t.Run("Policies", func(t *testing.T) { testPolicies(t, newHarness) })
+	t.Run("Contract", func(t *testing.T) { testContract(t, newHarness) })
 }
 
 // rig drives one harness and keeps the model's view of the same requests.
@@ -118,8 +120,8 @@ func (r *rig) wantLen(n int, what string) {
 // which policies share a key's state.
 type oracle struct {
 	t      *testing.T
-	models map[sluice.Policy]*sluice.Model
-	states map[stateKey]sluice.State
+	models map[sluice.Policy]*model.Model
+	states map[stateKey]model.State
 }
 
 type stateKey struct {
@@ -128,7 +130,7 @@ type stateKey struct {
 }
 
 func newOracle(t *testing.T) *oracle {
-	return &oracle{t: t, models: map[sluice.Policy]*sluice.Model{}, states: map[stateKey]sluice.State{}}
+	return &oracle{t: t, models: map[sluice.Policy]*model.Model{}, states: map[stateKey]model.State{}}
 }
 
 // identity returns what decides which state p uses: policies with the same
@@ -141,12 +143,12 @@ func identity(p sluice.Policy) sluice.Policy {
 	return p
 }
 
-func (o *oracle) model(p sluice.Policy) *sluice.Model {
+func (o *oracle) model(p sluice.Policy) *model.Model {
 	o.t.Helper()
 	m, ok := o.models[p]
 	if !ok {
 		var err error
-		if m, err = sluice.NewModel(p); err != nil {
+		if m, err = model.New(p); err != nil {
 			o.t.Fatalf("storetest: bad test policy: %v", err)
 		}
 		o.models[p] = m
@@ -155,7 +157,7 @@ func (o *oracle) model(p sluice.Policy) *sluice.Model {
 }
 
 // state returns a copy of the state of (p, key) that the caller may change.
-func (o *oracle) state(p sluice.Policy, key string) sluice.State {
+func (o *oracle) state(p sluice.Policy, key string) model.State {
 	s := o.states[stateKey{identity(p), key}]
 	s.Log = slices.Clone(s.Log)
 	return s
@@ -178,7 +180,7 @@ func (o *oracle) expiresAt(p sluice.Policy, key string) int64 {
 // effect if the batch is admitted; see the package documentation.
 func (o *oracle) takeAll(reqs []sluice.Request, now int64) ([]sluice.Decision, bool) {
 	o.t.Helper()
-	tentative := map[stateKey]sluice.State{}
+	tentative := map[stateKey]model.State{}
 	out := make([]sluice.Decision, len(reqs))
 	admitted := true
 	for i, q := range reqs {

@@ -39,7 +39,7 @@ const traceLen = 2500
 var traceKeys = []string{"rider:42", "", "{tag}:x", "ключ 🔑", strings.Repeat("k", 300)}
 
 func testModel(t *testing.T, newHarness func(t *testing.T) Harness) {
-	for ai, alg := range sluice.Algorithms {
+	for ai, alg := range sluice.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			t.Parallel()
 			seen := map[sluice.Policy]bool{}

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -217,13 +217,13 @@ func TestGatewayInFlightFleet(t *testing.T) {
 			continue
 		}
 		refused++
-		if time.Since(killed) > sluice.DefaultHolderTTL/2 {
+		if time.Since(killed) > inflight.DefaultTTL/2 {
 			t.Fatalf("%v after the kill the surviving gateways hold only %d of the %d free slots", time.Since(killed), holding.Load(), limit-10)
 		}
 	}
 	took := time.Now()
 	var back time.Time
-	for n := 0; time.Since(killed) < sluice.DefaultHolderTTL+5*time.Second; n++ {
+	for n := 0; time.Since(killed) < inflight.DefaultTTL+5*time.Second; n++ {
 		if holdOne(1 + n%2) {
 			back = time.Now()
 			break
@@ -233,15 +233,15 @@ func TestGatewayInFlightFleet(t *testing.T) {
 	t.Logf("phase 2: the survivors took the 10 free slots %v after the kill; a dead slot admitted a request %v after the kill (%v after it was taken); %d refusals meanwhile; upstream peak %d",
 		took.Sub(killed), back.Sub(killed), back.Sub(holdSent), refused, peak.Load())
 	if back.IsZero() {
-		t.Fatalf("%v after the kill no dead slot had come back", sluice.DefaultHolderTTL+5*time.Second)
+		t.Fatalf("%v after the kill no dead slot had come back", inflight.DefaultTTL+5*time.Second)
 	}
-	if d := back.Sub(killed); d > sluice.DefaultHolderTTL+time.Second {
-		t.Errorf("the dead gateway's slots came back %v after the kill, want within TTL + 1 s = %v", d, sluice.DefaultHolderTTL+time.Second)
+	if d := back.Sub(killed); d > inflight.DefaultTTL+time.Second {
+		t.Errorf("the dead gateway's slots came back %v after the kill, want within TTL + 1 s = %v", d, inflight.DefaultTTL+time.Second)
 	}
-	if d := back.Sub(holdSent); d < sluice.DefaultHolderTTL {
-		t.Errorf("a dead gateway's slot came back %v after it was taken, before its TTL %v", d, sluice.DefaultHolderTTL)
+	if d := back.Sub(holdSent); d < inflight.DefaultTTL {
+		t.Errorf("a dead gateway's slot came back %v after it was taken, before its TTL %v", d, inflight.DefaultTTL)
 	}
-	if took.Sub(holdSent) >= sluice.DefaultHolderTTL {
+	if took.Sub(holdSent) >= inflight.DefaultTTL {
 		t.Errorf("the survivors needed until %v after the dead slots were taken to use the free ones", took.Sub(holdSent))
 	}
 	if p := peak.Load(); p > limit {

@@ -169,8 +169,8 @@ func replayPolicy(set map[string]bool, alg string, limit int64, period string, b
 }
 
 func algorithmNames() string {
-	names := make([]string, len(sluice.Algorithms))
-	for i, a := range sluice.Algorithms {
+	names := make([]string, len(sluice.Algorithms()))
+	for i, a := range sluice.Algorithms() {
 		names[i] = string(a)
 	}
 	return strings.Join(names, ", ")

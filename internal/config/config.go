@@ -33,8 +33,8 @@
 // decisions), burst (for the bucket kinds), period (any Go duration, instead
 // of unit) and failure_mode (local, the default; open; or closed: see
 // DefaultFailureMode), lease (true:
-// decide from local budgets, see sluice.WithLease) and shards (split each
-// key over that many sub-keys, see sluice.WithShards).
+// decide from local budgets, see package lease) and shards (split each
+// key over that many sub-keys, see package shard).
 //
 // The descriptor fields envoyproxy/ratelimit added in 2026:
 //   - quota_mode: true makes the descriptor's limit a quota. A request is
@@ -150,10 +150,10 @@ type Rule struct {
 	// FailureMode is what the service answers when the store fails
 	// (DefaultFailureMode unless the rule says).
 	FailureMode sluice.FailureMode
-	// Lease (rate_limit.lease) decides from local budgets: sluice.WithLease.
+	// Lease (rate_limit.lease) decides from local budgets: package lease.
 	Lease bool
 	// Shards (rate_limit.shards) splits each key over that many sub-keys:
-	// sluice.WithShards. 0 or 1: one key.
+	// package shard. 0 or 1: one key.
 	Shards int
 	// ShadowMode rules are checked and counted but never refuse.
 	ShadowMode bool

@@ -8,7 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // In-flight rules. Besides rates, a rate_limit can bound how many requests
@@ -24,7 +24,7 @@ import (
 // gradient (the default) or aimd, which needs latency_threshold (a Go
 // duration: the latency that counts as overload); requests_per_unit must
 // not be set. Both take optional holder_ttl (a Go
-// duration, default sluice.DefaultHolderTTL: how long a slot of a gateway
+// duration, default inflight.DefaultTTL: how long a slot of a gateway
 // that died stays taken) and critical_reserve (a fraction in [0, 1) of the
 // limit kept for requests marked critical), and failure_mode. burst,
 // unlimited and replaces do not apply.
@@ -113,7 +113,7 @@ func (p *parser) inflightRule(r *rawLimit, field string, rule *Rule, nerr int) *
 			p.errorf(at(x.where), field+"."+x.name, "must not be set with algorithm %s", r.algorithm)
 		}
 	}
-	f := &InFlight{TTL: sluice.DefaultHolderTTL}
+	f := &InFlight{TTL: inflight.DefaultTTL}
 	whole := func(n *yaml.Node, name string) int64 {
 		v, ok := p.integer(n, field+"."+name)
 		if ok && v < 1 {

@@ -6,6 +6,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/shard"
 )
 
 // leaseShards validates a rate_limit's lease and shards (sluice extensions)
@@ -15,7 +17,7 @@ func (p *parser) leaseShards(r *rawLimit, rule *Rule, field string, at func(*yam
 	ok := true
 	alg := rule.Policy.Algorithm
 	if r.lease {
-		if !sluice.LeaseSupported(alg) {
+		if !lease.Supported(alg) {
 			p.errorf(at(r.leaseNode), field+".lease", "true: not supported for algorithm %s (leases keep the exact limit only for token-bucket, gcra and fixed-window)", alg)
 			ok = false
 		}
@@ -29,8 +31,8 @@ func (p *parser) leaseShards(r *rawLimit, rule *Rule, field string, at func(*yam
 		capacity = min(capacity, rule.Policy.Burst)
 	}
 	switch n := r.shards; {
-	case n < 1 || n > sluice.MaxShards:
-		p.errorf(at(r.shardsNode), field+".shards", "%d: must be between 1 and %d", n, sluice.MaxShards)
+	case n < 1 || n > shard.Max:
+		p.errorf(at(r.shardsNode), field+".shards", "%d: must be between 1 and %d", n, shard.Max)
 		return false
 	case n > 1 && alg == sluice.LeakyBucket:
 		p.errorf(at(r.shardsNode), field+".shards", "%d: not supported for algorithm leaky-bucket (n queues do not release one steady stream)", n)

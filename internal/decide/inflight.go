@@ -6,6 +6,7 @@ import (
 	"context"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 )
 
 // The in-flight half of the core: the slots a request takes after its rates
@@ -15,9 +16,9 @@ import (
 // none; take slots with Take, and give them back with Release once the
 // request has run. A Slots is used by one request, not concurrently.
 type Slots struct {
-	buf  [8]*sluice.Holder
+	buf  [8]*inflight.Holder
 	n    int
-	more []*sluice.Holder
+	more []*inflight.Holder
 }
 
 // Taken is the answer of one in-flight limit.
@@ -43,7 +44,7 @@ func (t Taken) StoreFailed() bool { return t.Err != nil && t.Outcome != Gone }
 // back, without reporting to adaptive controllers (the request never ran).
 // An admitted slot is kept alive (for a limit with a TTL) until Release,
 // even after the caller has gone: the handler still runs.
-func (s *Slots) Take(ctx context.Context, f *sluice.InFlight, key string, critical bool) Taken {
+func (s *Slots) Take(ctx context.Context, f *inflight.Limiter, key string, critical bool) Taken {
 	if err := ctx.Err(); err != nil {
 		s.Cancel(ctx)
 		return Taken{Outcome: Gone, Err: err}

@@ -132,7 +132,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			}
 		default:
 			q.add(r)
-			checks = append(checks, sluice.Check{Limiter: limiters[i], Key: storeKey(r, descs[i].entries), Cost: descs[i].hits})
+			checks = append(checks, sluice.Check{Limiter: limiters[i], Key: storeKey(r, descs[i].entries), Cost: descs[i].hits, Peek: descs[i].hits == 0})
 			idx = append(idx, i)
 		}
 	}

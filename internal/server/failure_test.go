@@ -37,6 +37,12 @@ func (deadStore) Take(context.Context, sluice.Policy, string, int64) (sluice.Dec
 	return sluice.Decision{}, errDead
 }
 
+func (deadStore) Reset(context.Context, sluice.Policy, string) error {
+	return errors.New("store unreachable")
+}
+
+func (deadStore) Close() error { return nil }
+
 func (deadStore) TakeAll(context.Context, []sluice.Request, []sluice.Decision) error {
 	return errDead
 }
@@ -133,8 +139,8 @@ descriptors:
 	}
 	rec = httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, jsonPost("/v1/reset", `{"domain":"d","entries":[{"key":"open","value":"x"}]}`))
-	if rec.Code != http.StatusNotImplemented {
-		t.Errorf("reset on a store without Resetter: %d %s", rec.Code, rec.Body)
+	if rec.Code != http.StatusBadGateway {
+		t.Errorf("reset on a dead store: %d %s, want 502 (every Store resets; this one failed)", rec.Code, rec.Body)
 	}
 }
 

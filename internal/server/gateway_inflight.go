@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -24,7 +25,7 @@ import (
 //	  rate_limit: {algorithm: adaptive-concurrency, floor: 2, ceiling: 50}
 //
 // A slot is held until the upstream has answered, with the rule's
-// holder_ttl (default sluice.DefaultHolderTTL), extended every third of it
+// holder_ttl (default inflight.DefaultTTL), extended every third of it
 // while the request runs, so the slots of a gateway that dies come back
 // within holder_ttl. Every gateway sharing the store enforces the same
 // limit. Envoy's RLS has no call that ends a request, so over RLS and the
@@ -53,19 +54,19 @@ func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
 	if r.ShadowMode || g.s.shadowAll {
 		g.s.log.Warn("gateway: shadow_mode is not supported on in-flight rules; the rule is enforced", "rule", r.FullKey, "file", r.File, "line", r.Line)
 	}
-	sem, ok := g.s.store.(sluice.Semaphore)
+	sem, ok := g.s.base.(inflight.Semaphore)
 	if !ok {
 		g.s.log.Warn("gateway: in-flight rule ignored: the store cannot hold in-flight limits", "rule", r.FullKey, "file", r.File, "line", r.Line)
 		return nil
 	}
-	opts := []sluice.InFlightOption{sluice.WithHolderTTL(r.InFlight.TTL), sluice.WithReserve(r.InFlight.Reserve), sluice.WithInFlightFailureMode(r.FailureMode)}
-	if local, ok := g.s.local.(sluice.Semaphore); ok && r.FailureMode == sluice.FailLocal {
-		opts = append(opts, sluice.WithInFlightLocal(local, g.s.replicas))
+	opts := []inflight.Option{inflight.WithTTL(r.InFlight.TTL), inflight.WithReserve(r.InFlight.Reserve), inflight.WithFailureMode(r.FailureMode)}
+	if local, ok := g.s.local.(inflight.Semaphore); ok && r.FailureMode == sluice.FailLocal {
+		opts = append(opts, inflight.WithLocal(local, g.s.replicas))
 	} else if r.FailureMode == sluice.FailLocal {
-		opts = append(opts, sluice.WithInFlightFailureMode(sluice.FailClosed))
+		opts = append(opts, inflight.WithFailureMode(sluice.FailClosed))
 	}
 	if r.InFlight.Adaptive {
-		var c sluice.Controller
+		var c inflight.Controller
 		var err error
 		if r.InFlight.Controller == "aimd" {
 			c, err = adaptive.NewAIMD(adaptive.AIMDConfig{Floor: r.InFlight.Floor, Ceiling: r.InFlight.Ceiling, Threshold: r.InFlight.Threshold})
@@ -76,9 +77,9 @@ func (g *Gateway) inflightOption(r *config.Rule) httplimit.Option {
 			g.s.log.Warn("gateway: in-flight rule ignored", "rule", r.FullKey, "error", err)
 			return nil
 		}
-		opts = append(opts, sluice.WithController(c))
+		opts = append(opts, inflight.WithController(c))
 	}
-	f, err := sluice.NewInFlight(sem, r.FullKey, r.InFlight.Limit, opts...)
+	f, err := inflight.New(sem, r.FullKey, r.InFlight.Limit, opts...)
 	if err != nil {
 		g.s.log.Warn("gateway: in-flight rule ignored", "rule", r.FullKey, "error", err)
 		return nil

@@ -376,12 +376,8 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "domain %q, entries %v: no rule with state matches", req.Domain, entries)
 		return
 	}
-	if s.resetter == nil {
-		writeError(w, http.StatusNotImplemented, "this store cannot reset a key")
-		return
-	}
 	key := storeKey(rule, entries)
-	if err := s.resetter.Reset(ctx, rule.Policy, key); err != nil {
+	if err := s.store.Reset(ctx, rule.Policy, key); err != nil {
 		if ctx.Err() != nil { // the caller's deadline or departure: no store failure
 			if r.Context().Err() == nil {
 				writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered: reset %s not done", TimeoutHeader, rule.FullKey)

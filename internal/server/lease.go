@@ -4,23 +4,69 @@ package server
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/lease"
+	"github.com/sluicehq/sluice/shard"
 )
 
-// ruleOptions are the Limiter options of a rule: its failure mode, and its
-// lease and shards.
-func ruleOptions(r *config.Rule) []sluice.Option {
-	var opts []sluice.Option
-	if r.Lease {
-		opts = append(opts, sluice.WithLease(0))
+// plan says which policies are leased and which sharded (rate_limit.lease,
+// rate_limit.shards): the server's store is lease.New(shard.NewFunc(store)),
+// and both ask the plan in force.
+type plan struct {
+	leased map[sluice.Policy]bool
+	shards map[sluice.Policy]int
+}
+
+// plans holds the plan in force.
+type plans struct{ p atomic.Pointer[plan] }
+
+func (ps *plans) leased(p sluice.Policy) bool {
+	if pl := ps.p.Load(); pl != nil {
+		return pl.leased[p]
 	}
-	if r.Shards > 1 {
-		opts = append(opts, sluice.WithShards(r.Shards))
+	return false
+}
+
+func (ps *plans) shards(p sluice.Policy) int {
+	if pl := ps.p.Load(); pl != nil {
+		return pl.shards[p]
 	}
-	return opts
+	return 1
+}
+
+// planOf returns the plan of c's rules, with prev's entries for policies
+// c does not mention (so that requests still deciding with the previous
+// configuration keep theirs while it is replaced) when prev is not nil.
+func planOf(c *config.Config, prev *plan) *plan {
+	pl := &plan{leased: map[sluice.Policy]bool{}, shards: map[sluice.Policy]int{}}
+	if prev != nil {
+		for p, v := range prev.leased {
+			pl.leased[p] = v
+		}
+		for p, n := range prev.shards {
+			pl.shards[p] = n
+		}
+	}
+	for _, r := range c.Rules() {
+		if r.Lease {
+			pl.leased[r.Policy] = true
+		}
+		if r.Shards > 1 {
+			pl.shards[r.Policy] = r.Shards
+		}
+	}
+	return pl
+}
+
+// stack returns the server's store over store: leases over shards, as the
+// plan in force says.
+func (s *Server) stack(store sluice.Store) sluice.Store {
+	s.leases = lease.New(shard.NewFunc(store, s.plan.shards), lease.WithPolicies(s.plan.leased))
+	return s.leases
 }
 
 // allowAll is sluice.AllowAll, except that a request with one enforced
@@ -87,7 +133,7 @@ func (s *Server) retire(prev, next *snapshot) {
 		if !r.Lease || kept[l] {
 			continue
 		}
-		if err := l.ReleaseLeases(ctx); err != nil {
+		if err := s.leases.Release(ctx, l.Policy()); err != nil {
 			s.log.Warn("returning the leases of a replaced rule", "error", err)
 			return
 		}
@@ -105,7 +151,7 @@ func (s *Server) ReleaseLeases(ctx context.Context) error {
 		if !r.Lease {
 			continue
 		}
-		if err := l.ReleaseLeases(ctx); err != nil {
+		if err := s.leases.Release(ctx, l.Policy()); err != nil {
 			return err
 		}
 	}

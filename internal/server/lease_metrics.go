@@ -34,7 +34,7 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 		if !r.Lease {
 			continue
 		}
-		st := l.LeaseStats()
+		st := c.s.leases.Stats(l.Policy())
 		name := r.Title()
 		ch <- prometheus.MustNewConstMetric(leaseLocalDesc, prometheus.CounterValue, float64(st.Local), r.Domain, name)
 		ch <- prometheus.MustNewConstMetric(leaseCallsDesc, prometheus.CounterValue, float64(st.StoreCalls), r.Domain, name)

@@ -90,7 +90,7 @@ func TestLongValueKeys(t *testing.T) {
 	if d := h.peekKey(t, "api", user1, key2); d.Remaining != 1 {
 		t.Errorf("digest key of long2: remaining %d, want 1", d.Remaining)
 	}
-	if n := h.srv.store.(*memstore.Store).Len(); n != 2 {
+	if n := h.srv.base.(*memstore.Store).Len(); n != 2 {
 		t.Errorf("store holds %d keys, want 2", n)
 	}
 
@@ -120,7 +120,7 @@ func TestLongValueKeys(t *testing.T) {
 	if b := ruleNamed(t, h.rules(t), "api.bot"); b.ShadowRefused != 1 {
 		t.Errorf("shadow rule would have refused %d, want 1", b.ShadowRefused)
 	}
-	if n := h.srv.store.(*memstore.Store).Len(); n != 3 {
+	if n := h.srv.base.(*memstore.Store).Len(); n != 3 {
 		t.Errorf("store holds %d keys, want 3", n)
 	}
 }

@@ -216,7 +216,6 @@ func openapiExchanges() []exchange {
 		{name: "reset too large", method: "POST", path: "/v1/reset", body: big, want: 413, invalid: true},
 		{name: "reset text/plain", method: "POST", path: "/v1/reset", body: reset, header: textPlain, want: 415, invalid: true},
 		{name: "reset cross-site", method: "POST", path: "/v1/reset", body: reset, header: crossSite, want: 403},
-		{name: "reset store cannot", on: "noreset", method: "POST", path: "/v1/reset", body: reset, want: 501},
 		{name: "reset store failed", on: "dead", method: "POST", path: "/v1/reset", body: reset, want: 502},
 		{name: "reset without configuration", on: "empty", method: "POST", path: "/v1/reset", body: reset, want: 503},
 		{name: "reset timeout passed", on: "stall", method: "POST", path: "/v1/reset", body: reset, header: map[string]string{"Content-Type": "application/json", TimeoutHeader: "50ms"}, want: 504},
@@ -278,15 +277,6 @@ type deadResetStore struct{ deadStore }
 
 func (deadResetStore) Reset(context.Context, sluice.Policy, string) error { return errDead }
 
-// stallResetStore answers nothing until its caller's context ends, Reset
-// too.
-type stallResetStore struct{ stallStore }
-
-func (stallResetStore) Reset(ctx context.Context, _ sluice.Policy, _ string) error {
-	<-ctx.Done()
-	return ctx.Err()
-}
-
 // failingCollector makes every scrape of /metrics fail.
 type failingCollector struct{ desc *prometheus.Desc }
 
@@ -322,12 +312,10 @@ func openapiServer(t *testing.T, on string) *Server {
 	case "badmetrics":
 		store = memstore.New()
 		opts = append(opts, WithCollector(failingCollector{prometheus.NewDesc("sluice_test_broken", "A collector that fails.", nil, nil)}))
-	case "noreset":
-		store = stallStore{}
 	case "dead":
 		store = deadResetStore{}
 	case "stall":
-		store = stallResetStore{}
+		store = stallStore{}
 	default:
 		t.Fatalf("no server %q", on)
 	}
@@ -416,7 +404,7 @@ func TestOpenAPIExchanges(t *testing.T) {
 	}
 	answered := map[string]bool{} // "POST /v1/check 415": an exchange showed it
 	servers := map[string]*Server{}
-	for _, on := range []string{"rides", "empty", "badmetrics", "noreset", "dead", "redis", "rlqs"} {
+	for _, on := range []string{"rides", "empty", "badmetrics", "dead", "redis", "rlqs"} {
 		servers[on] = openapiServer(t, on)
 	}
 	for _, x := range openapiExchanges() {

@@ -13,7 +13,7 @@ import (
 // registers it beside RLS.
 func (s *Server) setupRLQS() error {
 	opts := []rlqs.Option{rlqs.WithLogger(s.log)}
-	if b := rlqs.BoardFor(s.store); b != nil {
+	if b := rlqs.BoardFor(s.base); b != nil {
 		opts = append(opts, rlqs.WithBoard(b))
 	}
 	svc, err := rlqs.New(s.Config, opts...)

@@ -41,13 +41,16 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/rlqs"
+	"github.com/sluicehq/sluice/lease"
 )
 
 // Server answers rate-limit requests against the current configuration.
 // Create it with New; it is safe for concurrent use.
 type Server struct {
-	store    sluice.Store
-	resetter sluice.Resetter // nil: the store cannot reset keys
+	store    sluice.Store // the stack over base (lease.go)
+	base     sluice.Store // the store New was given
+	leases   *lease.Store
+	plan     plans
 	log      *slog.Logger
 	metrics  *metrics
 	labels   metricNames
@@ -126,10 +129,9 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	if _, err := openapiDoc(); err != nil {
 		return nil, fmt.Errorf("server: the OpenAPI document: %w", err)
 	}
-	s := &Server{store: store, log: slog.Default(), metrics: newMetrics(), now: time.Now, simulating: make(chan struct{}, MaxSimulations)}
-	if r, ok := store.(sluice.Resetter); ok {
-		s.resetter = r
-	}
+	s := &Server{log: slog.Default(), metrics: newMetrics(), now: time.Now, simulating: make(chan struct{}, MaxSimulations)}
+	s.base = store
+	s.store = s.stack(store)
 	for _, o := range opts {
 		o(s)
 	}
@@ -152,7 +154,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 }
 
 // Store returns the store the server decides with.
-func (s *Server) Store() sluice.Store { return s.store }
+func (s *Server) Store() sluice.Store { return s.base }
 
 // Config returns the configuration in force, or nil before the first one.
 func (s *Server) Config() *config.Config {
@@ -172,6 +174,7 @@ func (s *Server) Apply(c *config.Config) error {
 		return errors.New("server: Apply: nil configuration")
 	}
 	sn := &snapshot{cfg: c, limiters: map[*config.Rule]*sluice.Limiter{}, loaded: s.now()}
+	s.plan.p.Store(planOf(c, s.plan.p.Load())) // limiters bind with it
 	for _, r := range c.Rules() {
 		if r.InFlight != nil { // gateway only (gateway_inflight.go)
 			s.log.Info("in-flight rule: enforced in gateway mode only; RLS and the JSON API cannot release a slot and answer as if no rule matched", "rule", r.FullKey, "file", r.File, "line", r.Line)
@@ -187,7 +190,7 @@ func (s *Server) Apply(c *config.Config) error {
 			sn.limiters[r] = l
 			continue
 		}
-		l, err := sluice.NewLimiter(s.store, r.Policy, append(s.limiterOptions(r.FailureMode), ruleOptions(r)...)...)
+		l, err := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(r.FailureMode)...)
 		if err != nil {
 			return fmt.Errorf("server: %s:%d: %w", r.File, r.Line, err)
 		}
@@ -215,6 +218,7 @@ func (s *Server) Apply(c *config.Config) error {
 	for i, g := range s.gateways {
 		g.cur.Store(&gatewayState{handler: handlers[i]})
 	}
+	s.plan.p.Store(planOf(c, nil))
 	s.retire(prev, sn)
 	s.live.applied(c, sn.loaded)
 	s.metrics.reloaded(true, sn.loaded)

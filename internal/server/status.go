@@ -154,7 +154,7 @@ func (s *Server) statusView(now time.Time) StatusResponse {
 		StartedAt: s.started.UTC(), UptimeSeconds: max(0, now.Sub(s.started).Seconds()), Now: now.Unix(),
 	}
 	st := &resp.Store
-	switch rs := unwrapStore(s.store).(type) {
+	switch rs := unwrapStore(s.base).(type) {
 	case *memstore.Store:
 		st.Kind = "memory"
 	case *redisstore.Store:

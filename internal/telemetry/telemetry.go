@@ -36,8 +36,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-
-	"github.com/sluicehq/sluice"
 )
 
 // Enabled reports whether the environment asks for traces: OTEL_SDK_DISABLED
@@ -145,5 +143,3 @@ func (t *Tracing) HTTPHandler(h http.Handler, operation string) http.Handler {
 			return op + " " + r.Method
 		}))
 }
-
-var _ sluice.Store = (*store)(nil)

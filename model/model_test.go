@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
 import (
+	"github.com/sluicehq/sluice"
+
 	"testing"
 	"time"
 )
@@ -18,15 +20,15 @@ type step struct {
 	delay     time.Duration
 }
 
-func runSteps(t *testing.T, p Policy, t0 int64, steps []step) {
+func runSteps(t *testing.T, p sluice.Policy, t0 int64, steps []step) {
 	t.Helper()
-	m, err := NewModel(p)
+	m, err := New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var s State
 	for i, st := range steps {
-		var d Decision
+		var d sluice.Decision
 		s, d = m.Take(s, t0+int64(st.at), st.cost)
 		if d.Allowed != st.allowed || d.Remaining != st.remaining || d.Delay != st.delay ||
 			st.retry >= 0 && d.RetryAfter != st.retry || st.reset >= 0 && d.ResetAfter != st.reset {
@@ -37,7 +39,7 @@ func runSteps(t *testing.T, p Policy, t0 int64, steps []step) {
 }
 
 func TestRiderAppOpen(t *testing.T) {
-	p := Policy{Algorithm: TokenBucket, Limit: 5, Period: time.Second, Burst: 10}
+	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second, Burst: 10}
 	ms := time.Millisecond
 	runSteps(t, p, 0, []step{
 		{0, 1, true, 9, -1, 200 * ms, 0},
@@ -52,14 +54,14 @@ func TestRiderAppOpen(t *testing.T) {
 }
 
 func TestGPSIngestionQueue(t *testing.T) {
-	p := Policy{Algorithm: LeakyBucket, Limit: 3000, Period: time.Second, Burst: 5000}
-	m, _ := NewModel(p)
+	p := sluice.Policy{Algorithm: sluice.LeakyBucket, Limit: 3000, Period: time.Second, Burst: 5000}
+	m, _ := New(p)
 	var s State
 	admitted := make([]int, 4)
 	var firstDelay [4]time.Duration
 	for sec, burst := range []int{4000, 2500, 3200, 6000} {
 		for i := 0; i < burst; i++ {
-			var d Decision
+			var d sluice.Decision
 			s, d = m.Take(s, int64(sec)*int64(time.Second), 1)
 			if d.Allowed {
 				if admitted[sec] == 0 {
@@ -91,9 +93,9 @@ func equalInts(a, b []int) bool {
 }
 
 func TestBoundaryAttack(t *testing.T) {
-	want := map[Algorithm]int{FixedWindow: 200, SlidingLog: 100, SlidingWindow: 100, TokenBucket: 101, GCRA: 101, LeakyBucket: 101}
+	want := map[sluice.Algorithm]int{sluice.FixedWindow: 200, sluice.SlidingLog: 100, sluice.SlidingWindow: 100, sluice.TokenBucket: 101, sluice.GCRA: 101, sluice.LeakyBucket: 101}
 	for alg, n := range want {
-		m, err := NewModel(Policy{Algorithm: alg, Limit: 100, Period: time.Minute})
+		m, err := New(sluice.Policy{Algorithm: alg, Limit: 100, Period: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +103,7 @@ func TestBoundaryAttack(t *testing.T) {
 		got := 0
 		for _, at := range []time.Duration{59 * time.Second, 60 * time.Second} {
 			for i := 0; i < 100; i++ {
-				var d Decision
+				var d sluice.Decision
 				s, d = m.Take(s, int64(at), 1)
 				if d.Allowed {
 					got++
@@ -115,9 +117,9 @@ func TestBoundaryAttack(t *testing.T) {
 }
 
 func TestWeightedCount(t *testing.T) {
-	m, _ := NewModel(Policy{Algorithm: SlidingWindow, Limit: 50, Period: time.Minute})
+	m, _ := New(sluice.Policy{Algorithm: sluice.SlidingWindow, Limit: 50, Period: time.Minute})
 	var s State
-	var d Decision
+	var d sluice.Decision
 	for i := 0; i < 42; i++ {
 		s, d = m.Take(s, int64(30*time.Second), 1)
 	}
@@ -146,8 +148,8 @@ func TestWeightedCount(t *testing.T) {
 // clock that stepped back) never admits more, a peek is refused as cost 1
 // is, and Remaining stays within [0, capacity].
 func TestClockSteppedBack(t *testing.T) {
-	for _, alg := range Algorithms {
-		m, err := NewModel(Policy{Algorithm: alg, Limit: 3, Period: time.Second})
+	for _, alg := range sluice.Algorithms() {
+		m, err := New(sluice.Policy{Algorithm: alg, Limit: 3, Period: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,8 +174,8 @@ func TestClockSteppedBack(t *testing.T) {
 func TestWindowEdge(t *testing.T) {
 	const p = int64(time.Second)
 	t0 := int64(10 * time.Second) // a window boundary
-	for _, alg := range []Algorithm{SlidingLog, FixedWindow} {
-		m, err := NewModel(Policy{Algorithm: alg, Limit: 2, Period: time.Second})
+	for _, alg := range []sluice.Algorithm{sluice.SlidingLog, sluice.FixedWindow} {
+		m, err := New(sluice.Policy{Algorithm: alg, Limit: 2, Period: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package inflight
 
 import (
 	"context"
@@ -11,16 +11,18 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
-// DefaultHolderTTL is how long an in-flight slot is held without an
+// DefaultTTL is how long an in-flight slot is held without an
 // Extend before the store reclaims it. It bounds how long the slots of a
 // process that died (SIGKILL, a lost machine) stay taken: they are usable
-// again DefaultHolderTTL after their last Acquire or Extend. Ten seconds is
+// again DefaultTTL after their last Acquire or Extend. Ten seconds is
 // longer than most requests (a request that runs longer calls Extend, or
 // uses Holder.KeepAlive) and short enough that a crash costs a few seconds
 // of capacity, not minutes.
-const DefaultHolderTTL = 10 * time.Second
+const DefaultTTL = 10 * time.Second
 
 // Controller moves an in-flight limit from what it observes: package
 // adaptive has AIMD and gradient controllers. Its methods are called
@@ -46,7 +48,7 @@ type Sample struct {
 	Dropped bool
 }
 
-// InFlight limits how many requests per key are in flight at once across
+// Limiter limits how many requests per key are in flight at once across
 // every process sharing its store: each request holds a slot in a
 // Semaphore for as long as it runs, under a TTL so that a process that dies
 // gives its slots back. The limit is fixed, or moved by a Controller.
@@ -57,29 +59,30 @@ type Sample struct {
 // held, and a critical one iff fewer than L are held. So at most L are ever
 // held and at most L − R by non-critical work when critical work is
 // waiting; non-critical work is shed first.
-type InFlight struct {
+type Limiter struct {
 	store    Semaphore
 	name     string
 	limit    int64
 	ctrl     Controller
 	ttl      time.Duration
 	reserve  float64
-	failure  FailureMode
-	local    Semaphore      // FailLocal's in-process store
-	replicas ReplicaCounter // FailLocal's replica count
+	failure  sluice.FailureMode
+	local    Semaphore             // FailLocal's in-process store
+	replicas sluice.ReplicaCounter // FailLocal's replica count
 	clock    func() time.Time
 	inflight atomic.Int64 // this process's holders
+	retries  retries      // releases to try again
 }
 
-// InFlightOption configures an InFlight.
-type InFlightOption func(*InFlight) error
+// Option configures a Limiter.
+type Option func(*Limiter) error
 
-// WithHolderTTL sets how long a slot is held without an Extend
-// (DefaultHolderTTL unless set).
-func WithHolderTTL(d time.Duration) InFlightOption {
-	return func(f *InFlight) error {
+// WithTTL sets how long a slot is held without an Extend
+// (DefaultTTL unless set).
+func WithTTL(d time.Duration) Option {
+	return func(f *Limiter) error {
 		if d < time.Millisecond {
-			return fmt.Errorf("sluice: WithHolderTTL: %v: must be at least 1ms", d)
+			return fmt.Errorf("inflight: WithTTL: %v: must be at least 1ms", d)
 		}
 		f.ttl = d
 		return nil
@@ -87,11 +90,11 @@ func WithHolderTTL(d time.Duration) InFlightOption {
 }
 
 // WithController makes a Controller set the limit; the limit given to
-// NewInFlight is then unused (pass 0).
-func WithController(c Controller) InFlightOption {
-	return func(f *InFlight) error {
+// New is then unused (pass 0).
+func WithController(c Controller) Option {
+	return func(f *Limiter) error {
 		if c == nil {
-			return errors.New("sluice: WithController: nil Controller")
+			return errors.New("inflight: WithController: nil Controller")
 		}
 		f.ctrl = c
 		return nil
@@ -100,23 +103,23 @@ func WithController(c Controller) InFlightOption {
 
 // WithReserve keeps the fraction frac (in [0, 1)) of the limit, rounded
 // down, for critical requests.
-func WithReserve(frac float64) InFlightOption {
-	return func(f *InFlight) error {
+func WithReserve(frac float64) Option {
+	return func(f *Limiter) error {
 		if !(frac >= 0 && frac < 1) {
-			return fmt.Errorf("sluice: WithReserve: %v: must be in [0, 1)", frac)
+			return fmt.Errorf("inflight: WithReserve: %v: must be in [0, 1)", frac)
 		}
 		f.reserve = frac
 		return nil
 	}
 }
 
-// WithInFlightFailureMode sets what Acquire answers when the store fails
+// WithFailureMode sets what Acquire answers when the store fails
 // (FailOpen unless set).
-func WithInFlightFailureMode(m FailureMode) InFlightOption {
-	return func(f *InFlight) error { f.failure = m; return nil }
+func WithFailureMode(m sluice.FailureMode) Option {
+	return func(f *Limiter) error { f.failure = m; return nil }
 }
 
-// WithInFlightLocal sets what an InFlight that fails local (FailLocal)
+// WithLocal sets what a Limiter that fails local (FailLocal)
 // acquires on while its store fails: the in-process Semaphore local (a
 // memstore), holding this replica's share of the limit, ⌊L/R⌋ slots, with R
 // from replicas (FixedReplicas(1) when nil). A share of 0 (R > L) admits
@@ -124,54 +127,54 @@ func WithInFlightFailureMode(m FailureMode) InFlightOption {
 // most R·⌊L/R⌋ ≤ L, beside the holders from before the outage that are
 // still running (at most L, gone within their TTL), so at most 2L are in
 // flight at once, and at most L once the pre-outage holders are done.
-func WithInFlightLocal(local Semaphore, replicas ReplicaCounter) InFlightOption {
-	return func(f *InFlight) error {
+func WithLocal(local Semaphore, replicas sluice.ReplicaCounter) Option {
+	return func(f *Limiter) error {
 		if local == nil {
-			return errors.New("sluice: WithInFlightLocal: local store is nil")
+			return errors.New("inflight: WithLocal: local store is nil")
 		}
 		if replicas == nil {
-			replicas = FixedReplicas(1)
+			replicas = sluice.FixedReplicas(1)
 		}
 		f.local, f.replicas = local, replicas
 		return nil
 	}
 }
 
-// WithInFlightClock sets the clock that times requests for the Controller
+// WithClock sets the clock that times requests for the Controller
 // (time.Now unless set).
-func WithInFlightClock(now func() time.Time) InFlightOption {
-	return func(f *InFlight) error { f.clock = now; return nil }
+func WithClock(now func() time.Time) Option {
+	return func(f *Limiter) error { f.clock = now; return nil }
 }
 
-// NewInFlight returns an in-flight limit named name (the store keeps its
+// New returns an in-flight limit named name (the store keeps its
 // holders under that name) of limit slots per key over store.
-func NewInFlight(store Semaphore, name string, limit int64, opts ...InFlightOption) (*InFlight, error) {
+func New(store Semaphore, name string, limit int64, opts ...Option) (*Limiter, error) {
 	if store == nil {
-		return nil, errors.New("sluice: NewInFlight: store is nil")
+		return nil, errors.New("inflight: New: store is nil")
 	}
 	if name == "" {
-		return nil, errors.New("sluice: NewInFlight: name is empty")
+		return nil, errors.New("inflight: New: name is empty")
 	}
-	f := &InFlight{store: store, name: name, limit: limit, ttl: DefaultHolderTTL, clock: time.Now}
+	f := &Limiter{store: store, name: name, limit: limit, ttl: DefaultTTL, clock: time.Now}
 	for _, o := range opts {
 		if err := o(f); err != nil {
 			return nil, err
 		}
 	}
-	if f.failure == FailLocal && f.local == nil {
-		return nil, fmt.Errorf("sluice: NewInFlight %q: failure mode local needs WithInFlightLocal", name)
+	if f.failure == sluice.FailLocal && f.local == nil {
+		return nil, fmt.Errorf("inflight: New %q: failure mode local needs WithLocal", name)
 	}
 	if f.ctrl == nil && limit < 1 {
-		return nil, fmt.Errorf("sluice: NewInFlight %q: limit %d: must be at least 1", name, limit)
+		return nil, fmt.Errorf("inflight: New %q: limit %d: must be at least 1", name, limit)
 	}
 	return f, nil
 }
 
 // Name returns the limit's name.
-func (f *InFlight) Name() string { return f.name }
+func (f *Limiter) Name() string { return f.name }
 
 // Limit returns the current limit: the fixed one, or the Controller's.
-func (f *InFlight) Limit() int64 {
+func (f *Limiter) Limit() int64 {
 	if f.ctrl != nil {
 		return max(f.ctrl.Limit(), 1)
 	}
@@ -179,24 +182,24 @@ func (f *InFlight) Limit() int64 {
 }
 
 // Adaptive reports whether a Controller sets the limit.
-func (f *InFlight) Adaptive() bool { return f.ctrl != nil }
+func (f *Limiter) Adaptive() bool { return f.ctrl != nil }
 
 // TTL returns how long a slot is held without an Extend.
-func (f *InFlight) TTL() time.Duration { return f.ttl }
+func (f *Limiter) TTL() time.Duration { return f.ttl }
 
 // FailureMode returns what Acquire answers when the store fails.
-func (f *InFlight) FailureMode() FailureMode { return f.failure }
+func (f *Limiter) FailureMode() sluice.FailureMode { return f.failure }
 
 // Reserved returns the number of slots kept for critical requests at the
 // limit l: ⌊l·f⌋.
-func (f *InFlight) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
+func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
 
 // Acquire takes a slot of key if one is free now, for a critical request
 // or not. It returns the holder, or nil when every slot open to the request
 // is taken. On a store failure it returns the error and, under FailOpen, a
 // holder that holds nothing (its Release does nothing), under FailClosed
 // nil. When ctx has ended it returns nil and the error.
-func (f *InFlight) Acquire(ctx context.Context, key string, critical bool) (*Holder, Slots, error) {
+func (f *Limiter) Acquire(ctx context.Context, key string, critical bool) (*Holder, Slots, error) {
 	limit := f.Limit()
 	if !critical {
 		limit -= f.Reserved(limit)
@@ -205,15 +208,20 @@ func (f *InFlight) Acquire(ctx context.Context, key string, critical bool) (*Hol
 	started := f.clock()
 	s, err := f.store.Acquire(ctx, f.name, key, id, limit, f.ttl)
 	if err != nil {
-		// The store may have taken the slot before failing to answer:
-		// give it back (Release is idempotent), or it stays taken until
-		// its TTL.
-		go f.store.Release(context.WithoutCancel(ctx), f.name, key, id)
-		err = fmt.Errorf("sluice: in-flight %q: key %q: %w", f.name, key, err)
+		closed := errors.Is(err, sluice.ErrStoreClosed)
+		if !closed {
+			// The store may have taken the slot before failing to
+			// answer: give it back (Release is idempotent), or it stays
+			// taken until its TTL.
+			f.retries.add(f, f.store, key, id)
+		}
+		err = fmt.Errorf("inflight: %q: key %q: %w", f.name, key, err)
 		switch {
-		case ctx.Err() != nil || f.failure == FailClosed:
+		case closed || ctx.Err() != nil || f.failure == sluice.FailClosed:
+			// A closed store is never a reason to admit, nor is a
+			// caller that has gone.
 			return nil, Slots{}, err
-		case f.failure == FailLocal:
+		case f.failure == sluice.FailLocal:
 			return f.acquireLocal(ctx, key, id, limit, started, err)
 		}
 		return &Holder{}, Slots{Acquired: true}, err
@@ -227,7 +235,7 @@ func (f *InFlight) Acquire(ctx context.Context, key string, critical bool) (*Hol
 
 // acquireLocal takes a slot of this replica's share, ⌊limit/R⌋, on the
 // local store, after the store failed with storeErr.
-func (f *InFlight) acquireLocal(ctx context.Context, key, id string, limit int64, started time.Time, storeErr error) (*Holder, Slots, error) {
+func (f *Limiter) acquireLocal(ctx context.Context, key, id string, limit int64, started time.Time, storeErr error) (*Holder, Slots, error) {
 	share := limit / int64(max(f.replicas.Replicas(), 1))
 	if share < 1 {
 		return nil, Slots{}, storeErr
@@ -240,10 +248,10 @@ func (f *InFlight) acquireLocal(ctx context.Context, key, id string, limit int64
 	return &Holder{f: f, sem: f.local, key: key, id: id, started: started, inflight: n}, s, storeErr
 }
 
-// Holder is one held slot of an InFlight.
+// Holder is one held slot of a Limiter.
 type Holder struct {
-	f        *InFlight // nil: holds nothing (admitted on a store failure)
-	sem      Semaphore // where the slot is held: the store, or FailLocal's local one
+	f        *Limiter  // nil: holds nothing (admitted on a store failure)
+	sem      Semaphore // where the slot is held: the store, or sluice.FailLocal's local one
 	key, id  string
 	started  time.Time
 	inflight int64
@@ -287,10 +295,10 @@ func (h *Holder) release(ctx context.Context, observe, dropped bool) error {
 		f.ctrl.Observe(Sample{At: now, RTT: now.Sub(h.started), InFlight: h.inflight, Dropped: dropped})
 	}
 	if _, err := h.sem.Release(ctx, f.name, h.key, h.id); err != nil {
-		// Try once more in the background; failing that, the slot comes
-		// back when its TTL passes.
-		go h.sem.Release(context.WithoutCancel(ctx), f.name, h.key, h.id)
-		return fmt.Errorf("sluice: in-flight %q: key %q: release: %w", f.name, h.key, err)
+		// Try once more in the background (retries); failing that, the
+		// slot comes back when its TTL passes.
+		f.retries.add(f, h.sem, h.key, h.id)
+		return fmt.Errorf("inflight: %q: key %q: release: %w", f.name, h.key, err)
 	}
 	return nil
 }
@@ -304,7 +312,7 @@ func (h *Holder) Extend(ctx context.Context) (bool, error) {
 	}
 	s, err := h.sem.Extend(ctx, h.f.name, h.key, h.id, h.f.ttl)
 	if err != nil {
-		return false, fmt.Errorf("sluice: in-flight %q: key %q: extend: %w", h.f.name, h.key, err)
+		return false, fmt.Errorf("inflight: %q: key %q: extend: %w", h.f.name, h.key, err)
 	}
 	return s.Acquired, nil
 }
@@ -346,4 +354,57 @@ func newHolderID() string {
 		b[i], b[8+i] = byte(a>>(8*i)), byte(c>>(8*i))
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// maxRetries bounds the releases a Limiter keeps to try again: beyond it,
+// a slot that could not be released comes back when its TTL passes.
+const maxRetries = 256
+
+// retries is a Limiter's releases to try again after a store failure,
+// tried one at a time by at most one goroutine, so that a failing store
+// costs no goroutine per request.
+type retries struct {
+	mu      sync.Mutex
+	queue   []retry
+	running bool
+}
+
+type retry struct {
+	sem     Semaphore
+	key, id string
+}
+
+// add queues a release of holder id of key on sem, unless maxRetries are
+// queued already.
+func (r *retries) add(f *Limiter, sem Semaphore, key, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) >= maxRetries {
+		return
+	}
+	r.queue = append(r.queue, retry{sem, key, id})
+	if !r.running {
+		r.running = true
+		go r.drain(f)
+	}
+}
+
+// drain tries the queued releases in turn, each for at most the TTL (after
+// which the slot is back anyway), and ends when the queue is empty.
+func (r *retries) drain(f *Limiter) {
+	for {
+		r.mu.Lock()
+		if len(r.queue) == 0 {
+			r.running = false
+			r.queue = nil
+			r.mu.Unlock()
+			return
+		}
+		next := r.queue[0]
+		r.queue = r.queue[1:]
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), f.ttl)
+		next.sem.Release(ctx, f.name, next.key, next.id)
+		cancel()
+	}
 }

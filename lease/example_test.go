@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice_test
+package lease_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -16,19 +17,21 @@ import (
 // leases: a steady 1000 requests per second at each, well under the limit,
 // is decided mostly from local budgets, blocks lasting about the 100 ms
 // target (and never past their window).
-func ExampleWithLease() {
+func ExampleNew() {
 	clock := sluicetest.NewClock(time.Unix(0, 0))
 	store := memstore.New(memstore.WithClock(clock)) // stands for a shared Redis
 	defer store.Close()
 	p := sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 5000, Period: time.Second}
 	var replicas []*sluice.Limiter
+	var leases []*lease.Store
 	for range 2 {
-		l, err := sluice.NewLimiter(store, p, sluice.WithLease(100*time.Millisecond), sluice.WithClock(clock))
+		ls := lease.New(store, lease.WithTarget(100*time.Millisecond), lease.WithClock(clock))
+		l, err := sluice.NewLimiter(ls, p)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		replicas = append(replicas, l)
+		replicas, leases = append(replicas, l), append(leases, ls)
 	}
 	ctx := context.Background()
 	admitted := 0
@@ -41,8 +44,8 @@ func ExampleWithLease() {
 		}
 	}
 	var calls, decisions uint64
-	for _, l := range replicas {
-		s := l.LeaseStats()
+	for _, ls := range leases {
+		s := ls.Stats(p)
 		calls += s.StoreCalls
 		decisions += s.Spent
 	}
@@ -53,34 +56,4 @@ func ExampleWithLease() {
 	// admitted: 4000
 	// decisions: 4000
 	// fewer store calls than decisions by more than 20×: true
-}
-
-// A hot key split over 3 shards: each takes a third of the limit (the
-// remainder to the first), and together they admit exactly the limit.
-func ExampleWithShards() {
-	clock := sluicetest.NewClock(time.Unix(0, 0))
-	store := memstore.New(memstore.WithClock(clock))
-	defer store.Close()
-	p := sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Second}
-	var limits []int64
-	for _, s := range sluice.ShardPolicies(p, 3) {
-		limits = append(limits, s.Limit)
-	}
-	fmt.Println(limits)
-	lim, err := sluice.NewLimiter(store, p, sluice.WithShards(3))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	ctx := context.Background()
-	admitted := 0
-	for range 150 {
-		if d, _ := lim.Allow(ctx, "hot"); d.Allowed {
-			admitted++
-		}
-	}
-	fmt.Println("admitted:", admitted)
-	// Output:
-	// [34 33 33]
-	// admitted: 100
 }

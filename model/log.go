@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
 
 // slidingLog admits iff the units admitted in (t−P, t] plus c are at most
 // Limit: an entry exactly P old has left. An admission returns the log
 // without the entries that have left, their units folded into Count.
-func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
-	var d Decision
+func (m *Model) slidingLog(s State, now, cost int64) (State, sluice.Decision) {
+	var d sluice.Decision
 	base, log := uint64(s.Count), s.Log
 	if k := firstAfter(log, now-m.period); k > 0 {
 		base, log = log[k-1].Total, log[k:]
@@ -26,7 +30,7 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, Decision) {
 // log has room, as append does), else log itself; and ExpiresAt of the
 // state base and the returned log make. It sets *d to the decision. now is
 // clamped already.
-func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *Decision) ([]LogEntry, int64) {
+func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *sluice.Decision) ([]LogEntry, int64) {
 	total, at, expires := m.judgeLog(base, log, now, cost, d)
 	if !d.Allowed || cost == 0 {
 		return log, expires
@@ -38,8 +42,8 @@ func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *Decisio
 // and writes nothing else. For a rejection or a peek, expires is ExpiresAt
 // of the state as given; for an admission with cost > 0, it is that of the
 // state the entry {at, total} appended to log makes.
-func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *Decision) (total uint64, at, expires int64) {
-	*d = Decision{Limit: m.limit}
+func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *sluice.Decision) (total uint64, at, expires int64) {
+	*d = sluice.Decision{Limit: m.limit}
 	// Entries still inside the window: At > now − P.
 	k := firstAfter(log, now-m.period)
 	if k > 0 {

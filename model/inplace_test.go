@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
 import (
+	"github.com/sluicehq/sluice"
+
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -14,14 +16,14 @@ import (
 // impossible and negative costs, a clock that sometimes steps back) and
 // policies whose emission interval is and is not a whole nanosecond.
 func TestInPlace(t *testing.T) {
-	policies := []Policy{
-		{Algorithm: TokenBucket, Limit: 3, Period: time.Second},
-		{Algorithm: GCRA, Limit: 7, Period: time.Second, Burst: 4},
-		{Algorithm: LeakyBucket, Limit: 1000, Period: time.Second},
-		{Algorithm: FixedWindow, Limit: 5, Period: time.Second},
-		{Algorithm: SlidingWindow, Limit: 5, Period: time.Second},
-		{Algorithm: SlidingLog, Limit: 6, Period: time.Second},
-		{Algorithm: SlidingLog, Limit: 9, Period: time.Minute},
+	policies := []sluice.Policy{
+		{Algorithm: sluice.TokenBucket, Limit: 3, Period: time.Second},
+		{Algorithm: sluice.GCRA, Limit: 7, Period: time.Second, Burst: 4},
+		{Algorithm: sluice.LeakyBucket, Limit: 1000, Period: time.Second},
+		{Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Second},
+		{Algorithm: sluice.SlidingWindow, Limit: 5, Period: time.Second},
+		{Algorithm: sluice.SlidingLog, Limit: 6, Period: time.Second},
+		{Algorithm: sluice.SlidingLog, Limit: 9, Period: time.Minute},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, p := range policies {
@@ -29,8 +31,8 @@ func TestInPlace(t *testing.T) {
 		// window in its in-place log, on a clock that never steps back
 		// (where keeping them cannot change a decision); the second prunes
 		// them at each admission, as Take does.
-		lazy := p.Algorithm == SlidingLog && p.Period == time.Second
-		m, err := NewModel(p)
+		lazy := p.Algorithm == sluice.SlidingLog && p.Period == time.Second
+		m, err := New(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,24 +48,24 @@ func TestInPlace(t *testing.T) {
 			}
 			cost := rng.Int64N(p.Capacity()+2) - 1
 			next, want := m.Take(s, now, cost)
-			var got Decision
+			var got sluice.Decision
 			var exp int64
 			switch p.Algorithm {
-			case FixedWindow:
+			case sluice.FixedWindow:
 				exp = m.TakeFixedWindow(&a, &b, now, cost, &got)
 				if a != next.Time || b != next.Count {
 					t.Fatalf("%v step %d: state (%d, %d), want (%d, %d)", p, i, a, b, next.Time, next.Count)
 				}
-			case SlidingWindow:
+			case sluice.SlidingWindow:
 				exp = m.TakeSlidingWindow(&a, &b, &c, now, cost, &got)
 				if a != next.Time || b != next.Count || c != next.Prev {
 					t.Fatalf("%v step %d: state (%d, %d, %d), want %+v", p, i, a, b, c, next)
 				}
-			case SlidingLog:
+			case sluice.SlidingLog:
 				// JudgeSlidingLog decides as TakeSlidingLog does, and
 				// leaves the log (and its spare capacity) alone.
 				before := slices.Clone(log[:cap(log)])
-				var judged Decision
+				var judged sluice.Decision
 				jexp := m.JudgeSlidingLog(a, log, now, cost, &judged)
 				if !slices.Equal(before, log[:cap(log)]) {
 					t.Fatalf("%v step %d: JudgeSlidingLog wrote to the log", p, i)
@@ -115,7 +117,7 @@ func TestInPlace(t *testing.T) {
 // to 2^63−1.
 func TestDivisor(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	ds := []int64{1, 2, 3, 5, 7, 10, 600_000_000, int64(time.Minute), int64(MaxPeriod), MaxLimit, 1<<63 - 1}
+	ds := []int64{1, 2, 3, 5, 7, 10, 600_000_000, int64(time.Minute), int64(sluice.MaxPeriod), sluice.MaxLimit, 1<<63 - 1}
 	for k := 1; k < 63; k++ {
 		ds = append(ds, 1<<k-1, 1<<k, 1<<k+1)
 	}

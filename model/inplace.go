@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
+
+import "github.com/sluicehq/sluice"
 
 // The models' in-place entry points, for a store that keeps a policy's state
 // in its own layout (memstore keeps it in rows of a table) rather than as a
@@ -17,33 +19,33 @@ package sluice
 
 // TakeBucket is Take for token-bucket, gcra and leaky-bucket, on a state
 // whose Time and Frac are *tat and *frac.
-func (m *Model) TakeBucket(tat, frac *int64, now, cost int64, d *Decision) (expires int64) {
+func (m *Model) TakeBucket(tat, frac *int64, now, cost int64, d *sluice.Decision) (expires int64) {
 	if cost < 0 {
-		*d = Decision{Limit: m.limit, Impossible: true}
+		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 	} else {
-		m.takeBucket(tat, frac, min(max(now, 0), MaxTime), cost, d)
+		m.takeBucket(tat, frac, min(max(now, 0), sluice.MaxTime), cost, d)
 	}
 	return rtime{*tat, *frac}.ceil()
 }
 
 // TakeFixedWindow is Take for fixed-window, on a state whose Time and Count
 // are *start and *count.
-func (m *Model) TakeFixedWindow(start, count *int64, now, cost int64, d *Decision) (expires int64) {
+func (m *Model) TakeFixedWindow(start, count *int64, now, cost int64, d *sluice.Decision) (expires int64) {
 	if cost < 0 {
-		*d = Decision{Limit: m.limit, Impossible: true}
+		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 	} else {
-		m.takeFixed(start, count, min(max(now, 0), MaxTime), cost, d)
+		m.takeFixed(start, count, min(max(now, 0), sluice.MaxTime), cost, d)
 	}
 	return m.fixedExpiry(*start, *count)
 }
 
 // TakeSlidingWindow is Take for sliding-window, on a state whose Time, Count
 // and Prev are *start, *count and *prev.
-func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d *Decision) (expires int64) {
+func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d *sluice.Decision) (expires int64) {
 	if cost < 0 {
-		*d = Decision{Limit: m.limit, Impossible: true}
+		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 	} else {
-		m.takeSliding(start, count, prev, min(max(now, 0), MaxTime), cost, d)
+		m.takeSliding(start, count, prev, min(max(now, 0), sluice.MaxTime), cost, d)
 	}
 	return m.slidingExpiry(*start, *count, *prev)
 }
@@ -59,12 +61,12 @@ func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d 
 // of log with At > now − Period, and the last total before them as the
 // base). Keeping them changes no decision while the clock only moves
 // forward and Period stays, but would otherwise.
-func (m *Model) TakeSlidingLog(base int64, log []LogEntry, now, cost int64, d *Decision) (_ []LogEntry, expires int64) {
+func (m *Model) TakeSlidingLog(base int64, log []LogEntry, now, cost int64, d *sluice.Decision) (_ []LogEntry, expires int64) {
 	if cost < 0 {
-		*d = Decision{Limit: m.limit, Impossible: true}
+		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 		return log, m.ExpiresAt(State{Count: base, Log: log})
 	}
-	return m.takeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, d)
+	return m.takeLog(uint64(base), log, min(max(now, 0), sluice.MaxTime), cost, d)
 }
 
 // JudgeSlidingLog sets *d to the decision TakeSlidingLog would make on the
@@ -73,11 +75,11 @@ func (m *Model) TakeSlidingLog(base int64, log []LogEntry, now, cost int64, d *D
 // must not change; expires is then ExpiresAt of the state as given. After an
 // admission with cost > 0, expires is that of the state TakeSlidingLog
 // would leave.
-func (m *Model) JudgeSlidingLog(base int64, log []LogEntry, now, cost int64, d *Decision) (expires int64) {
+func (m *Model) JudgeSlidingLog(base int64, log []LogEntry, now, cost int64, d *sluice.Decision) (expires int64) {
 	if cost < 0 {
-		*d = Decision{Limit: m.limit, Impossible: true}
+		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 		return m.ExpiresAt(State{Count: base, Log: log})
 	}
-	_, _, expires = m.judgeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, d)
+	_, _, expires = m.judgeLog(uint64(base), log, min(max(now, 0), sluice.MaxTime), cost, d)
 	return expires
 }

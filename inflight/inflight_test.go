@@ -1,23 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice_test
+package inflight_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 )
 
-func newInFlight(t *testing.T, store sluice.Semaphore, limit int64, opts ...sluice.InFlightOption) *sluice.InFlight {
+func newInFlight(t *testing.T, store inflight.Semaphore, limit int64, opts ...inflight.Option) *inflight.Limiter {
 	t.Helper()
-	f, err := sluice.NewInFlight(store, "api", limit, opts...)
+	f, err := inflight.New(store, "api", limit, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func TestInFlightReserve(t *testing.T) {
 		t.Run(fmt.Sprintf("%d/%v", tc.limit, tc.frac), func(t *testing.T) {
 			store := memstore.New(memstore.WithSweepInterval(0))
 			defer store.Close()
-			f := newInFlight(t, store, tc.limit, sluice.WithReserve(tc.frac))
+			f := newInFlight(t, store, tc.limit, inflight.WithReserve(tc.frac))
 			for n := range tc.nonCritical {
 				if h, _, err := f.Acquire(ctx, "k", false); h == nil || err != nil {
 					t.Fatalf("non-critical %d refused (%v)", n, err)
@@ -63,14 +65,14 @@ type failing struct{}
 
 var errDown = errors.New("down")
 
-func (failing) Acquire(context.Context, string, string, string, int64, time.Duration) (sluice.Slots, error) {
-	return sluice.Slots{}, errDown
+func (failing) Acquire(context.Context, string, string, string, int64, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errDown
 }
-func (failing) Release(context.Context, string, string, string) (sluice.Slots, error) {
-	return sluice.Slots{}, errDown
+func (failing) Release(context.Context, string, string, string) (inflight.Slots, error) {
+	return inflight.Slots{}, errDown
 }
-func (failing) Extend(context.Context, string, string, string, time.Duration) (sluice.Slots, error) {
-	return sluice.Slots{}, errDown
+func (failing) Extend(context.Context, string, string, string, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errDown
 }
 
 func TestInFlightFailureModes(t *testing.T) {
@@ -83,19 +85,19 @@ func TestInFlightFailureModes(t *testing.T) {
 	if err := h.Release(ctx, false); err != nil {
 		t.Fatalf("releasing a fail-open holder: %v", err)
 	}
-	closed := newInFlight(t, failing{}, 1, sluice.WithInFlightFailureMode(sluice.FailClosed))
+	closed := newInFlight(t, failing{}, 1, inflight.WithFailureMode(sluice.FailClosed))
 	if h, _, err := closed.Acquire(ctx, "k", false); h != nil || !errors.Is(err, errDown) {
 		t.Fatalf("fail closed: holder %v, error %v; want none and the error", h, err)
 	}
-	if _, err := sluice.NewInFlight(failing{}, "api", 5, sluice.WithInFlightFailureMode(sluice.FailLocal)); err == nil {
-		t.Fatal("fail local without WithInFlightLocal: no error")
+	if _, err := inflight.New(failing{}, "api", 5, inflight.WithFailureMode(sluice.FailLocal)); err == nil {
+		t.Fatal("fail local without WithLocal: no error")
 	}
 	// Fail local, 2 replicas, limit 5: this replica's share is ⌊5/2⌋ = 2
 	// slots on the local store, released there.
 	local := memstore.New()
 	defer local.Close()
-	loc := newInFlight(t, failing{}, 5, sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(2)))
-	var held []*sluice.Holder
+	loc := newInFlight(t, failing{}, 5, inflight.WithFailureMode(sluice.FailLocal), inflight.WithLocal(local, sluice.FixedReplicas(2)))
+	var held []*inflight.Holder
 	for i := range 2 {
 		h, _, err := loc.Acquire(ctx, "k", false)
 		if h == nil || !errors.Is(err, errDown) {
@@ -112,7 +114,7 @@ func TestInFlightFailureModes(t *testing.T) {
 	if h, _, _ := loc.Acquire(ctx, "k", false); h == nil {
 		t.Fatal("fail local: no slot after a local holder was released")
 	}
-	tiny := newInFlight(t, failing{}, 1, sluice.WithInFlightFailureMode(sluice.FailLocal), sluice.WithInFlightLocal(local, sluice.FixedReplicas(3)))
+	tiny := newInFlight(t, failing{}, 1, inflight.WithFailureMode(sluice.FailLocal), inflight.WithLocal(local, sluice.FixedReplicas(3)))
 	if h, _, _ := tiny.Acquire(ctx, "k2", false); h != nil {
 		t.Fatal("fail local with a share of ⌊1/3⌋ = 0: a slot was given")
 	}
@@ -123,19 +125,19 @@ func TestInFlightOptionErrors(t *testing.T) {
 	defer store.Close()
 	for _, tc := range []struct {
 		limit int64
-		opt   sluice.InFlightOption
+		opt   inflight.Option
 		want  string
 	}{
 		{0, nil, "limit 0: must be at least 1"},
-		{1, sluice.WithHolderTTL(time.Microsecond), "WithHolderTTL: 1µs"},
-		{1, sluice.WithReserve(1), "WithReserve: 1"},
-		{1, sluice.WithController(nil), "nil Controller"},
+		{1, inflight.WithTTL(time.Microsecond), "WithTTL: 1µs"},
+		{1, inflight.WithReserve(1), "WithReserve: 1"},
+		{1, inflight.WithController(nil), "nil Controller"},
 	} {
-		var opts []sluice.InFlightOption
+		var opts []inflight.Option
 		if tc.opt != nil {
 			opts = append(opts, tc.opt)
 		}
-		_, err := sluice.NewInFlight(store, "api", tc.limit, opts...)
+		_, err := inflight.New(store, "api", tc.limit, opts...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want one containing %q", err, tc.want)
 		}
@@ -151,7 +153,7 @@ func TestHolderTTL(t *testing.T) {
 		ctx := t.Context()
 		store := memstore.New(memstore.WithSweepInterval(0))
 		defer store.Close()
-		f := newInFlight(t, store, 1, sluice.WithHolderTTL(3*time.Second))
+		f := newInFlight(t, store, 1, inflight.WithTTL(3*time.Second))
 		h, _, _ := f.Acquire(ctx, "k", false)
 		if h == nil {
 			t.Fatal("first acquire refused")
@@ -196,18 +198,18 @@ func TestHolderTTL(t *testing.T) {
 // recorder is a Controller that records its samples.
 type recorder struct {
 	limit   int64
-	samples []sluice.Sample
+	samples []inflight.Sample
 }
 
-func (r *recorder) Limit() int64            { return r.limit }
-func (r *recorder) Observe(s sluice.Sample) { r.samples = append(r.samples, s) }
+func (r *recorder) Limit() int64              { return r.limit }
+func (r *recorder) Observe(s inflight.Sample) { r.samples = append(r.samples, s) }
 
 func TestInFlightController(t *testing.T) {
 	now := time.Unix(100, 0)
 	rec := &recorder{limit: 2}
 	store := memstore.New(memstore.WithSweepInterval(0))
 	defer store.Close()
-	f := newInFlight(t, store, 0, sluice.WithController(rec), sluice.WithInFlightClock(func() time.Time { return now }))
+	f := newInFlight(t, store, 0, inflight.WithController(rec), inflight.WithClock(func() time.Time { return now }))
 	ctx := t.Context()
 	a, _, _ := f.Acquire(ctx, "k", false)
 	b, _, _ := f.Acquire(ctx, "k", false)
@@ -220,7 +222,7 @@ func TestInFlightController(t *testing.T) {
 	now = now.Add(250 * time.Millisecond)
 	b.Release(ctx, true)
 	b.Release(ctx, true) // idempotent: one sample
-	want := []sluice.Sample{{At: now, RTT: 250 * time.Millisecond, InFlight: 2, Dropped: true}}
+	want := []inflight.Sample{{At: now, RTT: 250 * time.Millisecond, InFlight: 2, Dropped: true}}
 	if fmt.Sprint(rec.samples) != fmt.Sprint(want) {
 		t.Fatalf("samples %v, want %v", rec.samples, want)
 	}
@@ -247,15 +249,15 @@ func TestInFlightController(t *testing.T) {
 }
 
 // An in-flight limit of 2 per key over memstore.
-func ExampleInFlight() {
+func ExampleLimiter() {
 	store := memstore.New()
 	defer store.Close()
-	reports, err := sluice.NewInFlight(store, "reports", 2)
+	reports, err := inflight.New(store, "reports", 2)
 	if err != nil {
 		panic(err)
 	}
 	ctx := context.Background()
-	var held []*sluice.Holder
+	var held []*inflight.Holder
 	for i := range 3 {
 		h, slots, err := reports.Acquire(ctx, "acme", false)
 		if err != nil {
@@ -276,4 +278,66 @@ func ExampleInFlight() {
 	// request 1: admitted true, 2 held
 	// request 2: admitted false, 2 held
 	// after release: admitted true
+}
+
+// hanging is a Semaphore whose Acquire fails and whose Release hangs
+// until its context ends: a store that has stopped answering.
+type hanging struct{ releasing *atomic.Int64 }
+
+func (hanging) Acquire(context.Context, string, string, string, int64, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errDown
+}
+func (s hanging) Release(ctx context.Context, _, _, _ string) (inflight.Slots, error) {
+	s.releasing.Add(1)
+	defer s.releasing.Add(-1)
+	<-ctx.Done()
+	return inflight.Slots{}, ctx.Err()
+}
+func (hanging) Extend(context.Context, string, string, string, time.Duration) (inflight.Slots, error) {
+	return inflight.Slots{}, errDown
+}
+
+// TestFailedAcquiresCostNoGoroutines: a failing store costs no goroutine
+// per failed Acquire (on 1b40f8a each started one to release its slot, so
+// 100 failures against a hanging store left 100 goroutines waiting): the
+// releases are retried one at a time, and their number is bounded.
+func TestFailedAcquiresCostNoGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var releasing atomic.Int64
+		f, err := inflight.New(hanging{&releasing}, "api", 5, inflight.WithTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			if _, _, err := f.Acquire(context.Background(), "k", false); !errors.Is(err, errDown) {
+				t.Fatalf("Acquire on a failing store: %v", err)
+			}
+		}
+		synctest.Wait()
+		if n := releasing.Load(); n > 1 {
+			t.Errorf("%d releases in flight at once after 100 failed acquires, want at most 1", n)
+		}
+		time.Sleep(time.Hour) // the retries give up, each after the TTL
+		synctest.Wait()
+		if n := releasing.Load(); n != 0 {
+			t.Errorf("%d releases still in flight after an hour", n)
+		}
+	})
+}
+
+// TestClosedStoreNeverAdmits: a closed store is never a reason to admit,
+// whatever the failure mode (on 1b40f8a a FailOpen in-flight limit over a
+// closed store handed out holders).
+func TestClosedStoreNeverAdmits(t *testing.T) {
+	local := memstore.New()
+	defer local.Close()
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+		store := memstore.New()
+		f := newInFlight(t, store, 5, inflight.WithFailureMode(mode), inflight.WithLocal(local, nil))
+		store.Close()
+		h, _, err := f.Acquire(t.Context(), "k", false)
+		if h != nil || !errors.Is(err, sluice.ErrStoreClosed) {
+			t.Errorf("fail-%v: Acquire on a closed store: holder %v, %v; want none and ErrStoreClosed", mode, h, err)
+		}
+	}
 }

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
 
 // State is the per-key state of a policy. The zero State is the idle state
 // (a full bucket, empty windows) for every algorithm. Stores persist it and
@@ -40,7 +44,7 @@ type LogEntry struct {
 // atomicity and supply the time. The Go models are the oracle that every
 // store is tested against.
 type Model struct {
-	policy Policy
+	policy sluice.Policy
 	kind   kind
 	leaky  bool // leaky-bucket: admitted requests get a Delay
 	limit  int64
@@ -54,12 +58,12 @@ type Model struct {
 	numDiv, periodDiv divisor
 }
 
-// NewModel validates p and returns its model.
-func NewModel(p Policy) (*Model, error) {
+// New validates p and returns its model.
+func New(p sluice.Policy) (*Model, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{policy: p, kind: kindOf(p.Algorithm), leaky: p.Algorithm == LeakyBucket, limit: p.Limit, burst: p.Capacity(), period: int64(p.Period)}
+	m := &Model{policy: p, kind: kindOf(p.Algorithm), leaky: p.Algorithm == sluice.LeakyBucket, limit: p.Limit, burst: p.Capacity(), period: int64(p.Period)}
 	g := gcd(m.period, m.limit)
 	m.num, m.den = m.period/g, m.limit/g
 	m.burstDur = m.dur(m.burst)
@@ -69,7 +73,7 @@ func NewModel(p Policy) (*Model, error) {
 }
 
 // Policy returns the policy m evaluates.
-func (m *Model) Policy() Policy { return m.policy }
+func (m *Model) Policy() sluice.Policy { return m.policy }
 
 // Denominator returns the denominator of State.Frac for the bucket kinds:
 // Frac is always in [0, Denominator()).
@@ -88,10 +92,10 @@ func (m *Model) Denominator() int64 { return m.den }
 // For sliding-log the returned state may share s.Log's backing array (it
 // appends in place when there is room); a caller that keeps the new state
 // must not use s again.
-func (m *Model) Take(s State, now, cost int64) (State, Decision) {
-	now = min(max(now, 0), MaxTime)
+func (m *Model) Take(s State, now, cost int64) (State, sluice.Decision) {
+	now = min(max(now, 0), sluice.MaxTime)
 	if cost < 0 {
-		return s, Decision{Limit: m.limit, Impossible: true}
+		return s, sluice.Decision{Limit: m.limit, Impossible: true}
 	}
 	switch m.kind {
 	case fixedKind:
@@ -154,13 +158,13 @@ const (
 	logKind
 )
 
-func kindOf(a Algorithm) kind {
+func kindOf(a sluice.Algorithm) kind {
 	switch a {
-	case FixedWindow:
+	case sluice.FixedWindow:
 		return fixedKind
-	case SlidingWindow:
+	case sluice.SlidingWindow:
 		return slidingKind
-	case SlidingLog:
+	case sluice.SlidingLog:
 		return logKind
 	}
 	return bucketKind
@@ -170,9 +174,9 @@ func kindOf(a Algorithm) kind {
 // after its last admission: the longest a store must remember a key.
 func (m *Model) IdleAfter() time.Duration {
 	switch m.policy.Algorithm {
-	case FixedWindow, SlidingLog:
+	case sluice.FixedWindow, sluice.SlidingLog:
 		return time.Duration(m.period)
-	case SlidingWindow:
+	case sluice.SlidingWindow:
 		return time.Duration(2 * m.period)
 	default:
 		return time.Duration(m.burstDur.ceil())

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice_test
+package model_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // TestXRate compares token-bucket and gcra with golang.org/x/time/rate on
@@ -81,7 +82,7 @@ func xrateSlack(burstDur *big.Rat) *big.Rat {
 // xrateTrace runs one random trace and returns the number of decisions and
 // of ties on which x/time/rate decided differently.
 func xrateTrace(t *testing.T, p sluice.Policy, seed uint64) (decisions, ties int) {
-	m, err := sluice.NewModel(p)
+	m, err := model.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,12 +97,12 @@ func xrateTrace(t *testing.T, p sluice.Policy, seed uint64) (decisions, ties int
 
 	var (
 		lim   *rate.Limiter
-		state sluice.State
+		state model.State
 		tat   *big.Rat // exact TAT, ns since the epoch
 	)
 	restart := func() {
 		lim = rate.NewLimiter(rate.Limit(perSecond), int(p.Burst))
-		state = sluice.State{}
+		state = model.State{}
 		tat = new(big.Rat)
 	}
 	restart()

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package inflight
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type inflight struct {
 // be in flight at once.
 func NewConcurrency(limit int) (*Concurrency, error) {
 	if limit < 1 {
-		return nil, fmt.Errorf("sluice: NewConcurrency: limit %d: must be at least 1", limit)
+		return nil, fmt.Errorf("inflight: NewConcurrency: limit %d: must be at least 1", limit)
 	}
 	return &Concurrency{limit: limit, keys: make(map[string]*inflight)}, nil
 }

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
 import (
+	"github.com/sluicehq/sluice"
+
 	"testing"
 	"time"
 )
@@ -10,9 +12,9 @@ import (
 // BenchmarkModelTake measures one decision of each model on a key that is
 // mostly over its limit (the hot case under load), without any store.
 func BenchmarkModelTake(b *testing.B) {
-	for _, alg := range Algorithms {
+	for _, alg := range sluice.Algorithms() {
 		b.Run("alg="+string(alg), func(b *testing.B) {
-			m, err := NewModel(Policy{Algorithm: alg, Limit: 100, Period: time.Second})
+			m, err := New(sluice.Policy{Algorithm: alg, Limit: 100, Period: time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -29,7 +31,7 @@ func BenchmarkModelTake(b *testing.B) {
 
 // BenchmarkClock measures reading the default clock.
 func BenchmarkClock(b *testing.B) {
-	c := MonotonicClock()
+	c := sluice.MonotonicClock()
 	var sink int64
 	for b.Loop() {
 		sink += c.Now().UnixNano()

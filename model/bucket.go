@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
 
 // bucket is the model of token-bucket, gcra and leaky-bucket: one
 // theoretical arrival time (TAT). With emission interval T = Period/Limit, a
@@ -10,8 +14,8 @@ import "time"
 // then TAT = max(TAT, t) + c·T. The bucket holds Burst−⌈(TAT−t)/T⌉ tokens.
 // The leaky-bucket queue admits exactly the same requests; an admitted
 // request waits max(0, TAT−t), the TAT before it, to be released.
-func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
-	var d Decision
+func (m *Model) bucket(s State, now, cost int64) (State, sluice.Decision) {
+	var d sluice.Decision
 	m.takeBucket(&s.Time, &s.Frac, now, cost, &d)
 	return s, d
 }
@@ -19,8 +23,8 @@ func (m *Model) bucket(s State, now, cost int64) (State, Decision) {
 // takeBucket is bucket on the TAT alone, (*ns, *frac), which it updates in
 // place when the request is admitted with cost > 0; it sets *d to the
 // decision. now is clamped already.
-func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *Decision) {
-	*d = Decision{Limit: m.limit}
+func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *sluice.Decision) {
+	*d = sluice.Decision{Limit: m.limit}
 	tat := rtime{*ns, *frac}
 	t := rtime{now, 0}
 	if tat.less(t) {

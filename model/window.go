@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
 
 // fixedWindow admits iff count(window) + c ≤ Limit, with windows aligned to
 // multiples of Period since the Unix epoch.
-func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
-	var d Decision
+func (m *Model) fixedWindow(s State, now, cost int64) (State, sluice.Decision) {
+	var d sluice.Decision
 	m.takeFixed(&s.Time, &s.Count, now, cost, &d)
 	if d.Allowed && cost > 0 {
 		s.Frac, s.Prev, s.Log = 0, 0, nil
@@ -18,8 +22,8 @@ func (m *Model) fixedWindow(s State, now, cost int64) (State, Decision) {
 // takeFixed is fixedWindow on the state's (Time, Count) at (*start, *count),
 // which it updates in place when the request is admitted with cost > 0; it
 // sets *d to the decision. now is clamped already.
-func (m *Model) takeFixed(start, count *int64, now, cost int64, d *Decision) {
-	*d = Decision{Limit: m.limit}
+func (m *Model) takeFixed(start, count *int64, now, cost int64, d *sluice.Decision) {
+	*d = sluice.Decision{Limit: m.limit}
 	now = max(now, *start)                // a clock that stepped back stays in the newest window
 	ws := m.periodDiv.div(now) * m.period // now ≥ 0: the aligned window start
 	end := ws + m.period
@@ -52,8 +56,8 @@ func (m *Model) takeFixed(start, count *int64, now, cost int64, d *Decision) {
 // slidingWindow admits iff prev·(P−e)/P + cur + c ≤ Limit, where e is the
 // time since the current aligned window began; compared exactly as
 // prev·(P−e) + (cur+c)·P ≤ Limit·P in 128 bits.
-func (m *Model) slidingWindow(s State, now, cost int64) (State, Decision) {
-	var d Decision
+func (m *Model) slidingWindow(s State, now, cost int64) (State, sluice.Decision) {
+	var d sluice.Decision
 	m.takeSliding(&s.Time, &s.Count, &s.Prev, now, cost, &d)
 	if d.Allowed && cost > 0 {
 		s.Frac, s.Log = 0, nil
@@ -64,8 +68,8 @@ func (m *Model) slidingWindow(s State, now, cost int64) (State, Decision) {
 // takeSliding is slidingWindow on the state's (Time, Count, Prev) at
 // (*start, *count, *prev), which it updates in place when the request is
 // admitted with cost > 0; it sets *d to the decision. now is clamped already.
-func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64, d *Decision) {
-	*d = Decision{Limit: m.limit}
+func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64, d *sluice.Decision) {
+	*d = sluice.Decision{Limit: m.limit}
 	now = max(now, *start)
 	p := m.period
 	ws := m.periodDiv.div(now) * p // now ≥ 0: the aligned window start

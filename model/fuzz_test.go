@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+package model
 
 import (
+	"github.com/sluicehq/sluice"
+
 	"encoding/binary"
 	"math/big"
 	"testing"
@@ -13,14 +15,14 @@ import (
 // written straight from the semantics table in DESIGN.md §2. The fuzz test
 // checks the int64 models against it.
 type ref struct {
-	alg            Algorithm
+	alg            sluice.Algorithm
 	n, b, p        *big.Rat // limit, burst, period (ns)
 	tat            *big.Rat // bucket kinds
 	win, cur, prev int64    // window kinds: window index and counts
 	log            [][2]int64
 }
 
-func newRef(p Policy) *ref {
+func newRef(p sluice.Policy) *ref {
 	return &ref{alg: p.Algorithm, n: big.NewRat(p.Limit, 1), b: big.NewRat(p.Capacity(), 1),
 		p: big.NewRat(int64(p.Period), 1), tat: new(big.Rat), win: -1 << 62}
 }
@@ -36,7 +38,7 @@ func (r *ref) clone() *ref {
 func (r *ref) admit(t, c int64) bool {
 	rt, rc := big.NewRat(t, 1), big.NewRat(c, 1)
 	switch r.alg {
-	case FixedWindow, SlidingWindow:
+	case sluice.FixedWindow, sluice.SlidingWindow:
 		pn := r.p.Num().Int64()
 		w := floorDiv(t, pn)
 		if w < r.win { // a clock that stepped back stays in the newest window
@@ -50,7 +52,7 @@ func (r *ref) admit(t, c int64) bool {
 		}
 		r.win = w
 		used := new(big.Rat).Add(big.NewRat(r.cur, 1), rc) // in int64, cur+c can overflow
-		if r.alg == SlidingWindow {
+		if r.alg == sluice.SlidingWindow {
 			e := t - w*pn
 			weight := new(big.Rat).Mul(big.NewRat(r.prev, 1), big.NewRat(pn-e, pn))
 			used.Add(used, weight)
@@ -60,7 +62,7 @@ func (r *ref) admit(t, c int64) bool {
 		}
 		r.cur += c
 		return true
-	case SlidingLog:
+	case sluice.SlidingLog:
 		var sum int64
 		for _, e := range r.log {
 			if e[0] > t-r.p.Num().Int64() {
@@ -98,14 +100,14 @@ func FuzzModels(f *testing.F) {
 	f.Add(uint8(0), int64(5), int64(time.Second), int64(10), int64(0), []byte("\x00\x01\x00\x01\x00\x01\x00\x01\x00\x01\x00\x01\x10\x01"))
 	f.Add(uint8(3), int64(100), int64(time.Minute), int64(0), int64(59e9), []byte("\x00\x64\xff\x01\x00\x01"))
 	f.Add(uint8(5), int64(50), int64(time.Minute), int64(0), int64(1<<61), []byte("\x30\x2a\x20\x12\x01\x01\x01\x01"))
-	f.Add(uint8(4), int64(7), int64(3), int64(0), int64(MaxTime-5), []byte("\x00\x03\x01\x04\x02\x07\x00\x01"))
+	f.Add(uint8(4), int64(7), int64(3), int64(0), int64(sluice.MaxTime-5), []byte("\x00\x03\x01\x04\x02\x07\x00\x01"))
 	f.Add(uint8(2), int64(3000), int64(time.Second), int64(5000), int64(0), []byte("\x00\xff\x00\xff\x80\xff\x00\x10"))
-	f.Add(uint8(1), int64(MaxLimit), int64(1), int64(MaxLimit), int64(7), []byte("\x01\x02\x03\x04"))
+	f.Add(uint8(1), int64(sluice.MaxLimit), int64(1), int64(sluice.MaxLimit), int64(7), []byte("\x01\x02\x03\x04"))
 	// Two takes of the whole MaxLimit at one instant: the second must be
 	// refused, on every algorithm (a sum of the count and the cost would
 	// overflow int64).
-	for alg := range Algorithms {
-		f.Add(uint8(alg), int64(MaxLimit), int64(time.Second), int64(0), int64(0), []byte("\x00\xff\x00\xff\x00\x01"))
+	for alg := range sluice.Algorithms() {
+		f.Add(uint8(alg), int64(sluice.MaxLimit), int64(time.Second), int64(0), int64(0), []byte("\x00\xff\x00\xff\x00\x01"))
 	}
 	f.Fuzz(checkModel)
 }
@@ -113,15 +115,15 @@ func FuzzModels(f *testing.F) {
 // checkModel is FuzzModels' body.
 func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []byte) {
 	{
-		p := Policy{Algorithm: Algorithms[int(alg)%len(Algorithms)], Limit: limit, Period: time.Duration(period), Burst: burst}
-		m, err := NewModel(p)
+		p := sluice.Policy{Algorithm: sluice.Algorithms()[int(alg)%len(sluice.Algorithms())], Limit: limit, Period: time.Duration(period), Burst: burst}
+		m, err := New(p)
 		if err != nil {
 			return // Validate refused it (without panicking)
 		}
 		if len(ops) > 256 {
 			ops = ops[:256]
 		}
-		now := min(max(t0, 0), MaxTime)
+		now := min(max(t0, 0), sluice.MaxTime)
 		r := newRef(p)
 		var s State
 		for i := 0; i+1 < len(ops); i += 2 {
@@ -136,16 +138,16 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 			default:
 				now += int64(step&1+1) * period
 			}
-			if now > MaxTime {
+			if now > sluice.MaxTime {
 				return
 			}
 			cost := int64(ops[i+1] & 0x7f)
 			if ops[i+1]&0x80 != 0 {
 				cost = (cost + 1) * max(1, p.Capacity()/128)
 			}
-			var d Decision
+			var d sluice.Decision
 			before := s
-			if p.Algorithm == SlidingLog {
+			if p.Algorithm == sluice.SlidingLog {
 				before.Log = append([]LogEntry(nil), s.Log...)
 			}
 			s, d = m.Take(s, now, cost)
@@ -178,7 +180,7 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 			cost = judged
 			// Rejected: exactly RetryAfter from now it fits, not 1ns earlier.
 			at := now + int64(d.RetryAfter)
-			if at > MaxTime {
+			if at > sluice.MaxTime {
 				continue // beyond the models' time domain
 			}
 			if d.RetryAfter <= 0 {
@@ -206,7 +208,7 @@ func TestModelsAgainstReference(t *testing.T) {
 	}
 	var buf [128]byte
 	seed := uint64(1)
-	for alg := range Algorithms {
+	for alg := range sluice.Algorithms() {
 		for _, pr := range params {
 			for trial := 0; trial < 20; trial++ {
 				for i := range buf {
@@ -214,7 +216,7 @@ func TestModelsAgainstReference(t *testing.T) {
 					buf[i] = byte(seed >> 56)
 				}
 				burst := pr.burst
-				if !Algorithms[alg].IsBucket() {
+				if !sluice.Algorithms()[alg].IsBucket() {
 					burst = 0
 				}
 				t0 := int64(binary.LittleEndian.Uint32(buf[:4])) * 1e6

@@ -1,21 +1,38 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice_test
+package lease_test
 
 import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
+
+// leased is a Limiter over its own lease.Store, as one process has.
+type leased struct {
+	*sluice.Limiter
+	ls *lease.Store
+}
+
+func newLeased(store sluice.Store, p sluice.Policy, target time.Duration, clock sluice.Clock) (leased, error) {
+	ls := lease.New(store, lease.WithTarget(target), lease.WithClock(clock))
+	l, err := sluice.NewLimiter(ls, p)
+	return leased{l, ls}, err
+}
+
+func (l leased) LeaseStats() lease.Stats { return l.ls.Stats(l.Policy()) }
+
+func (l leased) ReleaseLeases(ctx context.Context) error { return l.ls.Release(ctx, l.Policy()) }
 
 // TestLeaseUnitDeadline drives a token-bucket block to the edge of its
 // validity: a unit of a block taken from the TAT A is good until A + (i−1)·T
@@ -27,7 +44,7 @@ func TestLeaseUnitDeadline(t *testing.T) {
 	defer store.Close()
 	// T = 100 ms.
 	p := sluice.Policy{Name: "edge", Algorithm: sluice.TokenBucket, Limit: 10, Period: time.Second}
-	l, err := sluice.NewLimiter(store, p, sluice.WithLease(50*time.Millisecond), sluice.WithClock(clock))
+	l, err := newLeased(store, p, 50*time.Millisecond, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +79,7 @@ func TestLeaseUnitDeadline(t *testing.T) {
 	clock.Set(t0)
 	store2 := memstore.New(memstore.WithClock(clock))
 	defer store2.Close()
-	l, _ = sluice.NewLimiter(store2, p, sluice.WithLease(50*time.Millisecond), sluice.WithClock(clock))
+	l, _ = newLeased(store2, p, 50*time.Millisecond, clock)
 	allow(0)
 	allow(time.Millisecond)
 	if d, calls := allow(200 * time.Millisecond); calls == 0 {
@@ -72,70 +89,6 @@ func TestLeaseUnitDeadline(t *testing.T) {
 
 // TestLeaseRefused: algorithms where a lease cannot keep the exact limit
 // are refused with an error naming them, and shards reject bad counts.
-func TestLeaseRefused(t *testing.T) {
-	store := memstore.New()
-	defer store.Close()
-	for _, a := range []sluice.Algorithm{sluice.SlidingLog, sluice.SlidingWindow, sluice.LeakyBucket} {
-		_, err := sluice.NewLimiter(store, sluice.Policy{Name: "x", Algorithm: a, Limit: 10, Period: time.Second}, sluice.WithLease(0))
-		if err == nil || !strings.Contains(err.Error(), "lease: not supported for algorithm "+string(a)) {
-			t.Errorf("%s with a lease: %v", a, err)
-		}
-	}
-	for _, tc := range []struct {
-		p    sluice.Policy
-		n    int
-		want string
-	}{
-		{sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}, -1, "shards -1: must be between 1 and 64"},
-		{sluice.Policy{Algorithm: sluice.GCRA, Limit: 100, Period: time.Second}, 65, "shards 65: must be between 1 and 64"},
-		{sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Second, Burst: 2}, 3, "shards 3: more than the limit 10 or burst 2"},
-		{sluice.Policy{Algorithm: sluice.LeakyBucket, Limit: 10, Period: time.Second}, 2, "not supported for leaky-bucket"},
-	} {
-		if _, err := sluice.NewLimiter(store, tc.p, sluice.WithShards(tc.n)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v with %d shards: %v, want %q", tc.p, tc.n, err, tc.want)
-		}
-	}
-	_, err := sluice.NewLimiter(store, sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}, sluice.WithLease(0), sluice.WithShards(2))
-	if err == nil || !strings.Contains(err.Error(), "cannot be combined with leases") {
-		t.Errorf("leases and shards: %v", err)
-	}
-}
-
-// TestShardsAllowAll: in an AllowAll batch a sharded limit offers one shard,
-// all-or-nothing with the others, and reports the whole policy's limit.
-func TestShardsAllowAll(t *testing.T) {
-	clock := sluicetest.NewClock(time.Unix(0, 0))
-	store := memstore.New(memstore.WithClock(clock))
-	defer store.Close()
-	sharded, _ := sluice.NewLimiter(store, sluice.Policy{Name: "s", Algorithm: sluice.FixedWindow, Limit: 6, Period: time.Second}, sluice.WithShards(3))
-	other, _ := sluice.NewLimiter(store, sluice.Policy{Name: "o", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Second})
-	ctx := context.Background()
-	admitted := 0
-	for range 10 {
-		res, err := sluice.AllowAll(ctx, sluice.Check{Limiter: sharded, Key: "k"}, sluice.Check{Limiter: other, Key: "k", Cost: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Decisions[0].Limit != 6 {
-			t.Errorf("the sharded check reports limit %d, want 6", res.Decisions[0].Limit)
-		}
-		if res.Allowed {
-			admitted++
-		}
-	}
-	if admitted != 4 {
-		t.Errorf("admitted %d, want 4 (the other limit)", admitted)
-	}
-	// What was refused consumed nothing: the shards hold 4 of 6 units.
-	d, err := sharded.AllowN(ctx, "k", 1)
-	if err != nil || !d.Allowed {
-		t.Errorf("the sharded limit after the batch: %+v %v", d, err)
-	}
-	if _, err := sharded.Wait(ctx, "k", 3); !errors.Is(err, sluice.ErrImpossible) {
-		t.Errorf("Wait for 3 units, more than any of the 3 shards of 6 holds: %v, want ErrImpossible", err)
-	}
-}
-
 // TestReleaseLeases: a retired limiter gives its unspent block back, and
 // another process can take those units at once.
 func TestReleaseLeases(t *testing.T) {
@@ -143,8 +96,8 @@ func TestReleaseLeases(t *testing.T) {
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
 	p := sluice.Policy{Name: "rel", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Hour}
-	a, _ := sluice.NewLimiter(store, p, sluice.WithLease(time.Second), sluice.WithClock(clock))
-	b, _ := sluice.NewLimiter(store, p, sluice.WithLease(time.Second), sluice.WithClock(clock))
+	a, _ := newLeased(store, p, time.Second, clock)
+	b, _ := newLeased(store, p, time.Second, clock)
 	ctx := context.Background()
 	for range 20 { // a grows blocks: 1, 2, 4, 8, 16, ...
 		clock.Advance(time.Millisecond)
@@ -183,7 +136,7 @@ func TestLeaseManyKeys(t *testing.T) {
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
 	p := sluice.Policy{Name: "many", Algorithm: sluice.FixedWindow, Limit: 3, Period: time.Hour}
-	l, _ := sluice.NewLimiter(store, p, sluice.WithLease(0), sluice.WithClock(clock))
+	l, _ := newLeased(store, p, 0, clock)
 	ctx := context.Background()
 	const keys, workers = 3000, 8
 	var wg sync.WaitGroup
@@ -213,39 +166,6 @@ func TestLeaseManyKeys(t *testing.T) {
 	}
 }
 
-// TestAllowAllOneCheck: a batch of one check is decided as that limiter's
-// AllowN decides it: through its leases, and for a sharded limit by every
-// shard in turn (the contract: refused only when every shard would refuse).
-func TestAllowAllOneCheck(t *testing.T) {
-	clock := sluicetest.NewClock(time.Unix(0, 0))
-	store := memstore.New(memstore.WithClock(clock))
-	defer store.Close()
-	ctx := context.Background()
-	sharded, err := sluice.NewLimiter(store, sluice.Policy{Name: "s", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Second}, sluice.WithShards(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, cost := range []int64{2, 1, 1} { // 4 units of 4: the last finds one shard empty, the other not
-		res, err := sluice.AllowAll(ctx, sluice.Check{Limiter: sharded, Key: "k", Cost: cost})
-		if err != nil || !res.Allowed || res.Refused != -1 || res.Decisions[0].Limit != 4 {
-			t.Errorf("request %d (cost %d): %+v %v, want admitted", i, cost, res, err)
-		}
-	}
-	leased, err := sluice.NewLimiter(store, sluice.Policy{Name: "l", Algorithm: sluice.TokenBucket, Limit: 100, Period: time.Second},
-		sluice.WithLease(0), sluice.WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 10 {
-		if res, err := sluice.AllowAll(ctx, sluice.Check{Limiter: leased, Key: "k", Cost: 1}); err != nil || !res.Allowed {
-			t.Fatalf("leased: %+v %v", res, err)
-		}
-	}
-	if st := leased.LeaseStats(); st.Spent != 10 {
-		t.Errorf("LeaseStats() = %+v, want 10 units spent from leases", st)
-	}
-}
-
 // TestLeaseRemaining: a decision made from a lease reports what the key
 // has left, as one without leases would: for one process on a fixed
 // window, exactly the limit less what it admitted (not the few units its
@@ -254,8 +174,7 @@ func TestLeaseRemaining(t *testing.T) {
 	clock := sluicetest.NewClock(time.Unix(0, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
-	l, err := sluice.NewLimiter(store, sluice.Policy{Name: "w", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Second},
-		sluice.WithLease(0), sluice.WithClock(clock))
+	l, err := newLeased(store, sluice.Policy{Name: "w", Algorithm: sluice.FixedWindow, Limit: 100, Period: time.Second}, 0, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,4 +192,41 @@ func TestLeaseRemaining(t *testing.T) {
 	if st := l.LeaseStats(); st.Local == 0 {
 		t.Errorf("LeaseStats() = %+v: no local decision, the test tests nothing", st)
 	}
+}
+
+// slow is a store that takes 500ms to answer, whatever the caller's
+// context says.
+type slow struct{ sluice.Store }
+
+func (s slow) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	time.Sleep(500 * time.Millisecond)
+	return s.Store.Take(context.WithoutCancel(ctx), p, key, cost)
+}
+
+// TestLeaseWaitEndsWithCtx: a request waiting for another request of its
+// key (which holds the key's lease across a slow store round trip) returns
+// when its own context ends (on 1b40f8a, with a 500ms store a call with a
+// 20ms deadline returned after 480ms).
+func TestLeaseWaitEndsWithCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New(memstore.WithSweepInterval(0))
+		defer mem.Close()
+		ls := lease.New(slow{mem})
+		l, err := sluice.NewLimiter(ls, sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		go l.Allow(ctx, "k") // holds k's lease for 500ms
+		time.Sleep(time.Millisecond)
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		d, err := l.Allow(short, "k")
+		if took := time.Since(start); took > 20*time.Millisecond || !errors.Is(err, context.DeadlineExceeded) || d.Allowed {
+			t.Errorf("a waiting Allow with a 20ms deadline: %+v %v after %v; want refused with DeadlineExceeded after 19ms", d, err, took)
+		}
+		synctest.Wait()
+		time.Sleep(time.Second) // let the slow take finish inside the bubble
+	})
 }

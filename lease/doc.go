@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// Package lease wraps a sluice.Store so that hot keys are decided from
+// local budgets (leases) taken from the store in blocks, never admitting
+// more than the exact limit.
+//
+//	store := lease.New(redis)             // one per process
+//	lim, _ := sluice.NewLimiter(store, p) // as over any store
+//
+// A Store (rate_limit.lease: true in the service) takes a
+// block of k units from the store in one round trip (a plain Take of cost
+// k) and spend it in process. The block is sized from this process's own
+// demand: the units it used since its last block, as a rate, times the
+// target lease duration (DefaultTarget, WithTarget), at most twice the last block
+// and at most half of what the store had left at the last take, so blocks
+// shrink to single requests when the shared capacity runs low. Unspent
+// units go back (Giver) when a block lapses, and when the limiter is
+// retired (Store.Release, Store.ReleaseAll; serve calls them on shutdown and
+// for rules a reload replaces). A refusal by a store that has
+// no whole unit left is reused locally until the store can have one. A
+// decision made from a block reports as Remaining the store's Remaining
+// after the block's take plus the block's unspent units: what the key has
+// left as of that take, less what this block spent since (refill and other
+// processes' takes since then are not seen).
+// Leases support token-bucket, gcra and fixed-window (Supported); a Store
+// passes the other algorithms, and peeks, straight to the store it wraps,
+// and so does TakeAll: an all-or-nothing batch is decided by the store.
+// A request waiting for another request of its key (which holds the key's
+// lease across a store round trip) returns when its context ends.
+//
+// Contract: leases never admit more than the exact limit. Every set of
+// requests a fleet of leasing limiters admits, replayed at the instants
+// they were admitted through the exact model of one key, is admitted by it.
+// Proof sketch for the bucket kinds (T = Period/Limit): let S be the
+// store's TAT, E the TAT of the exact replay and U the units held unspent
+// by all live blocks. Admissions keep E ≤ S − U·T (a block's take adds k·T
+// to S and k to U; spending moves c·T from U·T to E, and E's max(E, t)
+// never bites while S − U·T ≥ t). That last condition is what time can
+// break, and a block keeps it: a block taken at t0 that moved the TAT from
+// max(TAT, t0) = A to A + k·T may spend its i-th unit (i = 1..k) only up
+// to the instant A + (i−1)·T, the moment the exact bucket would have
+// refilled past that unit. The limiter checks this against its own clock
+// from the call's start, with the TAT's distance from the store's now
+// (ResetAfter, less the 1 ns it may be rounded up by), so clock offsets
+// between processes do not matter, only clock rates. A block of a full
+// bucket must therefore be spent at least at the refill rate: leases help
+// exactly when demand exceeds it. A return is safe only where it is
+// equivalent to the block having been smaller: for the bucket kinds only if
+// nothing changed the key since the take (the TAT is still the one the
+// take left), for fixed-window while the window is the same (model.Model.Give).
+// A fixed-window block is valid only in the window it was taken in. The
+// sliding kinds record units when they are taken, so a later spend could
+// fall outside what they count; leaky-bucket's delays make it a shaper.
+//
+// What leases buy therefore depends on the algorithm and the load. A
+// fixed-window block lasts until its window ends, so a key under its limit
+// is decided locally with one round trip per block, and a key over it is
+// refused locally until the window ends. A token-bucket or gcra block taken
+// from a full bucket must be spent at least at the refill rate, so a key
+// well under its limit (a bucket that stays full) gains nothing: its blocks
+// lapse and shrink to one unit. A hot key runs its bucket in debt, where a
+// block lasts up to Burst·T, and its refusals are reused until a unit
+// refills: one round trip per unit refilled per process at most, however
+// many requests arrive.
+//
+// Leases may refuse early, by no more than the capacity blocks hold: with
+// H(t) the most units that blocks of all processes together had taken and
+// not spent at any instant up to t (held by live blocks, lapsed ones not
+// given back, or given back while a refusal was being reused), a request
+// of cost c refused at t is one the exact model would also refuse at t, or
+// one for which c > R(t) − H(t), R(t) being what the exact model has left:
+// the store's state is the exact one plus at most those units. RetryAfter is never early: a leased refusal is the
+// store's (or the store's reused until it can have changed), and the
+// store's state is never behind the exact one. storetest.Leases replays
+// every admission of three leasing replicas through the exact model and
+// checks both bounds, on memstore and on real Redis.
+package lease
