@@ -76,6 +76,8 @@ type Server struct {
 	gateways []*Gateway // built by Apply for each configuration
 
 	rlqs *rlqs.Service // rlqs.go
+
+	quota quotaState // limits.go, usage.go
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -128,6 +130,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	}
 	s.metrics.registry.MustRegister(newLiveCollector(s))
 	s.setupFallback()
+	s.setupQuota()
 	if err := s.registerCollectors(); err != nil {
 		return nil, err
 	}
@@ -208,6 +211,7 @@ func (s *Server) Apply(c *config.Config) error {
 		g.cur.Store(&gatewayState{handler: handlers[i]})
 	}
 	s.retire(prev, sn)
+	s.quotaApplied(c)
 	s.live.applied(c, sn.loaded)
 	s.metrics.reloaded(true, sn.loaded)
 	return nil
