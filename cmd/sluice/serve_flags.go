@@ -207,10 +207,10 @@ type serveOptions struct {
 	shadowMode      bool // server.WithShadowMode
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
-	procs           int  // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
-	rawSockets      bool // --raw-sockets: internal/rawconn on gRPC and Redis connections
+	procs           int    // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
+	rawSockets      bool   // --raw-sockets: internal/rawconn on gRPC and Redis connections
 	adminTokenFile  string // --admin-token-file: the limits API's tokens
-	replicas        int  // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
+	replicas        int    // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
 
 	// For tests: called once both listeners are up, and when shutdown
 	// begins.
