@@ -261,6 +261,25 @@ type adminToken struct {
 	sum  [sha256.Size]byte
 }
 
+// overrideSettle is how long a change through the limits API waits, after
+// the store has it, before it answers. On Redis, Redis sends each replica
+// that has read the override its invalidation before it answers the write,
+// on the replica's own connection; the replica applies it when its reader
+// takes it off the socket, microseconds later unless the replica is
+// starved of CPU. Waiting overrideSettle before answering makes the
+// change's "next request on every replica" hold even for a replica whose
+// reader is that much behind. (A change is an operator's action; 50 ms is
+// nothing to it.)
+const overrideSettle = 50 * time.Millisecond
+
+// settle waits overrideSettle after a change, when overrides are shared
+// (not in memory, where a change is seen at once).
+func (q *quotaState) settle() {
+	if _, mem := q.store.(*MemoryOverrides); !mem {
+		time.Sleep(overrideSettle)
+	}
+}
+
 // quotaState is the server's per-key limits and usage state.
 type quotaState struct {
 	store  OverrideStore
@@ -670,6 +689,7 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 		ans.Effective = ans.Override.Limit
 	}
 	if r.Method != http.MethodGet {
+		s.quota.settle()
 		ans.Before = decodeRecord(prev)
 		before, after := "default", "default"
 		if ans.Before != nil {

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package redisstore
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestOverrideCacheRedis: a replica answers an override it has read from
+// its own memory, and sees another client's write on its next read.
+func TestOverrideCacheRedis(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	a, err := Open("redis://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open("redis://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	if _, ok, err := b.Override(ctx, "d", "x"); ok || err != nil {
+		t.Fatalf("before: %v %v", ok, err)
+	}
+	for round, spec := range []string{"gcra 5 60000000000 0", "gcra 7 60000000000 0"} {
+		if _, err := a.SetOverride(ctx, "d", "x", spec, "rec"+spec); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := b.Override(ctx, "d", "x"); got != spec || !ok || err != nil {
+			t.Fatalf("round %d: b reads %q %v %v, want %q", round, got, ok, err, spec)
+		}
+	}
+	if rec, err := b.OverrideRecord(ctx, "d", "x"); rec != "recgcra 7 60000000000 0" || err != nil {
+		t.Errorf("record: %q %v", rec, err)
+	}
+	if all, err := b.Overrides(ctx, "d"); len(all) != 1 || err != nil {
+		t.Errorf("overrides: %v %v", all, err)
+	}
+	if prev, err := a.DeleteOverride(ctx, "d", "x"); prev != "recgcra 7 60000000000 0" || err != nil {
+		t.Errorf("delete: %q %v", prev, err)
+	}
+	if _, ok, err := b.Override(ctx, "d", "x"); ok || err != nil {
+		t.Errorf("after delete: %v %v", ok, err)
+	}
+}
