@@ -113,4 +113,3 @@ func TestOverrideFleetRedis(t *testing.T) {
 		})
 	}
 }
-
