@@ -621,8 +621,7 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(entries) == 0 {
 		if r.Method != http.MethodGet {
-			w.Header().Set("Allow", "GET")
-			writeError(w, http.StatusMethodNotAllowed, "%s /v1/limits/{domain}: only GET lists a domain's overrides; PUT and DELETE take a descriptor", r.Method)
+			writeError(w, http.StatusBadRequest, "%s /v1/limits/{domain}/: no descriptor: PUT and DELETE take one (key=value segments)", r.Method)
 			return
 		}
 		s.listLimits(ctx, w, sn, domain)
@@ -680,10 +679,6 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, "domain %q, entries %v: no override to delete", domain, cutEntries(entries))
 			return
 		}
-	default:
-		w.Header().Set("Allow", "GET, PUT, DELETE")
-		writeError(w, http.StatusMethodNotAllowed, "method %s: want GET, PUT or DELETE", r.Method)
-		return
 	}
 	if ans.Override != nil {
 		ans.Effective = ans.Override.Limit
@@ -795,9 +790,15 @@ func (s *Server) reportOrphans(c *config.Config) {
 	}
 }
 
-// quotaRoutes registers the limits API and the usage endpoint.
-func (s *Server) quotaRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/v1/limits/", s.handleLimits) // GET, PUT, DELETE: handleLimits answers 405 otherwise
+// quotaRoutes registers the limits API and the usage endpoint on mux (an
+// *http.ServeMux, or anything with its HandleFunc).
+func (s *Server) quotaRoutes(mux interface {
+	HandleFunc(string, func(http.ResponseWriter, *http.Request))
+}) {
+	mux.HandleFunc("GET /v1/limits/{domain}", s.handleLimits)
+	for _, m := range []string{"GET", "PUT", "DELETE"} {
+		mux.HandleFunc(m+" /v1/limits/{domain}/{descriptor...}", s.handleLimits)
+	}
 	mux.HandleFunc("GET /v1/usage", s.handleUsage)
 }
 
