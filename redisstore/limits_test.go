@@ -4,7 +4,9 @@ package redisstore
 
 import (
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -46,4 +48,47 @@ func TestOverrideCacheRedis(t *testing.T) {
 	if _, ok, err := b.Override(ctx, "d", "x"); ok || err != nil {
 		t.Errorf("after delete: %v %v", ok, err)
 	}
+}
+
+// BenchmarkOverride compares what the decision path pays to read an
+// override (cached: from this process's memory, as Override does) with a
+// read from Redis each time and with a decision (Take).
+func BenchmarkOverride(b *testing.B) {
+	addr := sluicetest.StartRedis(b)
+	s, err := Open("redis://" + addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := b.Context()
+	if _, err := s.SetOverride(ctx, "api", "tenant-1", "gcra 5 60000000000 0", "rec"); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("read=cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok, err := s.Override(ctx, "api", "tenant-1"); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("read=redis", func(b *testing.B) {
+		b.ReportAllocs()
+		cn := s.conn.Load()
+		_, key := s.overrideKeys("api", "tenant-1")
+		for b.Loop() {
+			if err := cn.client.Do(ctx, cn.client.B().Get().Key(key).Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("take", func(b *testing.B) {
+		b.ReportAllocs()
+		p := sluice.Policy{Name: "bench", Algorithm: sluice.GCRA, Limit: 1 << 40, Period: time.Second}
+		for b.Loop() {
+			if _, err := s.Take(ctx, p, "k", 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -67,11 +67,14 @@ import (
 // maxOverridePolicies of them cached); a key's state under its override is
 // apart from its state under the default (an override starts the key
 // afresh, and a deleted one returns it to what it had under the default).
-// Per overridden key, memory holds its record (MemoryOverrides: about
-// 300 bytes with a short descriptor; BenchmarkOverrideMemory) or, on Redis,
-// rueidis's cached reply for the keys this replica has decided (bounded by
-// rueidis's cache size per connection, 128 MiB by default) and, in Redis,
-// the spec string and the record.
+// Per overridden key, memory holds its record (MemoryOverrides: 354 bytes
+// with a one-entry descriptor, BenchmarkOverrideMemory; 100k tenants are
+// 35 MB) or, on Redis, rueidis's cached reply for the keys this replica has
+// decided (bounded by rueidis's cache size per connection, 128 MiB by
+// default) and, in Redis, the spec string and the record. Reading a cached
+// override costs the decision path about 0.5 to 1 µs and 4 allocations,
+// against 17 to 37 µs for a read from Redis and 36 to 43 µs for the
+// decision itself (redisstore's BenchmarkOverride, a shared 2-CPU box).
 
 // OverrideStore keeps per-key limit overrides, by domain and id (an opaque
 // string naming the rule and the key). The spec is what the decision path
@@ -93,7 +96,7 @@ var (
 
 // MaxMemoryOverrides bounds the overrides a MemoryOverrides holds: a set
 // beyond it is refused (507), so a runaway script cannot take the
-// process's memory (at about 300 bytes each, 1M overrides are ~300 MB).
+// process's memory (at about 354 bytes each, 1M overrides are ~370 MB).
 const MaxMemoryOverrides = 1 << 20
 
 // MemoryOverrides is an OverrideStore in this process's memory: its
@@ -293,7 +296,8 @@ type quotaState struct {
 }
 
 // maxOverridePolicies bounds the override policies (a rule copy and its
-// Limiter, ~1 KiB) cached: past it the cache starts again.
+// Limiter) cached: past it the cache starts again. Keys with the same
+// override share one.
 const maxOverridePolicies = 4096
 
 type overridePolicyKey struct {

@@ -5,17 +5,20 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
 )
 
 // tenantsYAML has an overridable rule per algorithm (key "tenant" under
@@ -276,5 +279,31 @@ func TestLoadAdminTokens(t *testing.T) {
 	t.Setenv(AdminTokenEnv, "0123456789abcdefCCCC")
 	if tok, ok, err := EnvAdminToken(); !ok || err != nil || tok.Name != "env" {
 		t.Errorf("env token: %+v %v %v", tok, ok, err)
+	}
+}
+
+// BenchmarkOverrideMemory reports the heap a MemoryOverrides holds per
+// override, with records as the limits API writes them (a one-entry
+// descriptor, "tenant" and a 12-byte value).
+func BenchmarkOverrideMemory(b *testing.B) {
+	const n = 100_000
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		m := &MemoryOverrides{}
+		p := sluice.Policy{Algorithm: sluice.GCRA, Limit: 1000, Period: time.Minute}
+		for i := range n {
+			v := fmt.Sprintf("tenant-%06d", i)
+			entries := []config.Entry{{Key: "tenant", Value: v}}
+			rule := &config.Rule{FullKey: "api.tenant"}
+			o := LimitOverride{Domain: "api", Rule: rule.FullKey, Entries: entries, Limit: specOf(p), SetBy: "ops", SetAt: time.Unix(1e9, 0).UTC()}
+			rec, _ := json.Marshal(o)
+			m.SetOverride(b.Context(), "api", overrideID(rule.FullKey, storeKey(rule, entries)), spec(p), string(rec))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/override")
+		runtime.KeepAlive(m)
 	}
 }
