@@ -3,6 +3,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -45,5 +47,25 @@ func TestQuotaFieldErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.limit, err, c.want)
 		}
+	}
+}
+
+// TestQuotasReadme: the README's Quotas section's configuration loads and
+// is what it says.
+func TestQuotasReadme(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(b), "\n## Quotas\n")
+	_, block, ok2 := strings.Cut(sec, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md has no YAML block in a Quotas section")
+	}
+	c := mustLoad(t, block)
+	r := c.Match("api", []Entry{{"tenant", "acme"}})
+	if r == nil || !r.Overridable || r.Policy.Limit != 100 || !slices.Equal(r.UsageThresholds(), []int{80, 100}) {
+		t.Errorf("the README's rule: %+v", r)
 	}
 }
