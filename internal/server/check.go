@@ -96,7 +96,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			outs[i].configured = r
 		}
 		if r.Overridable { // the key's own limit, if it has one (limits.go)
-			if or, ol := s.override(ctx, label, r, outs[i].rule, d.entries); or != nil {
+			if or, ol := s.override(ctx, r, outs[i].rule, d.entries); or != nil {
 				outs[i].rule, limiters[i], outs[i].configured = or, ol, r
 			}
 		}

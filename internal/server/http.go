@@ -324,7 +324,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := storeKey(rule, req.Entries)
-	if err := s.resetter.Reset(ctx, rule.Policy, key); err != nil {
+	if err := s.resetter.Reset(ctx, s.effectivePolicy(ctx, rule, req.Entries), key); err != nil {
 		if ctx.Err() != nil { // the caller's deadline or departure: no store failure
 			if r.Context().Err() == nil {
 				writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered: reset %s not done", TimeoutHeader, rule.FullKey)

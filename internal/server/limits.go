@@ -344,11 +344,16 @@ func overrideID(fullKey, key string) string {
 // override returns the rule and limiter that decide entries under r (base
 // is r, or its shadow-mode copy) when its key has an override, else nil.
 // A failure to read the override decides with the default (logged at most
-// once a second and counted as a store error).
-func (s *Server) override(ctx context.Context, domain string, r, base *config.Rule, entries []config.Entry) (*config.Rule, *sluice.Limiter) {
+// once a second). While Redis is down, an overridden key's failure mode
+// (local: this replica's share) applies to the default's limit.
+func (s *Server) override(ctx context.Context, r, base *config.Rule, entries []config.Entry) (*config.Rule, *sluice.Limiter) {
 	spec, ok, err := s.quota.store.Override(ctx, r.Domain, overrideID(r.FullKey, storeKey(r, entries)))
 	if err != nil {
-		s.metrics.storeErrors.WithLabelValues(domain).Inc()
+		// Not counted as a store error: the decision's own call counts the
+		// request if the store is down. A caller gone is no failure.
+		if ctx.Err() != nil {
+			return nil, nil
+		}
 		if n, due := s.quota.readFailLog.due(time.Now().UnixNano()); due {
 			s.log.Warn("reading a limit override failed; the rule's default decides", "rule", r.FullKey, "error", err, "failures_since_last_log", n)
 		}
@@ -381,6 +386,17 @@ func (s *Server) override(ctx context.Context, domain string, r, base *config.Ru
 	s.quota.policies[k] = op
 	s.quota.mu.Unlock()
 	return op.rule, op.limiter
+}
+
+// effectivePolicy is the policy that decides entries under rule r: the
+// key's override's, if r is overridable and the key has one, else r's.
+func (s *Server) effectivePolicy(ctx context.Context, r *config.Rule, entries []config.Entry) sluice.Policy {
+	if r.Overridable {
+		if or, _ := s.override(ctx, r, r, entries); or != nil {
+			return or.Policy
+		}
+	}
+	return r.Policy
 }
 
 // overridePolicy is base with policy p, and its Limiter.

@@ -307,3 +307,21 @@ func BenchmarkOverrideMemory(b *testing.B) {
 		runtime.KeepAlive(m)
 	}
 }
+
+// TestResetOverridden: POST /v1/reset forgets an overridden key's state
+// under its override (the state that decides it), not the default's.
+func TestResetOverridden(t *testing.T) {
+	h := start(t, map[string]string{"api.yaml": tenantsYAML()}, WithAdminTokens(AdminToken{Token: testToken}))
+	if code, body := h.do(t, "PUT", "/v1/limits/api/alg=fixed-window/tenant=x", testToken, `{"requests_per_unit":3}`); code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	if n := admittedHTTP(t, h.http.URL, "api", 4, "alg", "fixed-window", "tenant", "x"); n != 3 {
+		t.Fatalf("%d admitted, want 3", n)
+	}
+	if code, body := h.post(t, "/v1/reset", `{"domain":"api","entries":[{"key":"alg","value":"fixed-window"},{"key":"tenant","value":"x"}]}`); code != 200 {
+		t.Fatalf("reset: %d %s", code, body)
+	}
+	if n := admittedHTTP(t, h.http.URL, "api", 4, "alg", "fixed-window", "tenant", "x"); n != 3 {
+		t.Errorf("after the reset: %d admitted, want the override's 3 again", n)
+	}
+}

@@ -124,7 +124,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	lim, eff := sn.limiters[rule], rule
 	u := Usage{Domain: domain, Rule: rule.FullKey, Entries: entries}
 	if rule.Overridable {
-		if or, ol := s.override(ctx, label, rule, rule, entries); or != nil {
+		if or, ol := s.override(ctx, rule, rule, entries); or != nil {
 			lim, eff, u.Override = ol, or, true
 		}
 	}
