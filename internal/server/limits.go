@@ -296,8 +296,8 @@ type quotaState struct {
 }
 
 // maxOverridePolicies bounds the override policies (a rule copy and its
-// Limiter) cached: past it the cache starts again. Keys with the same
-// override share one.
+// Limiter) cached: past it an eighth of them, arbitrary ones, make room.
+// Keys with the same override share one.
 const maxOverridePolicies = 4096
 
 type overridePolicyKey struct {
@@ -381,7 +381,13 @@ func (s *Server) override(ctx context.Context, r, base *config.Rule, entries []c
 	}
 	s.quota.mu.Lock()
 	if len(s.quota.policies) >= maxOverridePolicies {
-		clear(s.quota.policies)
+		n := maxOverridePolicies / 8 // arbitrary ones: map order
+		for k := range s.quota.policies {
+			if n--; n < 0 {
+				break
+			}
+			delete(s.quota.policies, k)
+		}
 	}
 	s.quota.policies[k] = op
 	s.quota.mu.Unlock()
