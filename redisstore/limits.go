@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -23,16 +24,103 @@ import (
 // lasts until it is deleted.
 //
 // The decision path reads the spec with client-side caching (rueidis's
-// DoCache: RESP3 CLIENT TRACKING). A replica asks Redis once per key and
-// then answers from its own memory, with no round trip, until Redis tells
-// it the key changed: a write sends an invalidation to every replica that
-// read the key before it answers the writer, so the next read on any
-// replica after a write has returned sees the write, bounded only by the
-// invalidation's delivery on the replica's open connection (the same
-// network path as the writer's own reply). A connection that breaks drops
-// its cache. Redis must speak RESP3 (6.0 and later); a client made with
-// DisableCache reads from Redis every time, which is correct but costs a
-// round trip per read.
+// DoCache: RESP3 CLIENT TRACKING): a replica asks Redis once per key and
+// then answers from its own memory until Redis tells it the key changed.
+// Redis sends that invalidation on the replica's own connection when the
+// write runs, so it is applied before the reply to any command the replica
+// sent on that connection after the write ran. Override uses this for a
+// strict guarantee at no cost per decision:
+//
+//   - SetOverride and DeleteOverride return OverrideSettle after Redis has
+//     run the write.
+//   - Override answers from the cache only once a round trip on the
+//     override's connection (an EXISTS on the domain's hash, so the node
+//     that holds the override) sent at most OverrideSettle before the call
+//     has completed; if none has, it makes one (concurrent calls share it).
+//
+// So an Override that begins after a SetOverride returned sees the new spec
+// on every Store sharing the Redis: its barrier round trip was sent after
+// the write ran, and the invalidation came before its reply. A busy replica
+// makes one barrier round trip per OverrideSettle (20 a second, whatever
+// the decision rate); an idle one pays one round trip on its first read
+// after OverrideSettle of quiet. A connection that breaks drops its cache.
+// Redis must speak RESP3 (6.0 and later); a client made with DisableCache
+// reads from Redis every time, which is as correct.
+
+// OverrideSettle is how long SetOverride and DeleteOverride wait after
+// Redis has run the write, and the age of the barrier round trip Override
+// needs: see the comment above.
+const OverrideSettle = 50 * time.Millisecond
+
+// freshness is the barrier of Override: per domain, the send time of the
+// latest barrier round trip completed, and the one in flight.
+type freshness struct {
+	mu      sync.Mutex
+	domains map[string]*barrier
+}
+
+type barrier struct {
+	done     time.Time // the send time of the latest completed barrier
+	inflight *barrierCall
+}
+
+type barrierCall struct {
+	sent time.Time
+	done chan struct{}
+	err  error
+}
+
+// maxBarrierDomains bounds the domains freshness tracks; past it, it
+// starts again (a domain forgotten pays one round trip).
+const maxBarrierDomains = 1024
+
+// barrier returns once a round trip on the connection of domain's
+// overrides (index, its hash), sent no earlier than OverrideSettle before
+// now, has completed.
+func (s *Store) barrier(ctx context.Context, cn *conn, domain, index string) error {
+	now := time.Now()
+	floor := now.Add(-OverrideSettle)
+	f := &s.fresh
+	f.mu.Lock()
+	if f.domains == nil || len(f.domains) >= maxBarrierDomains {
+		f.domains = map[string]*barrier{}
+	}
+	b := f.domains[domain]
+	if b == nil {
+		b = &barrier{}
+		f.domains[domain] = b
+	}
+	if !b.done.Before(floor) {
+		f.mu.Unlock()
+		return nil
+	}
+	c := b.inflight
+	if c == nil || c.sent.Before(floor) {
+		c = &barrierCall{sent: time.Now(), done: make(chan struct{})}
+		b.inflight = c
+		f.mu.Unlock()
+		c.err = s.call(ctx, func(ctx context.Context) error {
+			return cn.client.Do(ctx, cn.client.B().Exists().Key(index).Build()).Error()
+		})
+		f.mu.Lock()
+		if c.err == nil && c.sent.After(b.done) {
+			b.done = c.sent
+		}
+		if b.inflight == c {
+			b.inflight = nil
+		}
+		f.mu.Unlock()
+		close(c.done)
+		return c.err
+	}
+	f.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // overrideCacheTTL is how long a replica keeps a spec it read without
 // hearing that it changed (invalidations make it exact earlier; the TTL
@@ -85,8 +173,11 @@ func (s *Store) overrideKeys(domain, id string) (index, spec string) {
 }
 
 // Override returns the spec of domain's override id, and whether there is
-// one. It is answered from this process's memory once read (see the
-// comment on overrideCacheTTL): the decision path calls it per request.
+// one, as of no earlier than the call: it sees every SetOverride and
+// DeleteOverride that returned before it began, on any Store sharing the
+// Redis. It is answered from this process's memory once read, behind a
+// barrier round trip at most every OverrideSettle (see OverrideSettle):
+// the decision path calls it per request.
 func (s *Store) Override(ctx context.Context, domain, id string) (spec string, ok bool, err error) {
 	if s.closed.Load() {
 		return "", false, fmt.Errorf("redisstore: override: %w", errClosed)
@@ -95,7 +186,10 @@ func (s *Store) Override(ctx context.Context, domain, id string) (spec string, o
 	if err != nil {
 		return "", false, fmt.Errorf("redisstore: override: %w", err)
 	}
-	_, key := s.overrideKeys(domain, id)
+	index, key := s.overrideKeys(domain, id)
+	if err := s.barrier(ctx, cn, domain, index); err != nil {
+		return "", false, fmt.Errorf("redisstore: override %q: %w", id, err)
+	}
 	err = s.call(ctx, func(ctx context.Context) error {
 		res := cn.client.DoCache(ctx, cn.client.B().Get().Key(key).Cache(), overrideCacheTTL)
 		v, err := res.ToString()
@@ -116,6 +210,9 @@ func (s *Store) Override(ctx context.Context, domain, id string) (spec string, o
 
 // SetOverride sets domain's override id to spec, with record the text
 // Overrides lists for it, and returns the record it replaced ("" if none).
+// It returns OverrideSettle after Redis has run the write (or when ctx
+// ends, with ctx's error, the write done): from then on Override on every
+// Store sharing the Redis returns spec.
 func (s *Store) SetOverride(ctx context.Context, domain, id, spec, record string) (prev string, err error) {
 	prev, err = s.writeOverride(ctx, domain, id, []string{"s", id, spec, record})
 	if err != nil {
@@ -125,7 +222,7 @@ func (s *Store) SetOverride(ctx context.Context, domain, id, spec, record string
 }
 
 // DeleteOverride deletes domain's override id and returns its record (""
-// if there was none).
+// if there was none). It waits as SetOverride does.
 func (s *Store) DeleteOverride(ctx context.Context, domain, id string) (prev string, err error) {
 	prev, err = s.writeOverride(ctx, domain, id, []string{"d", id})
 	if err != nil {
@@ -155,7 +252,17 @@ func (s *Store) writeOverride(ctx context.Context, domain, id string, args []str
 		prev = v
 		return nil
 	})
-	return prev, err
+	if err != nil {
+		return "", err
+	}
+	t := time.NewTimer(OverrideSettle)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return prev, ctx.Err()
+	}
+	return prev, nil
 }
 
 // OverrideRecord returns the record of domain's override id ("" if none).

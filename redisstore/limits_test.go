@@ -3,6 +3,8 @@
 package redisstore
 
 import (
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +93,51 @@ func BenchmarkOverride(b *testing.B) {
 			}
 		}
 	})
+}
+
+// slowReads delays every read of its connection by delay (when set): a
+// replica whose reader falls behind the invalidations Redis sent it.
+type slowReads struct {
+	net.Conn
+	delay *atomic.Int64
+}
+
+func (c slowReads) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	time.Sleep(time.Duration(c.delay.Load())) // what came in waits
+	return n, err
+}
+
+// TestOverrideBarrier: a replica whose connection delivers Redis's
+// invalidation late (4 × OverrideSettle) still reads the new spec once
+// SetOverride has returned elsewhere: Override's barrier round trip comes
+// back only after the invalidation. Without the barrier it answers the
+// stale spec from its cache.
+func TestOverrideBarrier(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	a, err := Open("redis://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var delay atomic.Int64
+	b, err := Open("redis://"+addr, WithConnWrapper(func(c net.Conn) net.Conn { return slowReads{c, &delay} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	if _, err := a.SetOverride(ctx, "d", "x", "one", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Override(ctx, "d", "x"); got != "one" || err != nil {
+		t.Fatalf("b reads %q %v", got, err)
+	}
+	delay.Store(int64(4 * OverrideSettle))
+	if _, err := a.SetOverride(ctx, "d", "x", "two", "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Override(ctx, "d", "x"); got != "two" || err != nil {
+		t.Errorf("b, reading late, reads %q %v after the SetOverride returned, want two", got, err)
+	}
 }

@@ -50,8 +50,10 @@ import (
 // Overrides live in an OverrideStore: on Redis (a *redisstore.Store, found
 // through wrappers), in Redis, so every replica on one Redis applies the
 // same override from the next request after the write returns (see
-// redisstore's Override: the replicas read it from their own memory,
-// invalidated by Redis, with no round trip per decision). On any other
+// redisstore's OverrideSettle: the replicas read it from their own memory,
+// invalidated by Redis, behind a barrier round trip at most every 50 ms,
+// with no round trip per decision; a change answers 50 ms after Redis has
+// it). On any other
 // store, in this process's memory: they last as long as the process, and
 // replicas do not share them.
 //
@@ -79,7 +81,8 @@ import (
 // OverrideStore keeps per-key limit overrides, by domain and id (an opaque
 // string naming the rule and the key). The spec is what the decision path
 // reads (Override is called per decision of an overridable rule, so it must
-// be cheap); the record is what listings show. *redisstore.Store is one;
+// be cheap, and must see every change that returned before it began); the
+// record is what listings show. *redisstore.Store is one;
 // MemoryOverrides is the in-process one.
 type OverrideStore interface {
 	Override(ctx context.Context, domain, id string) (spec string, ok bool, err error)
@@ -262,25 +265,6 @@ func namedToken(t AdminToken) (AdminToken, error) {
 type adminToken struct {
 	name string
 	sum  [sha256.Size]byte
-}
-
-// overrideSettle is how long a change through the limits API waits, after
-// the store has it, before it answers. On Redis, Redis sends each replica
-// that has read the override its invalidation before it answers the write,
-// on the replica's own connection; the replica applies it when its reader
-// takes it off the socket, microseconds later unless the replica is
-// starved of CPU. Waiting overrideSettle before answering makes the
-// change's "next request on every replica" hold even for a replica whose
-// reader is that much behind. (A change is an operator's action; 50 ms is
-// nothing to it.)
-const overrideSettle = 50 * time.Millisecond
-
-// settle waits overrideSettle after a change, when overrides are shared
-// (not in memory, where a change is seen at once).
-func (q *quotaState) settle() {
-	if _, mem := q.store.(*MemoryOverrides); !mem {
-		time.Sleep(overrideSettle)
-	}
 }
 
 // quotaState is the server's per-key limits and usage state.
@@ -710,7 +694,6 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 		ans.Effective = ans.Override.Limit
 	}
 	if r.Method != http.MethodGet {
-		s.quota.settle()
 		ans.Before = decodeRecord(prev)
 		before, after := "default", "default"
 		if ans.Before != nil {
