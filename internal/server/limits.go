@@ -634,7 +634,7 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "%s /v1/limits/{domain}/: no descriptor: PUT and DELETE take one (key=value segments)", r.Method)
 			return
 		}
-		s.listLimits(ctx, w, sn, domain)
+		s.listLimits(ctx, w, r, sn, domain)
 		return
 	}
 	rule := sn.cfg.Match(domain, entries)
@@ -653,7 +653,7 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		rec, err := s.quota.store.OverrideRecord(ctx, domain, id)
 		if err != nil {
-			writeError(w, http.StatusBadGateway, "reading the override: %v", err)
+			overrideStoreFailed(ctx, w, r, "reading the override", err)
 			return
 		}
 		ans.Override = decodeRecord(rec)
@@ -670,19 +670,19 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 		o := LimitOverride{Domain: domain, Rule: rule.FullKey, Entries: entries, Limit: specOf(p), SetBy: who, SetAt: s.now().UTC()}
 		rec, _ := json.Marshal(o)
 		prev, err = s.quota.store.SetOverride(ctx, domain, id, spec(p), string(rec))
+		if errors.Is(err, sluice.ErrStoreFull) {
+			writeError(w, http.StatusInsufficientStorage, "setting the override: %v", err)
+			return
+		}
 		if err != nil {
-			code := http.StatusBadGateway
-			if errors.Is(err, sluice.ErrStoreFull) {
-				code = http.StatusInsufficientStorage
-			}
-			writeError(w, code, "setting the override: %v", err)
+			overrideStoreFailed(ctx, w, r, "setting the override", err)
 			return
 		}
 		ans.Override = &o
 	case http.MethodDelete:
 		prev, err = s.quota.store.DeleteOverride(ctx, domain, id)
 		if err != nil {
-			writeError(w, http.StatusBadGateway, "deleting the override: %v", err)
+			overrideStoreFailed(ctx, w, r, "deleting the override", err)
 			return
 		}
 		if prev == "" {
@@ -706,6 +706,19 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 			"entries", fmt.Sprint(cutEntries(entries)), "before", before, "after", after)
 	}
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// overrideStoreFailed answers a failed call to the override store: 504
+// when the caller's Sluice-Timeout passed (nothing if the caller has gone),
+// else 502.
+func overrideStoreFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, what string, err error) {
+	if ctx.Err() != nil {
+		if r.Context().Err() == nil {
+			writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered: %s not done", TimeoutHeader, what)
+		}
+		return
+	}
+	writeError(w, http.StatusBadGateway, "%s: %v", what, err)
 }
 
 // limitText is ls in one line for the change log: "100/1m0s gcra burst 200".
@@ -737,10 +750,10 @@ func decodeRecord(rec string) *LimitOverride {
 
 // listLimits answers GET /v1/limits/{domain}: every override of domain, by
 // rule and descriptor, each marked applied or not.
-func (s *Server) listLimits(ctx context.Context, w http.ResponseWriter, sn *snapshot, domain string) {
+func (s *Server) listLimits(ctx context.Context, w http.ResponseWriter, r *http.Request, sn *snapshot, domain string) {
 	recs, err := s.quota.store.Overrides(ctx, domain)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, "reading the overrides: %v", err)
+		overrideStoreFailed(ctx, w, r, "reading the overrides", err)
 		return
 	}
 	out := LimitList{Domain: domain, Overrides: []LimitOverride{}}

@@ -4,7 +4,9 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -368,5 +370,100 @@ func BenchmarkOverrideTenants(b *testing.B) {
 				st.Close()
 			}
 		})
+	}
+}
+
+// deadOverrides is an OverrideStore that fails every call.
+type deadOverrides struct{}
+
+var errOverridesDead = errors.New("the override store is down")
+
+func (deadOverrides) Override(context.Context, string, string) (string, bool, error) {
+	return "", false, errOverridesDead
+}
+func (deadOverrides) SetOverride(context.Context, string, string, string, string) (string, error) {
+	return "", errOverridesDead
+}
+func (deadOverrides) DeleteOverride(context.Context, string, string) (string, error) {
+	return "", errOverridesDead
+}
+func (deadOverrides) OverrideRecord(context.Context, string, string) (string, error) {
+	return "", errOverridesDead
+}
+func (deadOverrides) Overrides(context.Context, string) (map[string]string, error) {
+	return nil, errOverridesDead
+}
+
+// stallOverrides is an OverrideStore that answers nothing until its
+// caller's context ends.
+type stallOverrides struct{}
+
+func (stallOverrides) Override(ctx context.Context, _, _ string) (string, bool, error) {
+	<-ctx.Done()
+	return "", false, ctx.Err()
+}
+func (stallOverrides) SetOverride(ctx context.Context, _, _, _, _ string) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+func (stallOverrides) DeleteOverride(ctx context.Context, _, _ string) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+func (stallOverrides) OverrideRecord(ctx context.Context, _, _ string) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+func (stallOverrides) Overrides(ctx context.Context, _ string) (map[string]string, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// fullOverrides is a MemoryOverrides at its bound: every new override is
+// refused.
+type fullOverrides struct{ *MemoryOverrides }
+
+func (fullOverrides) SetOverride(context.Context, string, string, string, string) (string, error) {
+	return "", fmt.Errorf("%w: %d overrides in memory, the most (MaxMemoryOverrides)", sluice.ErrStoreFull, MaxMemoryOverrides)
+}
+
+// TestLimitsStoreFailures: the limits API answers 502 when the override
+// store fails, 504 when the caller's Sluice-Timeout passes first (it
+// answered 502 then), 507 when memory is full; a decision whose override
+// cannot be read is decided by the rule's default.
+func TestLimitsStoreFailures(t *testing.T) {
+	tok := WithAdminTokens(AdminToken{Token: testToken})
+	path := "/v1/limits/api/alg=gcra/tenant=a"
+	dead := start(t, map[string]string{"api.yaml": tenantsYAML()}, tok, WithOverrideStore(deadOverrides{}))
+	for _, m := range []string{"GET", "PUT", "DELETE"} {
+		if code, body := dead.do(t, m, path, testToken, `{"requests_per_unit":5}`); code != 502 || !strings.Contains(body, "the override store is down") {
+			t.Errorf("%s, store down: %d %s", m, code, body)
+		}
+	}
+	if code, body := dead.do(t, "GET", "/v1/limits/api", testToken, ""); code != 502 {
+		t.Errorf("list, store down: %d %s", code, body)
+	}
+	if n := admittedHTTP(t, dead.http.URL, "api", 3, "alg", "gcra", "tenant", "a"); n != 2 {
+		t.Errorf("store down: %d admitted, want the default 2", n)
+	}
+	stall := start(t, map[string]string{"api.yaml": tenantsYAML()}, tok, WithOverrideStore(stallOverrides{}))
+	for _, m := range []string{"GET", "PUT", "DELETE"} {
+		req, _ := http.NewRequest(m, stall.http.URL+path, bytes.NewBufferString(`{"requests_per_unit":5}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req.Header.Set(TimeoutHeader, "20ms")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 504 {
+			t.Errorf("%s, store stalled past Sluice-Timeout: %d %s, want 504", m, resp.StatusCode, b)
+		}
+	}
+	full := start(t, map[string]string{"api.yaml": tenantsYAML()}, tok, WithOverrideStore(fullOverrides{&MemoryOverrides{}}))
+	if code, body := full.do(t, "PUT", path, testToken, `{"requests_per_unit":5}`); code != 507 {
+		t.Errorf("memory full: %d %s, want 507", code, body)
 	}
 }
