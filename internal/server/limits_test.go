@@ -29,7 +29,7 @@ import (
 func tenantsYAML() string {
 	var b strings.Builder
 	b.WriteString("domain: api\ndescriptors:\n")
-	for _, a := range sluice.Algorithms {
+	for _, a := range rateAlgorithms {
 		b.WriteString("  - key: alg\n    value: " + string(a) + "\n    descriptors:\n")
 		b.WriteString("      - key: tenant\n        rate_limit: {unit: minute, requests_per_unit: 2, algorithm: " + string(a) + ", overridable: true}\n")
 	}
@@ -38,6 +38,9 @@ func tenantsYAML() string {
 }
 
 const testToken = "0123456789abcdef-test"
+
+// rateAlgorithms are the rate algorithms, every one an override may have.
+var rateAlgorithms = []sluice.Algorithm{sluice.TokenBucket, sluice.GCRA, sluice.LeakyBucket, sluice.FixedWindow, sluice.SlidingLog, sluice.SlidingWindow}
 
 // do sends an HTTP request to h's API with the test token (unless token
 // is "-") and returns the status and body.
@@ -123,7 +126,7 @@ func TestOverrideEveryAlgorithm(t *testing.T) {
 	var mu sync.Mutex
 	h := start(t, map[string]string{"api.yaml": tenantsYAML()}, WithAdminTokens(AdminToken{Name: "ops", Token: testToken}),
 		WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
-	for _, a := range sluice.Algorithms {
+	for _, a := range rateAlgorithms {
 		t.Run(string(a), func(t *testing.T) {
 			path := "/v1/limits/api/alg=" + string(a) + "/tenant=acme"
 			code, body := h.do(t, "PUT", path, testToken, `{"requests_per_unit":5}`)
