@@ -297,7 +297,7 @@ type overridePolicy struct {
 // setupQuota picks the override store.
 func (s *Server) setupQuota() {
 	if s.quota.store == nil {
-		s.quota.store = overridesFor(s.store)
+		s.quota.store = overridesFor(s.Store()) // the store New was given, under any wrapper of the server's own
 	}
 	s.quota.policies = map[overridePolicyKey]*overridePolicy{}
 	s.quota.crossings.init(s)
