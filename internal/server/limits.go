@@ -270,6 +270,7 @@ type adminToken struct {
 // quotaState is the server's per-key limits and usage state.
 type quotaState struct {
 	store  OverrideStore
+	kept   string // KeptShared or KeptInMemory
 	tokens []adminToken
 
 	mu       sync.RWMutex
@@ -298,6 +299,13 @@ type overridePolicy struct {
 func (s *Server) setupQuota() {
 	if s.quota.store == nil {
 		s.quota.store = overridesFor(s.Store()) // the store New was given, under any wrapper of the server's own
+	}
+	s.quota.kept = KeptShared
+	if _, mem := s.quota.store.(*MemoryOverrides); mem {
+		s.quota.kept = KeptInMemory
+	}
+	if len(s.quota.tokens) > 0 {
+		s.log.Info("limits API on (/v1/limits)", "overrides_kept", s.quota.kept)
 	}
 	s.quota.policies = map[overridePolicyKey]*overridePolicy{}
 	s.quota.crossings.init(s)
@@ -516,6 +524,14 @@ func (ls LimitSpec) policy(r *config.Rule) (sluice.Policy, error) {
 	return p, nil
 }
 
+// Where overrides are kept, as the limits API's answers say (kept).
+const (
+	// KeptShared: in the store every replica shares (Redis).
+	KeptShared = "store: shared by every replica on it"
+	// KeptInMemory: in this process's memory, until it exits.
+	KeptInMemory = "memory: this process only, until it exits"
+)
+
 // LimitOverride is one override as the limits API shows it.
 type LimitOverride struct {
 	Domain  string         `json:"domain"`
@@ -544,12 +560,16 @@ type LimitAnswer struct {
 	Before   *LimitOverride `json:"before,omitempty"`
 	// Effective is the limit that applies to the key now.
 	Effective LimitSpec `json:"effective"`
+	// Kept says where overrides are kept: KeptShared or KeptInMemory.
+	Kept string `json:"kept"`
 }
 
 // LimitList is the answer of GET /v1/limits/{domain}.
 type LimitList struct {
 	Domain    string          `json:"domain"`
 	Overrides []LimitOverride `json:"overrides"`
+	// Kept says where overrides are kept: KeptShared or KeptInMemory.
+	Kept string `json:"kept"`
 }
 
 // adminAuth checks the request's bearer token and returns the name of its
@@ -647,7 +667,7 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := overrideID(rule.FullKey, storeKey(rule, entries))
-	ans := LimitAnswer{Domain: domain, Rule: rule.FullKey, Entries: entries, Default: specOf(rule.Policy), Effective: specOf(rule.Policy)}
+	ans := LimitAnswer{Domain: domain, Rule: rule.FullKey, Entries: entries, Default: specOf(rule.Policy), Effective: specOf(rule.Policy), Kept: s.quota.kept}
 	var prev string
 	switch r.Method {
 	case http.MethodGet:
@@ -756,7 +776,7 @@ func (s *Server) listLimits(ctx context.Context, w http.ResponseWriter, r *http.
 		overrideStoreFailed(ctx, w, r, "reading the overrides", err)
 		return
 	}
-	out := LimitList{Domain: domain, Overrides: []LimitOverride{}}
+	out := LimitList{Domain: domain, Overrides: []LimitOverride{}, Kept: s.quota.kept}
 	for _, rec := range recs {
 		o := decodeRecord(rec)
 		if o == nil {

@@ -82,7 +82,7 @@ func TestOverrideFleetRedis(t *testing.T) {
 				}
 			}
 			code, body := doHTTP(t, urls[2], "GET", path, testToken, "")
-			if code != 200 || !strings.Contains(body, `"effective":{"requests_per_unit":9`) {
+			if code != 200 || !strings.Contains(body, `"effective":{"requests_per_unit":9`) || !strings.Contains(body, `"kept":"store: shared`) {
 				t.Errorf("GET on replica 2 after the reload: %d %s", code, body)
 			}
 			// Raised again through replica 1: 3 more for the key, seen by the next request anywhere.

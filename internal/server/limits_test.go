@@ -203,6 +203,7 @@ func TestOverrideRequests(t *testing.T) {
 		{"PUT", "/v1/limits/api/", `{"requests_per_unit":5}`, 400, "no descriptor"},
 		{"POST", "/v1/limits/api/alg=gcra/tenant=a", `{"requests_per_unit":5}`, 405, "Method Not Allowed"},
 		{"GET", "/v1/limits/api/alg=gcra/tenant=a", "", 200, `"override":null`},
+		{"GET", "/v1/limits/api/alg=gcra/tenant=a", "", 200, `"kept":"memory: this process only, until it exits"`},
 		{"PUT", "/v1/limits/api/alg=gcra/tenant=a%2Fb%3Dc", `{"requests_per_unit":7,"unit":"hour","unit_multiplier":2,"algorithm":"token-bucket","burst":9}`, 200, `"entries":[{"key":"alg","value":"gcra"},{"key":"tenant","value":"a/b=c"}]`},
 		{"GET", "/v1/limits/api", "", 200, `"limit":{"requests_per_unit":7,"unit":"hour","unit_multiplier":2,"burst":9,"algorithm":"token-bucket"}`},
 	} {
