@@ -61,6 +61,8 @@ type Store struct {
 	compiled map[sluice.Policy]*compiled
 
 	generalOnly bool // benchmarks: take.lua decides every request
+
+	fresh freshness // limits.go: the overrides' read barrier
 }
 
 var _ sluice.Store = (*Store)(nil)

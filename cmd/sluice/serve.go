@@ -124,6 +124,13 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	if o.headers || o.legacyHeaders {
 		opts = append(opts, server.WithResponseHeaders(o.legacyHeaders))
 	}
+	tokens, err := adminTokens(o.adminTokenFile)
+	if err != nil {
+		return e.fail(exitUsage, prefix, "%v", err)
+	}
+	if len(tokens) > 0 {
+		opts = append(opts, server.WithAdminTokens(tokens...))
+	}
 	srv, err := server.New(store, opts...)
 	if err != nil {
 		return e.fail(exitFailure, prefix, "%v", err)

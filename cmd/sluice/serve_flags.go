@@ -26,6 +26,7 @@ const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-add
                     [--store-timeout D]
                     [--shutdown-timeout D] [--procs auto|N] [--raw-sockets]
                     [--response-headers] [--legacy-headers] [--merge-domains] [--shadow-mode]
+                    [--admin-token-file FILE]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
@@ -43,6 +44,14 @@ as 50ms, as Envoy's grpc-timeout does for RLS); without one a store call is
 bounded by --store-timeout (3s). POST /v1/simulate runs one at a time (503
 with Retry-After when busy). The HTTP server cuts off a request not read in
 10s and an answer not taken in 15s, and idle connections after 60s.
+
+Per-key limits (rate_limit.overridable: true) are set at runtime with
+PUT/GET/DELETE /v1/limits/{domain}/{key}={value}/..., which needs a bearer
+token: --admin-token-file FILE (one token per line, or a name, a space and
+the token) or SLUICE_ADMIN_TOKEN; without one the limits API answers 403.
+On Redis the overrides are kept in Redis (every replica applies them at
+once); on memory they last as long as the process. GET /v1/usage?domain=D&key=value
+answers a key's use of its limit and when it resets.
 
 Flags:
 
@@ -66,6 +75,11 @@ Flags:
   --shadow-mode       put every rule in shadow mode (envoyproxy/ratelimit's
                       SHADOW_MODE): checked, counted and reported, never
                       refusing; a limit the request carries still applies
+  --admin-token-file FILE  the bearer tokens of the limits API
+                      (/v1/limits/...): one per line, a token alone or a
+                      name, a space and the token (16 bytes at least); the
+                      name is who the change log says made a change.
+                      SLUICE_ADMIN_TOKEN adds one more, named env
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
   --max-keys auto|N   the memory store (and the local fallback store) hold
@@ -194,9 +208,10 @@ type serveOptions struct {
 	shadowMode      bool // server.WithShadowMode
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
-	procs           int  // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
-	rawSockets      bool // --raw-sockets: internal/rawconn on gRPC and Redis connections
-	replicas        int  // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
+	procs           int    // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
+	rawSockets      bool   // --raw-sockets: internal/rawconn on gRPC and Redis connections
+	adminTokenFile  string // --admin-token-file: the limits API's tokens
+	replicas        int    // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
 
 	// For tests: called once both listeners are up, and when shutdown
 	// begins.
@@ -230,6 +245,7 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.trustedProxies, "trusted-proxies", "", "")
 	procsFlag := fset.String("procs", "", "")
 	fset.BoolVar(&o.rawSockets, "raw-sockets", false, "")
+	fset.StringVar(&o.adminTokenFile, "admin-token-file", "", "")
 	err := fset.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		io.WriteString(e.stdout, serveUsage)

@@ -169,6 +169,12 @@ type Rule struct {
 	Metadata map[string]any
 	// Levels holds the options of each level of Path.
 	Levels []Level
+	// Overridable (rate_limit.overridable) rules take a key's limit from
+	// an override set at runtime, when the key has one (quota.go).
+	Overridable bool
+	// Thresholds (rate_limit.usage_thresholds) are the percentages of the
+	// limit whose crossing is counted; nil: UsageThresholds' default.
+	Thresholds []int
 	// InFlight, when not nil, makes the rule an in-flight (concurrency)
 	// limit instead of a rate: algorithm concurrency or
 	// adaptive-concurrency. Policy is zero then. See inflight.go.

@@ -135,6 +135,7 @@ type rawLimit struct {
 	leaseNode            *yaml.Node
 	shards               int64
 	shardsNode           *yaml.Node
+	quota                rawQuota // overridable, usage_thresholds (quota.go)
 }
 
 // MaxDepth is the deepest a descriptors tree may nest: a rule's
@@ -238,7 +239,7 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 		here := append(slices.Clip(path), Entry{Key: key, Value: value})
 		hereLevels := append(slices.Clip(levels), level)
 		if limit != nil {
-			if r := p.rule(limit, f+".rate_limit", fullKey); r != nil {
+			if r := p.rule(limit, f+".rate_limit", fullKey); r != nil && p.quota(limit, r, f+".rate_limit") {
 				r.Path, r.Levels = here, hereLevels
 				r.ShadowMode, r.DetailedMetric = shadow, detailed
 				r.QuotaMode, r.Metadata = quota, metadata
@@ -303,6 +304,12 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"latency_threshold": func(v *yaml.Node, f string) { r.inflight.threshold = p.num(v, f) },
 		"lease":             func(v *yaml.Node, f string) { r.lease, r.leaseNode = p.boolean(v, f), v },
 		"shards":            func(v *yaml.Node, f string) { r.shards, _ = p.integer(v, f); r.shardsNode = v },
+		"overridable": func(v *yaml.Node, f string) {
+			r.quota.overridable, r.quota.overridableNode = p.boolean(v, f), v
+		},
+		"usage_thresholds": func(v *yaml.Node, f string) {
+			r.quota.thresholds, r.quota.thresholdsNode = p.usageThresholds(v, f), v
+		},
 	})
 	if !ok {
 		return nil

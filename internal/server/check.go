@@ -95,6 +95,11 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			outs[i].rule = sr // WithShadowMode: the rule, in shadow mode
 			outs[i].configured = r
 		}
+		if r.Overridable { // the key's own limit, if it has one (limits.go)
+			if or, ol := s.override(ctx, r, outs[i].rule, d.entries); or != nil {
+				outs[i].rule, limiters[i], outs[i].configured = or, ol, r
+			}
+		}
 		// An unlimited rule replaces too, as in envoyproxy/ratelimit.
 		for _, name := range r.Replaces {
 			replaced[name] = true
@@ -277,6 +282,7 @@ func (s *Server) count(domain string, entries []config.Entry, o *outcome) {
 		policy = s.labels.name(r, entries)
 	}
 	s.metrics.decisions.WithLabelValues(domain, policy, result).Inc()
+	s.quota.crossings.observe(domain, entries, o) // usage.go
 	if o.gone {
 		return // no decision to show
 	}

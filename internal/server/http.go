@@ -100,6 +100,7 @@ func (s *Server) mux() *routes {
 	s.handlePage(mux)
 	mux.HandleFunc("POST /v1/check", s.handleCheck)
 	mux.HandleFunc("POST /v1/reset", s.handleReset)
+	s.quotaRoutes(mux) // limits.go, usage.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
@@ -377,7 +378,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := storeKey(rule, entries)
-	if err := s.store.Reset(ctx, rule.Policy, key); err != nil {
+	if err := s.store.Reset(ctx, s.effectivePolicy(ctx, rule, entries), key); err != nil {
 		if ctx.Err() != nil { // the caller's deadline or departure: no store failure
 			if r.Context().Err() == nil {
 				writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered: reset %s not done", TimeoutHeader, rule.FullKey)

@@ -57,6 +57,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
     metadata:
       owner: team-a
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 5, overridable: true}
 `
 
 // loadOpenAPI serves GET /v1/openapi.json from a fresh server and loads and
@@ -263,6 +265,7 @@ func openapiExchanges() []exchange {
 		{name: "unknown path", method: "GET", path: "/v1/nope", want: 404},
 		{name: "unknown root path", method: "GET", path: "/nope", want: 404},
 	}
+	xs = append(xs, quotaExchanges()...)
 	files, _ := fs.ReadDir(page, "page")
 	for _, f := range files {
 		if f.Name() != "index.html" {
@@ -293,8 +296,14 @@ func openapiServer(t *testing.T, on string) *Server {
 		store sluice.Store
 		opts  = []Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
 	)
+	if on != "notoken" {
+		opts = append(opts, WithAdminTokens(AdminToken{Name: "ops", Token: openapiToken}))
+	}
+	if on == "full" {
+		opts = append(opts, WithOverrideStore(fullOverrides{&MemoryOverrides{}}))
+	}
 	switch on {
-	case "rides", "empty":
+	case "rides", "empty", "notoken", "full":
 		ms := memstore.New(memstore.WithClock(sluicetest.NewClock(t0)))
 		t.Cleanup(func() { ms.Close() })
 		store = ms
@@ -314,8 +323,14 @@ func openapiServer(t *testing.T, on string) *Server {
 		opts = append(opts, WithCollector(failingCollector{prometheus.NewDesc("sluice_test_broken", "A collector that fails.", nil, nil)}))
 	case "dead":
 		store = deadResetStore{}
+		opts = append(opts, WithOverrideStore(deadOverrides{}))
 	case "stall":
 		store = stallStore{}
+	case "stallquota": // an override store that answers nothing (outside synctest: reportOrphans waits on it)
+		ms := memstore.New()
+		t.Cleanup(func() { ms.Close() })
+		store = ms
+		opts = append(opts, WithOverrideStore(stallOverrides{}))
 	default:
 		t.Fatalf("no server %q", on)
 	}
@@ -404,7 +419,7 @@ func TestOpenAPIExchanges(t *testing.T) {
 	}
 	answered := map[string]bool{} // "POST /v1/check 415": an exchange showed it
 	servers := map[string]*Server{}
-	for _, on := range []string{"rides", "empty", "badmetrics", "dead", "redis", "rlqs"} {
+	for _, on := range []string{"rides", "empty", "badmetrics", "dead", "redis", "rlqs", "notoken", "full", "stallquota"} {
 		servers[on] = openapiServer(t, on)
 	}
 	for _, x := range openapiExchanges() {

@@ -83,6 +83,7 @@ type Server struct {
 	started   time.Time   // New's time, for GET /v1/status
 	storeName string      // WithStoreName
 	health    storeHealth // failed decisions, for GET /v1/status
+	quota     quotaState  // limits.go, usage.go
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -138,6 +139,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	s.started = s.now()
 	s.metrics.registry.MustRegister(newLiveCollector(s))
 	s.setupFallback()
+	s.setupQuota()
 	if err := s.registerCollectors(); err != nil {
 		return nil, err
 	}
@@ -220,6 +222,7 @@ func (s *Server) Apply(c *config.Config) error {
 	}
 	s.plan.p.Store(planOf(c, nil))
 	s.retire(prev, sn)
+	s.quotaApplied(c)
 	s.live.applied(c, sn.loaded)
 	s.metrics.reloaded(true, sn.loaded)
 	return nil

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestOverrideFleetRedis is the issue's test: three replicas (Servers, each
+// with its own Redis client and so its own client-side cache) on one real
+// Redis. A tenant's limit changed through one replica's API takes effect on
+// the next request on every replica, survives a reload of the files, goes
+// back to the default on DELETE everywhere, and is refused without the
+// token. Every algorithm.
+func TestOverrideFleetRedis(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"api.yaml": tenantsYAML()})
+	urls := make([]string, 3)
+	srvs := make([]*Server, 3)
+	for i := range urls {
+		st, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		srv, err := New(st, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithAdminTokens(AdminToken{Name: "ops", Token: testToken}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.ReloadDir(dir); err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(hs.Close)
+		urls[i], srvs[i] = hs.URL, srv
+	}
+	// Windows of a minute (and buckets refilling 2 a minute): each case
+	// finishes well within one, so the counts are exact; each algorithm
+	// and round uses a tenant of its own.
+	for _, a := range []string{"token-bucket", "gcra", "leaky-bucket", "fixed-window", "sliding-log", "sliding-window"} {
+		t.Run(a, func(t *testing.T) {
+			tenant := "acme-" + a
+			path := "/v1/limits/api/alg=" + a + "/tenant=" + tenant
+			// Every replica reads the (absent) override first, so each
+			// has it cached when it changes.
+			first := 0
+			for _, u := range urls {
+				first += admittedHTTP(t, u, "api", 1, "alg", a, "tenant", tenant)
+			}
+			if first != 2 {
+				t.Fatalf("the first 3 requests: %d admitted, want the default 2", first)
+			}
+			if code, body := doHTTP(t, urls[0], "PUT", path, "-", `{"requests_per_unit":9}`); code != http.StatusUnauthorized {
+				t.Fatalf("PUT without a token: %d %s", code, body)
+			}
+			if code, body := doHTTP(t, urls[0], "PUT", path, testToken, `{"requests_per_unit":9}`); code != 200 {
+				t.Fatalf("PUT: %d %s", code, body)
+			}
+			// The next requests on every replica: the override's 9 over
+			// the three (one key's state, under the override's policy).
+			got := 0
+			for _, u := range urls {
+				got += admittedHTTP(t, u, "api", 4, "alg", a, "tenant", tenant)
+			}
+			if got != 9 {
+				t.Errorf("after the PUT on replica 0: %d admitted over 3 replicas, want the override's 9", got)
+			}
+			// A reload on every replica keeps it (a change elsewhere in the file).
+			writeFiles(t, dir, map[string]string{"api.yaml": tenantsYAML() + "  - key: more_" + strings.ReplaceAll(a, "-", "_") + "\n    rate_limit: {unit: second, requests_per_unit: 1}\n"})
+			for _, s := range srvs {
+				if err := s.ReloadDir(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, body := doHTTP(t, urls[2], "GET", path, testToken, "")
+			if code != 200 || !strings.Contains(body, `"effective":{"requests_per_unit":9`) || !strings.Contains(body, `"kept":"store: shared`) {
+				t.Errorf("GET on replica 2 after the reload: %d %s", code, body)
+			}
+			// Raised again through replica 1: 3 more for the key, seen by the next request anywhere.
+			if code, body := doHTTP(t, urls[1], "PUT", path, testToken, `{"requests_per_unit":12}`); code != 200 {
+				t.Fatalf("PUT: %d %s", code, body)
+			}
+			got = 0
+			for _, u := range []string{urls[2], urls[0], urls[1]} {
+				got += admittedHTTP(t, u, "api", 2, "alg", a, "tenant", tenant)
+			}
+			// The override's policy changed (12 ≠ 9): a fresh state under
+			// the new one, 6 of 6 admitted.
+			if got != 6 {
+				t.Errorf("after the second PUT: %d admitted, want 6 (12 under a fresh state)", got)
+			}
+			// DELETE through replica 2: every replica is back on the
+			// default 2, which the first requests spent.
+			if code, body := doHTTP(t, urls[2], "DELETE", path, testToken, ""); code != 200 {
+				t.Fatalf("DELETE: %d %s", code, body)
+			}
+			got = 0
+			for _, u := range urls {
+				got += admittedHTTP(t, u, "api", 2, "alg", a, "tenant", tenant)
+			}
+			if got != 0 {
+				t.Errorf("after DELETE: %d admitted, want 0 (the default 2, spent by the first requests)", got)
+			}
+		})
+	}
+}
