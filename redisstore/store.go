@@ -59,6 +59,8 @@ type Store struct {
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
 
+	gathering gathering // gather.go
+
 	generalOnly bool // benchmarks: take.lua decides every request
 }
 
