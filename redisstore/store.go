@@ -22,8 +22,27 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-//go:embed take.lua
-var takeSource string
+// The general script: take.lua, after the number helpers and one file per
+// algorithm that it calls.
+var (
+	//go:embed big.lua
+	bigSource string
+	//go:embed pairs.lua
+	pairsSource string
+	//go:embed take_bucket.lua
+	takeBucketSource string
+	//go:embed take_fixed.lua
+	takeFixedSource string
+	//go:embed take_window.lua
+	takeWindowSource string
+	//go:embed take_log.lua
+	takeLogSource string
+	//go:embed take.lua
+	takeSource string
+
+	takeText = strings.Join([]string{bigSource, pairsSource, takeBucketSource,
+		takeFixedSource, takeWindowSource, takeLogSource, takeSource}, "\n")
+)
 
 // ErrCrossSlot is returned (wrapped) by TakeAll on a Redis Cluster when the
 // batch's keys live in more than one hash slot: one script can then not
@@ -161,7 +180,7 @@ func configure(opts []Option) (*Store, error) {
 	s := &Store{
 		prefix:   "sluice:",
 		slack:    time.Hour,
-		script:   rueidis.NewLuaScript(takeSource),
+		script:   rueidis.NewLuaScript(takeText),
 		timeout:  DefaultTimeout,
 		margin:   DefaultDeadlineMargin,
 		compiled: map[sluice.Policy]*compiled{},
