@@ -1,9 +1,9 @@
 -- sluice redisstore: the atomic part of a batch of rate-limiting decisions
 -- (TakeAll, and what the one-request scripts do not decide). Follows
 -- big.lua, pairs.lua and one file per algorithm, take_<name>.lua (store.go
--- joins them), each a table with load(key, list key, denominator): the
--- key's state; take(state, request): admitted, and up to four strings of
--- the state it saw; and save(state, expiry string, ttl ms).
+-- joins them), each with <name>_load(key, list key, denominator): the
+-- key's state; <name>_take(state, request): admitted, and up to four
+-- strings of the state it saw; and <name>_save(state, expiry, ttl ms).
 --
 -- The Go models are the oracle. This script only reads each key's state,
 -- evaluates the admission predicate of its algorithm exactly, and, when
@@ -21,7 +21,30 @@
 --   cost, capacity (burst or limit), period, dur(cost) ns, dur(cost) frac,
 --   dur(burst) ns, dur(burst) frac, denominator.
 -- Returns {now, committed ("1"/"0"), then 4 strings per request}.
-local algorithms = {b = bucket, f = fixed, w = window, l = slidinglog}
+
+-- The algorithms' functions, by kind (if-chains rather than tables: the
+-- script's top level runs on every call, and tables of functions would be
+-- made each time).
+local function load(kind, key, lkey, den)
+  if kind == "b" then return bucket_load(key, lkey, den)
+  elseif kind == "f" then return fixed_load(key)
+  elseif kind == "w" then return window_load(key) end
+  return slidinglog_load(key, lkey)
+end
+
+local function take(kind, s, r)
+  if kind == "b" then return bucket_take(s, r)
+  elseif kind == "f" then return fixed_take(s, r)
+  elseif kind == "w" then return window_take(s, r) end
+  return slidinglog_take(s, r)
+end
+
+local function save(kind, s, x, ms)
+  if kind == "b" then return bucket_save(s, x)
+  elseif kind == "f" then return fixed_save(s, x)
+  elseif kind == "w" then return window_save(s, x) end
+  return slidinglog_save(s, x, ms)
+end
 
 local nh, nl
 if ARGV[1] == "" then
@@ -33,26 +56,31 @@ end
 local slack, n = tonumber(ARGV[2]), tonumber(ARGV[3])
 local states, order = {}, {}
 local out, all = {S(nh, nl), "0"}, true
+-- The request being decided, passed to the algorithm's take (which keeps
+-- nothing of it): one table, made once.
+local r = {a = 0, nh = nh, nl = nl, ch = 0, cl = 0, kh = 0, kl = 0, ph = 0, pl = 0,
+  costpos = false, jh = 0, jl = 0}
 for i = 1, n do
   local a = 3 + (i - 1) * 9
   -- The request: cost, capacity, period, and the cost judged (a peek,
   -- cost 0, is admitted iff cost 1 would be).
-  local r = {a = a, nh = nh, nl = nl}
-  r.ch, r.cl = P(ARGV[a + 2])
-  r.kh, r.kl = P(ARGV[a + 3])
-  r.ph, r.pl = P(ARGV[a + 4])
-  r.costpos = r.ch > 0 or r.cl > 0
-  r.jh, r.jl = r.ch, r.cl
-  if not r.costpos then r.jh, r.jl = 0, 1 end
-  local alg, key = algorithms[ARGV[a + 1]], KEYS[2 * i - 1]
+  local ch, cl = P(ARGV[a + 2])
+  local kh, kl = P(ARGV[a + 3])
+  local ph, pl = P(ARGV[a + 4])
+  local costpos = ch > 0 or cl > 0
+  local jh, jl = ch, cl
+  if not costpos then jh, jl = 0, 1 end
+  r.a, r.ch, r.cl, r.kh, r.kl, r.ph, r.pl = a, ch, cl, kh, kl, ph, pl
+  r.costpos, r.jh, r.jl = costpos, jh, jl
+  local kind, key = ARGV[a + 1], KEYS[2 * i - 1]
   local s = states[key]
   if not s then
-    s = alg.load(key, KEYS[2 * i], ARGV[a + 9])
-    s.alg = alg
+    s = load(kind, key, KEYS[2 * i], ARGV[a + 9])
+    s.kind = kind
     states[key] = s
     order[#order + 1] = key
   end
-  local ok, o1, o2, o3, o4 = alg.take(s, r)
+  local ok, o1, o2, o3, o4 = take(kind, s, r)
   all = all and ok
   local m = #out
   out[m + 1], out[m + 2], out[m + 3], out[m + 4] = o1 or "", o2 or "", o3 or "", o4 or ""
@@ -65,7 +93,7 @@ if all then
       local dh, dl = sub(s.xh, s.xl, nh, nl)
       local ms = math.max(dh * 1000 + math.ceil(dl / 1000000), 1)
       ms = string.format("%d", ms + slack)
-      s.alg.save(s, S(s.xh, s.xl), ms)
+      save(s.kind, s, S(s.xh, s.xl), ms)
       redis.call('PEXPIRE', key, ms)
     end
   end

@@ -3,9 +3,8 @@
 -- a request of cost c at now is admitted iff max(TAT, now) + c*T <=
 -- now + Burst*T, and then TAT = max(TAT, now) + c*T. Go sends c*T and
 -- Burst*T as whole ns and a fraction (dur(1) for a peek, judged as cost 1).
-local bucket = {}
 
-function bucket.load(key, lkey, den)
+local function bucket_load(key, lkey, den)
   local s = {key = key, d = den}
   local v = redis.call('HMGET', key, 't', 'f', 'd')
   s.th, s.tl = P(v[1] or "0")
@@ -27,7 +26,7 @@ function bucket.load(key, lkey, den)
 end
 
 -- take decides r on s: admitted, and the state it saw (t, f).
-function bucket.take(s, r)
+local function bucket_take(s, r)
   local seen1, seen2 = S(s.th, s.tl), S(s.fh, s.fl)
   if cmp(r.ch, r.cl, r.kh, r.kl) > 0 then return false, seen1, seen2 end
   local a = r.a
@@ -50,6 +49,6 @@ function bucket.take(s, r)
   return true, seen1, seen2
 end
 
-function bucket.save(s, x)
+local function bucket_save(s, x)
   redis.call('HSET', s.key, 't', S(s.th, s.tl), 'f', S(s.fh, s.fl), 'd', s.d, 'x', x)
 end

@@ -1,9 +1,8 @@
 -- take.lua's fixed window (kind "f"): admitted iff the count of the
 -- window (aligned to multiples of the period since the epoch) plus the
 -- cost is at most the limit. The state is the window start t and count c.
-local fixed = {}
 
-function fixed.load(key)
+local function fixed_load(key)
   local s = {key = key}
   local v = redis.call('HMGET', key, 't', 'c')
   s.th, s.tl = P(v[1] or "0")
@@ -12,7 +11,7 @@ function fixed.load(key)
 end
 
 -- take decides r on s: admitted, and the state it saw (t, c).
-function fixed.take(s, r)
+local function fixed_take(s, r)
   local seen1, seen2 = S(s.th, s.tl), S(s.ch, s.cl)
   -- The window: the latest of now and the stored one (a clock that
   -- stepped back stays in the stored window).
@@ -32,6 +31,6 @@ function fixed.take(s, r)
   return true, seen1, seen2
 end
 
-function fixed.save(s, x)
+local function fixed_save(s, x)
   redis.call('HSET', s.key, 't', S(s.th, s.tl), 'c', S(s.ch, s.cl), 'x', x)
 end

@@ -2,7 +2,6 @@
 -- (now - P, now] plus this cost are at most the limit. The state is a list
 -- of entries "at cost" (oldest first) and a hash of their sum u and the
 -- last entry's time a; an entry exactly P old has left.
-local slidinglog = {}
 
 -- entry parses a sliding-log entry "at cost".
 local function entry(e)
@@ -20,7 +19,7 @@ local function logentry(s, i)
   return p[1], p[2], p[3], p[4]
 end
 
-function slidinglog.load(key, lkey)
+local function slidinglog_load(key, lkey)
   local s = {key = key, lkey = lkey, trim = 0, pending = {}}
   local v = redis.call('HMGET', key, 'u', 'a')
   s.uh, s.ul = P(v[1] or "0")
@@ -33,7 +32,7 @@ end
 -- take decides r on s: admitted, and the state it saw (u, a; and on a
 -- refusal that can succeed later, the entry whose leaving makes room and
 -- the sum of the entries up to it).
-function slidinglog.take(s, r)
+local function slidinglog_take(s, r)
   -- Drop (tentatively) the entries that have left: at + P <= now.
   while s.trim < s.len + #s.pending do
     local ah, al, eh, el = logentry(s, s.trim)
@@ -70,7 +69,7 @@ function slidinglog.take(s, r)
   return true, seen1, seen2
 end
 
-function slidinglog.save(s, x, ms)
+local function slidinglog_save(s, x, ms)
   if s.trim > 0 then redis.call('LTRIM', s.lkey, math.min(s.trim, s.len), -1) end
   for _, p in ipairs(s.pending) do
     redis.call('RPUSH', s.lkey, S(p[1], p[2]) .. " " .. S(p[3], p[4]))

@@ -2,9 +2,8 @@
 -- aligned window began, admitted iff prev*(P - e)/P + cur + cost <= limit,
 -- decided as (limit - cur - cost)*P >= prev*(P - e), exactly. The state
 -- is the window start t, its count c and the previous window's count p.
-local window = {}
 
-function window.load(key)
+local function window_load(key)
   local s = {key = key}
   local v = redis.call('HMGET', key, 't', 'c', 'p')
   s.th, s.tl = P(v[1] or "0")
@@ -14,7 +13,7 @@ function window.load(key)
 end
 
 -- take decides r on s: admitted, and the state it saw (t, c, p).
-function window.take(s, r)
+local function window_take(s, r)
   local seen1, seen2, seen3 = S(s.th, s.tl), S(s.ch, s.cl), S(s.ph, s.pl)
   local ph, pl = r.ph, r.pl
   local th, tl = maxp(r.nh, r.nl, s.th, s.tl)
@@ -42,6 +41,6 @@ function window.take(s, r)
   return true, seen1, seen2, seen3
 end
 
-function window.save(s, x)
+local function window_save(s, x)
   redis.call('HSET', s.key, 't', S(s.th, s.tl), 'c', S(s.ch, s.cl), 'p', S(s.ph, s.pl), 'x', x)
 end
