@@ -129,7 +129,9 @@ func (s *Store) timeUp(cn *conn, b *batch) {
 // that opened meanwhile, if any, until there is none.
 func (s *Store) fly(cn *conn, b *batch) {
 	for {
-		s.exec(latest(b.ms), cn, b.ms)
+		ctx, cancel := batchContext(b.ms)
+		s.exec(ctx, cn, b.ms)
+		cancel()
 		for _, m := range b.ms {
 			m.done <- struct{}{}
 		}
@@ -147,19 +149,20 @@ func (s *Store) fly(cn *conn, b *batch) {
 	}
 }
 
-// latest returns the context of ms with the latest deadline (or none): the
-// call serves them all, and each stops waiting at its own.
-func latest(ms []*single) context.Context {
-	ctx := ms[0].ctx
-	at, ok := ctx.Deadline()
-	for _, m := range ms[1:] {
-		d, has := m.ctx.Deadline()
+// batchContext returns the context of a call for ms: it ends at the latest
+// of their bounds (never, if one has none), and a caller's cancellation
+// does not end it, since the call decides the others too (each caller stops
+// waiting at its own bound or cancellation).
+func batchContext(ms []*single) (context.Context, context.CancelFunc) {
+	var at time.Time
+	for _, m := range ms {
+		d, ok := m.ctx.Deadline()
 		if !ok {
-			break
+			return context.Background(), func() {}
 		}
-		if !has || d.After(at) {
-			ctx, at, ok = m.ctx, d, has
+		if d.After(at) {
+			at = d
 		}
 	}
-	return ctx
+	return context.WithDeadline(context.Background(), at)
 }

@@ -223,3 +223,50 @@ func TestGatherConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherCancel: a caller that cancels while its request waits in a
+// batch leaves with its own error, and the batch's call still decides the
+// others, whose results are not errors, nor counted as Redis's (here the
+// cancelled caller's context is the batch's latest bound).
+func TestGatherCancel(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	s := newStore(t, c, WithDeadlineMargin(0))
+	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Hour}
+	cn, err := s.connection(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.gathering.delay = time.Hour
+	s.gathering.mu.Lock()
+	s.gathering.flying = 1
+	s.gathering.mu.Unlock()
+	// With no margin, a caller's deadline before the store's timeout bounds
+	// the call with the caller's own context; a's is the later.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	var cancelled, other error
+	var d sluice.Decision
+	left := make(chan struct{})
+	go func() {
+		defer close(left)
+		_, cancelled = s.Take(ctx, p, "a", 1)
+	}()
+	waitOpen(s, 1)
+	var wg sync.WaitGroup
+	ctxB, cancelB := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancelB()
+	wg.Go(func() { d, other = s.Take(ctxB, p, "b", 1) })
+	waitOpen(s, 2)
+	cancel()
+	<-left // the first Take leaves on its cancellation
+	s.landed(cn)
+	wg.Wait()
+	if cancelled == nil {
+		t.Fatal("the cancelled Take returned no error")
+	}
+	if other != nil || !d.Allowed {
+		t.Fatalf("the other Take in the batch: %+v, %v", d, other)
+	}
+	if st := s.Stats(); st.Errors != 0 {
+		t.Fatalf("stats %+v: a caller's cancellation counted as a Redis error", st)
+	}
+}
