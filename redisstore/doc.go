@@ -21,11 +21,14 @@
 //
 // Every decision is one round trip: one Lua script, run by its SHA (EVALSHA)
 // and sent again transparently when Redis answers NOSCRIPT (after a
-// restart, a failover or SCRIPT FLUSH). A Take of a fixed-window policy
-// runs fixed.lua, of a bucket kind bucket.lua: a screen each, which the
-// algorithm's rule can be read from; batches (TakeAll) and the other
-// algorithms run take.lua. A script does only the atomic
-// part: it reads each key's state, evaluates the algorithm's admission
+// restart, a failover or SCRIPT FLUSH). A Take of a fixed-window policy is
+// decided by fixed.lua, of a bucket kind by bucket.lua: a screen each, which
+// the algorithm's rule can be read from, run by singles.lua (see Gathering
+// below). Batches (TakeAll), the sliding algorithms and what is outside the
+// exact range run take.lua, which calls one file per algorithm
+// (take_bucket.lua, take_fixed.lua, take_window.lua, take_log.lua), each a
+// screen, on the exact integers of pairs.lua and big.lua. A script does only
+// the atomic part: it reads each key's state, evaluates the algorithm's admission
 // predicate exactly, and, if the request (or every request of a TakeAll
 // batch) is admitted, writes the new state and sets the key to expire at
 // the instant its state becomes idle (model.Model.ExpiresAt). It returns
@@ -50,7 +53,8 @@
 //
 // Every envoy-format rule (a whole second, minute, hour or day, and any
 // limit below 2⁵³) is inside it. A policy outside it is not refused: take.lua
-// decides it, holding every number as 24-bit limbs in decimal strings, exact
+// decides it, holding every number as a pair of exact doubles (h·10⁹ + l),
+// and a product or remainder that leaves 2⁵³ as 24-bit limbs, exact
 // over the models' whole parameter range (sluice.MaxLimit, sluice.MaxPeriod,
 // sluice.MaxTime), at a higher cost to Redis. A one-request script that
 // meets a state it cannot read exactly (written under another period or
@@ -58,6 +62,24 @@
 // hands the request to take.lua before writing anything. What Go can work
 // out in advance (the time cost units take to drain, as whole and
 // fractional nanoseconds) is passed in.
+//
+// # Gathering
+//
+// Concurrent Takes on one store share script calls. A Take that finds no
+// call of singles.lua in flight goes at once, alone. One that finds a call
+// in flight joins the open batch, which goes when that call returns or
+// DefaultMaxFlushDelay (20 µs) after it opened, whichever is first (the
+// connection's write may then hold it up to its own MaxFlushDelay, as any
+// command); a Take never waits for a batch past its own deadline less the
+// margin. singles.lua decides each request of a batch on its own, in order,
+// at one Redis TIME: refused requests write nothing and do not affect the
+// others, so every Take gets the decision it would have got alone at that
+// instant, in some order of the concurrent ones. The script call, its
+// parsing and its reply are shared, which is most of what a decision costs
+// Redis beyond the commands on its key (BENCHMARKS.md). Gathering needs all
+// of a batch's keys in one slot, so it applies to standalone Redis,
+// Sentinel, and a Cluster with WithSingleSlot; on a Cluster without it each
+// Take is its own call.
 //
 // # Time
 //

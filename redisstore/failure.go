@@ -88,7 +88,8 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // Stats counts what a store has done since it was created.
 type Stats struct {
 	// Calls is the number of calls to Redis (one per Take or TakeAll that
-	// got past validation and the breaker).
+	// got past validation and the breaker; Takes gathered into one script
+	// call count one each).
 	Calls uint64
 	// Errors is the number of those calls that failed (including timeouts).
 	Errors uint64

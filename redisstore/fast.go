@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/redis/rueidis"
 
@@ -15,19 +16,25 @@ import (
 )
 
 // The one-request scripts: a Take (or TakeStamped) of a fixed-window or
-// bucket-kind policy inside their exact range runs a script of one screen
-// that works in plain doubles, instead of take.lua's general path. Each
-// decides exactly as the model does; outside its range (checked here, or by
-// the script on a state written under other parameters, when it answers
-// "?") take.lua decides.
+// bucket-kind policy inside their exact range is decided by fixed.lua or
+// bucket.lua, functions of one screen that work in plain doubles, instead
+// of take.lua's general path. Each decides exactly as the model does;
+// outside its range (checked here, or by the script on a state written
+// under other parameters, when it answers "?") take.lua decides.
+//
+// singles.lua runs them: one call decides a list of such requests, each on
+// its own, so that concurrent Takes share one script call (gather.go).
 var (
 	//go:embed fixed.lua
 	fixedSource string
 	//go:embed bucket.lua
 	bucketSource string
+	//go:embed singles.lua
+	singlesSource string
 
-	fixedScript  = rueidis.NewLuaScript(fixedSource)
-	bucketScript = rueidis.NewLuaScript(bucketSource)
+	// singlesText is the script singles.lua with the functions it calls.
+	singlesText   = fixedSource + "\n" + bucketSource + "\n" + singlesSource
+	singlesScript = rueidis.NewLuaScript(singlesText)
 )
 
 // exact is 2⁵³: doubles hold every whole number below it.
@@ -52,98 +59,61 @@ func (c *compiled) fastKind(p sluice.Policy) string {
 	return ""
 }
 
-// takeFast decides one request with a one-request script. done is false
-// when the script left the decision to take.lua (nothing was written).
+// fastArgs appends to a the request's kind and arguments for singles.lua.
+func (c *compiled) fastArgs(a []string, cost int64) []string {
+	if c.fast == "f" {
+		return append(a, "f", strconv.FormatInt(min(cost, c.cap+1), 10), c.capS, c.perUS)
+	}
+	judged := max(cost, 1) // a peek is judged as cost 1
+	durNS, durFrac := c.one[0], c.one[1]
+	switch {
+	case judged > c.cap: // impossible: refused, and nothing written
+		durNS, durFrac = c.overBurst, "0"
+	case judged > 1:
+		ns, frac := c.dur(judged)
+		durNS, durFrac = strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)
+	}
+	costArg := "1"
+	if cost == 0 {
+		costArg = "0"
+	}
+	return append(a, "b", durNS, durFrac, c.burst[0], c.burst[1], c.denS, costArg)
+}
+
+// takeFast decides one request with singles.lua. done is false when the
+// script left the decision to take.lua (nothing was written).
 func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int64, post []model.State) (d sluice.Decision, done bool, err error) {
 	cn, err := s.connection(ctx)
 	if err != nil {
 		return d, true, err
 	}
-	st, _ := stateKey(s.prefix, s.slot, c.tag, key)
 	if err := ctx.Err(); err != nil {
 		return d, true, err
 	}
-	var now int64
-	if s.clock != nil {
-		now = min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
-	}
-	var script *rueidis.Lua
-	var args []string
-	judged := max(cost, 1) // a peek is judged as cost 1
-	if c.fast == "f" {
-		script = fixedScript
-		nowArg := ""
-		if s.clock != nil {
-			nowArg = strconv.FormatInt(now/1000, 10)
-		}
-		args = []string{nowArg, strconv.FormatInt(min(cost, c.cap+1), 10), c.capS, c.perUS, s.ttlArg}
-	} else {
-		script = bucketScript
-		sec, nsec := "", ""
-		if s.clock != nil {
-			sec, nsec = strconv.FormatInt(now/1e9, 10), strconv.FormatInt(now%1e9, 10)
-		}
-		durNS, durFrac := c.one[0], c.one[1]
-		switch {
-		case judged > c.cap: // impossible: refused, and nothing written
-			durNS, durFrac = c.overBurst, "0"
-		case judged > 1:
-			ns, frac := c.dur(judged)
-			durNS, durFrac = strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)
-		}
-		costArg := "1"
-		if cost == 0 {
-			costArg = "0"
-		}
-		args = []string{sec, nsec, durNS, durFrac, c.burst[0], c.burst[1], c.denS, costArg, s.ttlArg}
-	}
+	m := singlePool.Get().(*single)
+	m.key, _ = stateKey(s.prefix, s.slot, c.tag, key)
+	m.args = c.fastArgs(m.args[:0], cost)
 	callCtx, call, err := s.begin(ctx)
+	if err != nil {
+		singlePool.Put(m)
+		return d, true, err
+	}
+	m.ctx = callCtx
+	err = s.gather(cn, m)
+	if err := s.end(ctx, call, err); err != nil {
+		// m may still be in a batch in flight: it is not reused.
+		return d, true, err
+	}
+	defer m.release()
+	if str(m.reply[0]) == "?" {
+		return d, false, nil // take.lua decides
+	}
+	now := m.sec*1e9 + m.nsec
+	state, err := c.state([4]string{str(m.reply[1]), str(m.reply[2]), "", ""})
 	if err != nil {
 		return d, true, err
 	}
-	reply, err := script.Exec(callCtx, cn.client, []string{st}, args).ToArray()
-	if err := s.end(ctx, call, err); err != nil {
-		return d, true, err
-	}
-	if len(reply) == 1 {
-		return d, false, nil // "?": take.lua decides
-	}
-	var state model.State
-	var admitted bool
-	if c.fast == "f" {
-		if len(reply) != 4 {
-			return d, true, fmt.Errorf("script returned %d values, want 4", len(reply))
-		}
-		us, err := reply[0].AsInt64()
-		if err != nil {
-			return d, true, fmt.Errorf("script returned the time: %v", err)
-		}
-		if s.clock == nil {
-			now = us * 1000
-		}
-		admitted = str(reply[1]) == "1" || isOne(reply[1])
-		state, err = c.state([4]string{str(reply[2]), str(reply[3]), "", ""})
-		if err != nil {
-			return d, true, err
-		}
-	} else {
-		if len(reply) != 5 {
-			return d, true, fmt.Errorf("script returned %d values, want 5", len(reply))
-		}
-		sec, err1 := reply[0].AsInt64()
-		nsec, err2 := reply[1].AsInt64()
-		if err1 != nil || err2 != nil {
-			return d, true, fmt.Errorf("script returned the time: %v, %v", err1, err2)
-		}
-		if s.clock == nil {
-			now = sec*1e9 + nsec
-		}
-		admitted = isOne(reply[2])
-		state, err = c.state([4]string{str(reply[3]), str(reply[4]), "", ""})
-		if err != nil {
-			return d, true, err
-		}
-	}
+	admitted := isOne(m.reply[0])
 	next, d := c.model.Take(state, now, cost)
 	if post != nil {
 		post[0] = next
@@ -154,8 +124,64 @@ func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int6
 	return d, true, nil
 }
 
+// single is one request for singles.lua, and the Take that waits for it.
+type single struct {
+	key  string
+	args []string        // its kind and arguments
+	ctx  context.Context // begin's: bounds the wait, and the call
+	done chan struct{}   // gather's batch sends on it when it has an outcome
+	// The outcome: the script's time, and the request's three fields
+	// (admitted or "?", and the state it read); or err.
+	sec, nsec int64
+	reply     [3]rueidis.RedisMessage
+	err       error
+}
+
+var singlePool = sync.Pool{New: func() any { return &single{done: make(chan struct{}, 1)} }}
+
+func (m *single) release() {
+	m.ctx, m.reply, m.err = nil, [3]rueidis.RedisMessage{}, nil
+	singlePool.Put(m)
+}
+
 // isOne reports whether m is the integer 1.
 func isOne(m rueidis.RedisMessage) bool {
 	n, err := m.AsInt64()
 	return err == nil && n == 1
+}
+
+// exec decides ms in one call of singles.lua, bounded by ctx, and records
+// each one's outcome in it.
+func (s *Store) exec(ctx context.Context, cn *conn, ms []*single) {
+	keys := make([]string, len(ms))
+	args := make([]string, 3, 3+7*len(ms))
+	args[2] = s.ttlArg
+	if s.clock != nil {
+		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
+		args[0], args[1] = strconv.FormatInt(now/1e9, 10), strconv.FormatInt(now%1e9, 10)
+	}
+	for i, m := range ms {
+		keys[i] = m.key
+		args = append(args, m.args...)
+	}
+	reply, err := singlesScript.Exec(ctx, cn.client, keys, args).ToArray()
+	var sec, nsec int64
+	if err == nil && len(reply) != 2+3*len(ms) {
+		err = fmt.Errorf("script returned %d values, want %d", len(reply), 2+3*len(ms))
+	}
+	if err == nil {
+		sec, err = reply[0].AsInt64()
+		if err == nil {
+			nsec, err = reply[1].AsInt64()
+		}
+		if err != nil {
+			err = fmt.Errorf("script returned the time: %v", err)
+		}
+	}
+	for i, m := range ms {
+		if m.err = err; err == nil {
+			m.sec, m.nsec = sec, nsec
+			copy(m.reply[:], reply[2+3*i:5+3*i])
+		}
+	}
 }

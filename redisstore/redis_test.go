@@ -58,7 +58,7 @@ func TestNoScript(t *testing.T) {
 	s := newStore(t, c)
 	p := sluice.Policy{Algorithm: sluice.GCRA, Limit: 10, Period: time.Hour}
 	ctx := t.Context()
-	sum := sha1.Sum([]byte(bucketSource)) // a GCRA Take runs bucket.lua
+	sum := sha1.Sum([]byte(singlesText)) // a GCRA Take runs singles.lua
 	sha := hex.EncodeToString(sum[:])
 	for i := range 3 {
 		if err := c.Do(ctx, c.B().ScriptFlush().Build()).Error(); err != nil {

@@ -23,8 +23,27 @@ import (
 	"github.com/sluicehq/sluice/model"
 )
 
-//go:embed take.lua
-var takeSource string
+// The general script: take.lua, after the number helpers and one file per
+// algorithm that it calls.
+var (
+	//go:embed big.lua
+	bigSource string
+	//go:embed pairs.lua
+	pairsSource string
+	//go:embed take_bucket.lua
+	takeBucketSource string
+	//go:embed take_fixed.lua
+	takeFixedSource string
+	//go:embed take_window.lua
+	takeWindowSource string
+	//go:embed take_log.lua
+	takeLogSource string
+	//go:embed take.lua
+	takeSource string
+
+	takeText = strings.Join([]string{bigSource, pairsSource, takeBucketSource,
+		takeFixedSource, takeWindowSource, takeLogSource, takeSource}, "\n")
+)
 
 // ErrCrossSlot is returned (wrapped) by TakeAll on a Redis Cluster when the
 // batch's keys live in more than one hash slot: one script can then not
@@ -59,6 +78,8 @@ type Store struct {
 
 	mu       sync.RWMutex
 	compiled map[sluice.Policy]*compiled
+
+	gathering gathering // gather.go
 
 	generalOnly bool // benchmarks: take.lua decides every request
 
@@ -162,7 +183,7 @@ func configure(opts []Option) (*Store, error) {
 	s := &Store{
 		prefix:   "sluice:",
 		slack:    time.Hour,
-		script:   rueidis.NewLuaScript(takeSource),
+		script:   rueidis.NewLuaScript(takeText),
 		timeout:  DefaultTimeout,
 		margin:   DefaultDeadlineMargin,
 		compiled: map[sluice.Policy]*compiled{},

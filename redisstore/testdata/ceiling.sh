@@ -3,9 +3,9 @@
 # BENCHMARKS.md: redis-benchmark sending EVALSHA, at 64 clients with and
 # without pipelining, of
 #   - a trivial script (return 1): the ceiling of any one-script limiter;
-#   - bucket.lua and fixed.lua, one GCRA and one fixed-window decision
-#     (100/s) on Redis TIME over 100k keys, with the arguments redisstore
-#     sends for Take(policy, key, 1): the ceiling of redisstore;
+#   - singles.lua (with bucket.lua and fixed.lua) deciding one GCRA and one
+#     fixed-window request (100/s) on Redis TIME over 100k keys, with the
+#     arguments redisstore sends for a lone Take(policy, key, 1);
 #   - INCRBY and EXPIRE, envoyproxy/ratelimit's two commands per decision.
 # It starts its own redis-server on a free loopback port and kills it on
 # exit. Usage: bash redisstore/testdata/ceiling.sh [requests per run]
@@ -62,12 +62,11 @@ bench() {
 echo "# $(redis-server --version)"
 echo "# $(nproc) CPUs; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 trivial=$(cli SCRIPT LOAD 'return 1')
-bucket=$(cli -x SCRIPT LOAD <"$here/../bucket.lua")
-fixed=$(cli -x SCRIPT LOAD <"$here/../fixed.lua")
+singles=$(cat "$here/../fixed.lua" "$here/../bucket.lua" "$here/../singles.lua" | cli -x SCRIPT LOAD)
 key='sluice:{u:gcra:100:1000000000:0:__rand_int__}'
-bucketArgs=("$key" '' '' 10000000 0 1000000000 0 1 1 0)
+bucketArgs=("$key" '' '' 0 b 10000000 0 1000000000 0 1 1)
 fkey='sluice:{u:fixed-window:100:1000000000:0:__rand_int__}'
-fixedArgs=("$fkey" '' 1 100 1000000 0)
+fixedArgs=("$fkey" '' '' 0 f 1 100 1000000)
 
 echo "## trivial script, -P 16"
 bench -P 16 -q EVALSHA "$trivial" 1 key
@@ -75,14 +74,14 @@ echo "## trivial script, -P 1"
 bench -P 1 -q EVALSHA "$trivial" 1 key
 for s in bucket fixed; do
 	cli CONFIG RESETSTAT >/dev/null
-	sha=$bucket args=("${bucketArgs[@]}")
-	if [ "$s" = fixed ]; then sha=$fixed args=("${fixedArgs[@]}"); fi
+	sha=$singles args=("${bucketArgs[@]}")
+	if [ "$s" = fixed ]; then args=("${fixedArgs[@]}"); fi
 	echo "## $s.lua (100k keys), -P 16"
 	bench -P 16 -r 100000 -q EVALSHA "$sha" 1 "${args[@]}"
 	echo "## $s.lua (100k keys), -P 1"
 	bench -P 1 -r 100000 -q EVALSHA "$sha" 1 "${args[@]}"
 	echo "## server time per $s.lua call and per command inside it (INFO commandstats)"
-	cli INFO commandstats | grep -E '^cmdstat_(evalsha|hset|hmget|pexpire|time):' | cut -d, -f1-3
+	cli INFO commandstats | grep -E '^cmdstat_(evalsha|hset|hmget|hincrby|pexpire|time):' | cut -d, -f1-3
 done
 cli CONFIG RESETSTAT >/dev/null
 echo "## INCRBY and EXPIRE (100k keys), -P 1"

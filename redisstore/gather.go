@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Gathering: concurrent Takes share one call of singles.lua.
+//
+// A Take that finds no call of singles.lua in flight on the store sends
+// its request at once, alone. One that finds a call in flight joins the
+// open batch: the requests waiting to go together. The batch goes when the
+// call in flight returns, or gatherDelay after it opened, whichever is
+// first; so no request waits to be sent longer than gatherDelay (the
+// connection's own write may then add up to its MaxFlushDelay, as for any
+// command). Each request in a batch is decided on its own, in order, at
+// the batch's one time (Redis TIME, read once): as if the Takes had
+// arrived one after another at that instant. The script call, its parsing
+// and its reply are then shared by the batch, which is most of what a
+// decision costs Redis (BENCHMARKS.md).
+//
+// On a Redis Cluster (without WithSingleSlot) the keys of a batch would be
+// in many slots, and a script may only touch keys of one: there each Take
+// is its own call, as before.
+
+// gatherDelay is the longest a request waits for a batch to go.
+const gatherDelay = DefaultMaxFlushDelay
+
+// maxBatch bounds the requests of one batch; a full batch goes at once.
+const maxBatch = 256
+
+// gathering is a store's batching state.
+type gathering struct {
+	mu     sync.Mutex
+	flying int    // calls of singles.lua in flight
+	open   *batch // the requests waiting to go together, or nil
+	// For tests and benchmarks: off sends every request alone; delay, if
+	// not 0, replaces gatherDelay.
+	off   bool
+	delay time.Duration
+}
+
+// batch is requests that go together in one call.
+type batch struct {
+	ms    []*single
+	timer *time.Timer
+}
+
+// gather decides m (whose ctx is begin's) with singles.lua: alone and at
+// once if no call is in flight, else in the open batch. It returns when m
+// has its outcome, or m.ctx has ended (then m may still be in a batch in
+// flight).
+func (s *Store) gather(cn *conn, m *single) error {
+	g := &s.gathering
+	if g.off || (cn.cluster && s.slot == "") {
+		s.exec(m.ctx, cn, []*single{m})
+		return m.err
+	}
+	g.mu.Lock()
+	if g.flying == 0 && g.open == nil {
+		g.flying++
+		g.mu.Unlock()
+		one := [1]*single{m}
+		s.exec(m.ctx, cn, one[:])
+		s.landed(cn)
+		return m.err
+	}
+	b := g.open
+	if b == nil {
+		b = &batch{}
+		g.open = b
+		delay := gatherDelay
+		if g.delay != 0 {
+			delay = g.delay
+		}
+		b.timer = time.AfterFunc(delay, func() { s.timeUp(cn, b) })
+	}
+	b.ms = append(b.ms, m)
+	if len(b.ms) >= maxBatch {
+		g.open = nil
+		g.flying++
+		b.timer.Stop()
+		go s.fly(cn, b)
+	}
+	g.mu.Unlock()
+	select {
+	case <-m.done:
+		return m.err
+	case <-m.ctx.Done():
+		return m.ctx.Err()
+	}
+}
+
+// landed records that a call has returned, and sends the open batch, if
+// any, in its place.
+func (s *Store) landed(cn *conn) {
+	g := &s.gathering
+	g.mu.Lock()
+	b := g.open
+	if b == nil {
+		g.flying--
+		g.mu.Unlock()
+		return
+	}
+	g.open = nil
+	g.mu.Unlock()
+	b.timer.Stop()
+	go s.fly(cn, b)
+}
+
+// timeUp sends b if it is still waiting, gatherDelay after it opened.
+func (s *Store) timeUp(cn *conn, b *batch) {
+	g := &s.gathering
+	g.mu.Lock()
+	if g.open != b {
+		g.mu.Unlock()
+		return
+	}
+	g.open = nil
+	g.flying++
+	g.mu.Unlock()
+	s.fly(cn, b)
+}
+
+// fly sends b, hands each request its outcome, and then sends the batch
+// that opened meanwhile, if any, until there is none.
+func (s *Store) fly(cn *conn, b *batch) {
+	for {
+		ctx, cancel := batchContext(b.ms)
+		s.exec(ctx, cn, b.ms)
+		cancel()
+		for _, m := range b.ms {
+			m.done <- struct{}{}
+		}
+		g := &s.gathering
+		g.mu.Lock()
+		b = g.open
+		if b == nil {
+			g.flying--
+			g.mu.Unlock()
+			return
+		}
+		g.open = nil
+		g.mu.Unlock()
+		b.timer.Stop()
+	}
+}
+
+// batchContext returns the context of a call for ms: it ends at the latest
+// of their bounds (never, if one has none), and a caller's cancellation
+// does not end it, since the call decides the others too (each caller stops
+// waiting at its own bound or cancellation).
+func batchContext(ms []*single) (context.Context, context.CancelFunc) {
+	var at time.Time
+	for _, m := range ms {
+		d, ok := m.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(at) {
+			at = d
+		}
+	}
+	return context.WithDeadline(context.Background(), at)
+}
