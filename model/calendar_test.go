@@ -121,7 +121,7 @@ func TestCalendarMonthSteps(t *testing.T) {
 	p := monthly(berlin, sluice.FixedWindow, 3, 0)
 	t0 := time.Date(2026, 2, 27, 12, 0, 0, 0, berlin).UnixNano()
 	h := time.Hour
-	toMarch := 36 * h                   // Feb 27 12:00 CET to Mar 1 00:00 CET
+	toMarch := 36 * h                  // Feb 27 12:00 CET to Mar 1 00:00 CET
 	toApril := toMarch + 31*24*h - 1*h // March in Berlin: 743 hours
 	runSteps(t, p, t0, []step{
 		{0, 2, true, 1, -1, toMarch, 0},
