@@ -23,10 +23,16 @@
 -- ARGV[1]: now in nanoseconds, or "" to read Redis TIME.
 -- ARGV[2]: milliseconds added to every TTL (0 when the time is Redis TIME).
 -- ARGV[3]: the number of requests; then 9 fields per request:
---   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log),
---   cost, capacity (burst or limit), period, dur(cost) ns, dur(cost) frac,
---   dur(burst) ns, dur(burst) frac, denominator.
--- Returns {now, committed ("1"/"0"), then 4 strings per request}.
+--   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log;
+--   "F" and "W" for the windows of a calendar), cost, capacity (burst or
+--   limit), period, dur(cost) ns, dur(cost) frac, dur(burst) ns,
+--   dur(burst) frac, denominator. For "F" and "W" the four dur fields are
+--   instead the calendar window computed in Go: its start, its end, the
+--   previous window's start and the next window's end (ns).
+-- Returns {now, committed ("1"/"0"), then 4 strings per request}; committed
+-- is "2" when a calendar window given does not hold the instant decided at
+-- (max(now, the stored window start)): nothing is written, and Go sends the
+-- window that does.
 
 local G = 1000000000
 
@@ -279,6 +285,18 @@ end
 local states, order = {}, {}
 local out = {nows, "0"}
 local all = true
+local retry = false
+
+-- calwin returns request base's calendar window (start, end, previous
+-- start, next end) and notes a retry unless it holds th, tl.
+local function calwin(base, th, tl)
+  local sh, sl = P(ARGV[base + 5])
+  local eh, el = P(ARGV[base + 6])
+  if cmp(th, tl, sh, sl) < 0 or cmp(th, tl, eh, el) >= 0 then retry = true end
+  local qh, ql = P(ARGV[base + 7])
+  local xh, xl = P(ARGV[base + 8])
+  return sh, sl, eh, el, qh, ql, xh, xl
+end
 
 -- entry parses a sliding-log entry "at cost".
 local function entry(e)
@@ -338,6 +356,8 @@ end
 for i = 1, n do
   local base = 3 + (i - 1) * 9
   local kind = ARGV[base + 1]
+  local cal = kind == "F" or kind == "W"
+  if cal then kind = string.lower(kind) end
   local ch, cl = P(ARGV[base + 2])   -- cost
   local kh, kl = P(ARGV[base + 3])   -- capacity
   local ph, pl = P(ARGV[base + 4])   -- period
@@ -380,7 +400,13 @@ for i = 1, n do
   elseif kind == "f" then
     o1, o2 = S(s.th, s.tl), S(s.ch, s.cl)
     local th, tl = maxp(nh, nl, s.th, s.tl)
-    local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+    local sh, sl, eh, el
+    if cal then
+      sh, sl, eh, el = calwin(base, th, tl)
+    else
+      sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+      eh, el = add(sh, sl, ph, pl)
+    end
     local cnth, cntl = 0, 0
     if cmp(s.th, s.tl, sh, sl) == 0 then cnth, cntl = s.ch, s.cl end
     local uh, ul = add(cnth, cntl, jh, jl)
@@ -388,17 +414,27 @@ for i = 1, n do
       ok = true
       if costpos then
         s.th, s.tl, s.ch, s.cl = sh, sl, uh, ul
-        s.xh, s.xl = add(sh, sl, ph, pl)
+        s.xh, s.xl = eh, el
         s.dirty = true
       end
     end
   elseif kind == "w" then
     o1, o2, o3 = S(s.th, s.tl), S(s.ch, s.cl), S(s.ph, s.pl)
     local th, tl = maxp(nh, nl, s.th, s.tl)
-    local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+    local sh, sl, qh, ql, xh, xl
+    if cal then
+      -- The weight is the calendar window's own length: P = end - start.
+      local eh, el
+      sh, sl, eh, el, qh, ql, xh, xl = calwin(base, th, tl)
+      ph, pl = sub(eh, el, sh, sl)
+    else
+      sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+    end
     local curh, curl, prh, prl = 0, 0, 0, 0
     if cmp(s.th, s.tl, sh, sl) == 0 then
       curh, curl, prh, prl = s.ch, s.cl, s.ph, s.pl
+    elseif cal then
+      if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
     elseif cmp(sh, sl, ph, pl) >= 0 then
       local qh, ql = sub(sh, sl, ph, pl)
       if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
@@ -414,8 +450,12 @@ for i = 1, n do
       end
       if ok and costpos then
         s.th, s.tl, s.ch, s.cl, s.ph, s.pl = sh, sl, uh, ul, prh, prl
-        local xh, xl = add(sh, sl, ph, pl)
-        s.xh, s.xl = add(xh, xl, ph, pl)
+        if cal then
+          s.xh, s.xl = xh, xl -- the next window's end
+        else
+          local yh, yl = add(sh, sl, ph, pl)
+          s.xh, s.xl = add(yh, yl, ph, pl)
+        end
         s.dirty = true
       end
     end
@@ -464,6 +504,11 @@ for i = 1, n do
   out[#out + 1] = o2
   out[#out + 1] = o3
   out[#out + 1] = o4
+end
+
+if retry then
+  out[2] = "2"
+  return out
 end
 
 if all then
