@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -135,6 +136,7 @@ type rawLimit struct {
 	leaseNode            *yaml.Node
 	shards               int64
 	shardsNode           *yaml.Node
+	calendar             rawCalendar // calendar fields (calendar.go)
 }
 
 // MaxDepth is the deepest a descriptors tree may nest: a rule's
@@ -255,7 +257,7 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 // rateLimit decodes a rate_limit mapping.
 func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 	r := &rawLimit{line: n.Line}
-	ok := p.fields(n, field+".", map[string]func(*yaml.Node, string){
+	decoders := map[string]func(*yaml.Node, string){
 		"unit":   func(v *yaml.Node, f string) { r.unit, r.unitNode = p.str(v, f), v },
 		"period": func(v *yaml.Node, f string) { r.period, r.periodNode = p.str(v, f), v },
 		"requests_per_unit": func(v *yaml.Node, f string) {
@@ -303,8 +305,9 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"latency_threshold": func(v *yaml.Node, f string) { r.inflight.threshold = p.num(v, f) },
 		"lease":             func(v *yaml.Node, f string) { r.lease, r.leaseNode = p.boolean(v, f), v },
 		"shards":            func(v *yaml.Node, f string) { r.shards, _ = p.integer(v, f); r.shardsNode = v },
-	})
-	if !ok {
+	}
+	maps.Copy(decoders, r.calendar.fields(p))
+	if !p.fields(n, field+".", decoders) {
 		return nil
 	}
 	return r
@@ -355,6 +358,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			{r.multiplierNode != nil, "unit_multiplier", r.multiplierNode},
 			{r.leaseNode != nil, "lease", r.leaseNode},
 			{r.shardsNode != nil, "shards", r.shardsNode},
+			{r.calendar.onNode != nil, "calendar", r.calendar.onNode},
 		} {
 			if x.set {
 				p.errorf(at(x.where), field+"."+x.name, "must not be set on an unlimited rate_limit")
@@ -410,6 +414,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		}
 		alg = a
 	}
+	cal := p.calendar(r, field, at)
 	if len(p.errs) > nerr {
 		return nil
 	}
@@ -428,10 +433,18 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		rule.Deny = true
 		return rule
 	}
-	rule.Policy = sluice.Policy{Name: fullKey, Algorithm: alg, Limit: r.requests, Period: period, Burst: r.burst}
+	rule.Policy = sluice.Policy{Name: fullKey, Algorithm: alg, Limit: r.requests, Period: period, Burst: r.burst, Calendar: cal}
 	if err := rule.Policy.Validate(); err != nil {
 		f, n := field, at(nil)
 		switch msg := err.Error(); {
+		case strings.Contains(msg, ": calendar day ") && r.calendar.weekdayNode != nil:
+			f, n = field+".anchor_weekday", at(r.calendar.weekdayNode)
+		case strings.Contains(msg, ": calendar day "):
+			f, n = field+".anchor_day", at(r.calendar.dayNode)
+		case strings.Contains(msg, ": calendar month "):
+			f, n = field+".anchor_month", at(r.calendar.monthNode)
+		case strings.Contains(msg, ": calendar "):
+			f, n = field+".calendar", at(r.calendar.onNode)
 		case strings.Contains(msg, ": burst "):
 			f, n = field+".burst", at(r.burstNode)
 		case strings.Contains(msg, ": limit "):
