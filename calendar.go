@@ -159,3 +159,105 @@ func (c Calendar) validate(a Algorithm, p time.Duration) error {
 	}
 	return nil
 }
+
+// Window returns the calendar window that holds t: [start, end), from
+// midnight in c's zone on the anchor date to the next one. Consecutive
+// windows share their boundary, so the windows tile time exactly, whatever
+// a DST change does to a day's length; a midnight that a zone skips or
+// repeats is resolved the one way time.Date resolves it. For the zero
+// Calendar it returns t, t.
+func (c Calendar) Window(t time.Time) (start, end time.Time) {
+	if c.Unit == 0 {
+		return t, t
+	}
+	if c.Location == nil {
+		c.Location = time.UTC
+	}
+	k := c.index(t)
+	// index reads the wall clock and bound is the authority: they agree
+	// but where a DST change makes a midnight ambiguous, so step until
+	// they do.
+	for c.bound(k).After(t) {
+		k = c.step(k, -1)
+	}
+	for next := c.bound(c.step(k, 1)); !next.After(t); next = c.bound(c.step(k, 1)) {
+		k = c.step(k, 1)
+	}
+	return c.bound(k), c.bound(c.step(k, 1))
+}
+
+// Windows are numbered: a day by its date (days since 1970-01-01), a week
+// by the date of its anchor weekday, a month by year×12 + month−1, a year
+// by its year. Window k begins at bound(k).
+
+// step returns the number of the window n windows after window k.
+func (c Calendar) step(k, n int64) int64 {
+	if c.Unit == CalendarWeek {
+		return k + 7*n
+	}
+	return k + n
+}
+
+// index returns the number of the window whose wall-clock dates hold t.
+func (c Calendar) index(t time.Time) int64 {
+	y, mo, d := t.In(c.Location).Date()
+	day := max(c.Day, 1)
+	switch c.Unit {
+	case CalendarDay:
+		return dayNumber(y, mo, d)
+	case CalendarWeek:
+		dn := dayNumber(y, mo, d)
+		iso := (dn+3)%7 + 1 // 1970-01-01 was a Thursday, ISO 4
+		if iso < 1 {
+			iso += 7
+		}
+		return dn - (iso-int64(day)+7)%7
+	case CalendarMonth:
+		k := int64(y)*12 + int64(mo-1)
+		if d < anchorDay(y, mo, day) {
+			k--
+		}
+		return k
+	}
+	am := max(c.Month, time.January)
+	if mo < am || mo == am && d < anchorDay(y, mo, day) {
+		y--
+	}
+	return int64(y)
+}
+
+// bound returns the instant window k begins: midnight on its anchor date.
+func (c Calendar) bound(k int64) time.Time {
+	switch c.Unit {
+	case CalendarDay, CalendarWeek:
+		return time.Date(1970, time.January, 1+int(k), 0, 0, 0, 0, c.Location)
+	case CalendarMonth:
+		y := k / 12
+		if k%12 < 0 {
+			y--
+		}
+		mo := time.Month(k-y*12) + 1
+		return time.Date(int(y), mo, anchorDay(int(y), mo, max(c.Day, 1)), 0, 0, 0, 0, c.Location)
+	}
+	am := max(c.Month, time.January)
+	return time.Date(int(k), am, anchorDay(int(k), am, max(c.Day, 1)), 0, 0, 0, 0, c.Location)
+}
+
+// anchorDay returns the day of month mo of year y that a window anchored
+// on day begins: day, or the month's last day if it has fewer.
+func anchorDay(y int, mo time.Month, day int) int {
+	if day <= 28 {
+		return day
+	}
+	return min(day, time.Date(y, mo+1, 0, 0, 0, 0, 0, time.UTC).Day())
+}
+
+// dayNumber returns the days from 1970-01-01 to the date.
+func dayNumber(y int, mo time.Month, d int) int64 {
+	s := time.Date(y, mo, d, 0, 0, 0, 0, time.UTC).Unix()
+	q := s / 86400
+	if s%86400 < 0 {
+		q--
+	}
+	return q
+}
