@@ -52,19 +52,6 @@ func (c *rawCalendar) fields(p *parser) map[string]func(*yaml.Node, string) {
 	}
 }
 
-// set reports whether any calendar field is written, and names the first.
-func (c *rawCalendar) set() (string, *yaml.Node, bool) {
-	for _, x := range []struct {
-		name string
-		n    *yaml.Node
-	}{{"calendar", c.onNode}, {"time_zone", c.zoneNode}, {"anchor_day", c.dayNode}, {"anchor_month", c.monthNode}, {"anchor_weekday", c.weekdayNode}} {
-		if x.n != nil {
-			return x.name, x.n, true
-		}
-	}
-	return "", nil, false
-}
-
 // calendar compiles r's calendar fields for a rule of the given unit and
 // unit_multiplier, reporting errors on field (the rate_limit's path). The
 // zero Calendar means fixed lengths.
