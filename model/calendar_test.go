@@ -223,3 +223,28 @@ func TestCalendarValidate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCalendarTake is BenchmarkModelTake for calendar months in
+// Berlin: the window is cached, so a decision inside it costs a compare
+// more and allocates nothing.
+func BenchmarkCalendarTake(b *testing.B) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow} {
+		b.Run("alg="+string(alg), func(b *testing.B) {
+			m, err := New(monthly(berlin, alg, 100, 15))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var s State
+			now := time.Date(2026, 3, 20, 0, 0, 0, 0, berlin).UnixNano()
+			b.ReportAllocs()
+			for b.Loop() {
+				now += 1000
+				s, _ = m.Take(s, now, 1)
+			}
+		})
+	}
+}
