@@ -3,6 +3,7 @@
 package model
 
 import (
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -247,4 +248,80 @@ func BenchmarkCalendarTake(b *testing.B) {
 			}
 		})
 	}
+}
+
+// FuzzCalendar checks the calendar window models against an exact
+// reference: the window from sluice.Calendar.Window (whose tiling
+// TestCalendarTiles checks), and admission computed in rationals from the
+// semantics: cur + c + prev·(P−e)/P ≤ Limit for sliding-window with P the
+// current window's own length, cur + c ≤ Limit for fixed-window. Each
+// rejection's RetryAfter is tight and never early.
+func FuzzCalendar(f *testing.F) {
+	f.Add(uint8(0), uint8(3), int64(7), []byte{1, 9, 200, 3, 255, 40, 17, 80})
+	f.Add(uint8(1), uint8(2), int64(3), []byte{250, 1, 250, 2, 250, 3, 7, 7})
+	zones := []string{"Europe/Berlin", "America/Santiago", "Australia/Lord_Howe"}
+	locs := make([]*time.Location, len(zones))
+	for i, z := range zones {
+		l, err := time.LoadLocation(z)
+		if err != nil {
+			f.Fatal(err)
+		}
+		locs[i] = l
+	}
+	f.Fuzz(func(t *testing.T, which, unit uint8, limit int64, ops []byte) {
+		alg := []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow}[which%2]
+		u := sluice.CalendarUnit(1 + unit%4)
+		limit = 1 + (limit&0xffff)%50
+		c := sluice.Calendar{Unit: u, Location: locs[int(which/2)%len(locs)]}
+		if u == sluice.CalendarMonth {
+			c.Day = 1 + int(unit/4)%31
+		}
+		m, err := New(sluice.Policy{Algorithm: alg, Limit: limit, Period: u.Nominal(), Calendar: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s State
+		var win time.Time
+		var cur, prev int64
+		now := time.Date(2026, 2, 20, 0, 0, 0, 0, time.UTC).UnixNano()
+		step := int64(u.Nominal()) / 40
+		for i := 0; i+1 < len(ops) && i < 128; i += 2 {
+			now += int64(ops[i]) * step / 16
+			cost := int64(ops[i+1]) % (limit + 2)
+			start, end := c.Window(time.Unix(0, now))
+			switch {
+			case start.Equal(win):
+			case win.Equal(func() time.Time { p, _ := c.Window(start.Add(-1)); return p }()):
+				prev, cur = cur, 0
+			default:
+				prev, cur = 0, 0
+			}
+			win = start
+			used := new(big.Rat).SetInt64(cur + max(cost, 1))
+			if alg == sluice.SlidingWindow {
+				p, e := end.Sub(start).Nanoseconds(), now-start.UnixNano()
+				used.Add(used, big.NewRat(prev*(p-e), p))
+			}
+			want := cost <= limit && used.Cmp(big.NewRat(limit, 1)) <= 0
+			next, d := m.Take(s, now, cost)
+			if d.Allowed != want {
+				t.Fatalf("%s %v at %v cost %d (cur %d prev %d): admitted %v, want %v", alg, c, time.Unix(0, now).In(c.Location), cost, cur, prev, d.Allowed, want)
+			}
+			if d.Allowed {
+				cur += cost
+				s = next
+				continue
+			}
+			if d.Impossible {
+				continue
+			}
+			r := int64(d.RetryAfter)
+			if _, e := m.Take(s, now+r, cost); !e.Allowed {
+				t.Fatalf("%s %v at %v cost %d: refused again after RetryAfter %v", alg, c, time.Unix(0, now).In(c.Location), cost, d.RetryAfter)
+			}
+			if _, e := m.Take(s, now+r-1, cost); r > 0 && e.Allowed {
+				t.Fatalf("%s %v at %v cost %d: RetryAfter %v is not tight", alg, c, time.Unix(0, now).In(c.Location), cost, d.RetryAfter)
+			}
+		}
+	})
 }
