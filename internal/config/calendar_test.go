@@ -118,6 +118,8 @@ func TestCalendarErrors(t *testing.T) {
 			`descriptors[0].rate_limit.time_zone: goes with calendar: true`},
 		{"{unit: month, requests_per_unit: 5, calendar: yes please}",
 			`descriptors[0].rate_limit.calendar: want true or false`},
+		{"{unit: month, requests_per_unit: 0, calendar: true}",
+			`descriptors[0].rate_limit.calendar: must not be set when requests_per_unit is 0 (every request is refused)`},
 		{"{unlimited: true, calendar: true}",
 			`descriptors[0].rate_limit.calendar: must not be set on an unlimited rate_limit`},
 	} {

@@ -424,7 +424,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		for _, x := range []struct {
 			name  string
 			where *yaml.Node
-		}{{"burst", r.burstNode}, {"lease", r.leaseNode}, {"shards", r.shardsNode}} {
+		}{{"burst", r.burstNode}, {"lease", r.leaseNode}, {"shards", r.shardsNode}, {"calendar", r.calendar.onNode}} {
 			if x.where != nil {
 				p.errorf(at(x.where), field+"."+x.name, "must not be set when requests_per_unit is 0 (every request is refused)")
 				return nil
