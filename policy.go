@@ -87,6 +87,11 @@ type Policy struct {
 	// Burst is the capacity of the bucket kinds (for leaky-bucket: the queue
 	// size). Zero means Limit. It must be zero for the window kinds.
 	Burst int64
+	// Calendar, if set, aligns the windows of fixed-window and
+	// sliding-window to calendar days, weeks, months or years in a time
+	// zone; Period must then be the unit's nominal length
+	// (CalendarUnit.Nominal). The zero Calendar keeps windows Period long.
+	Calendar Calendar
 }
 
 // Capacity returns the most units one request can ever be admitted for, the
@@ -110,6 +115,9 @@ func (p Policy) Validate() error {
 	if p.Period <= 0 || p.Period > MaxPeriod {
 		return fmt.Errorf("sluice: policy %q: period %v: must be positive and at most %v", p.Name, p.Period, MaxPeriod)
 	}
+	if err := p.Calendar.validate(p.Algorithm, p.Period); err != nil {
+		return fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+	}
 	if !p.Algorithm.IsBucket() {
 		if p.Burst != 0 {
 			return fmt.Errorf("sluice: policy %q: burst %d: %s has no burst (leave it 0)", p.Name, p.Burst, p.Algorithm)
@@ -131,6 +139,9 @@ func (p Policy) String() string {
 	s := fmt.Sprintf("%s %d/%v", p.Algorithm, p.Limit, p.Period)
 	if p.Algorithm.IsBucket() {
 		s += fmt.Sprintf(" burst %d", p.Capacity())
+	}
+	if p.Calendar.Unit != 0 {
+		s += " calendar " + p.Calendar.String()
 	}
 	if p.Name != "" {
 		s = p.Name + ": " + s

@@ -56,6 +56,9 @@ type Model struct {
 	unit     rtime // num/den: the time one unit takes to drain
 	// Division by num and by period without a division instruction.
 	numDiv, periodDiv divisor
+	// cal draws the windows for a policy with a Calendar; nil otherwise
+	// (calendar.go).
+	cal *calendar
 }
 
 // New validates p and returns its model.
@@ -69,6 +72,7 @@ func New(p sluice.Policy) (*Model, error) {
 	m.burstDur = m.dur(m.burst)
 	m.unit = m.dur(1)
 	m.numDiv, m.periodDiv = newDivisor(m.num), newDivisor(m.period)
+	m.cal = newCalendar(p.Calendar)
 	return m, nil
 }
 
@@ -132,6 +136,9 @@ func (m *Model) ExpiresAt(s State) int64 {
 // fixedExpiry is ExpiresAt of a fixed-window state.
 func (m *Model) fixedExpiry(start, count int64) int64 {
 	if count > 0 {
+		if m.cal != nil {
+			return m.cal.window(start).End
+		}
 		return start + m.period
 	}
 	return 0
@@ -139,6 +146,13 @@ func (m *Model) fixedExpiry(start, count int64) int64 {
 
 // slidingExpiry is ExpiresAt of a sliding-window state.
 func (m *Model) slidingExpiry(start, count, prev int64) int64 {
+	if m.cal != nil && (count > 0 || prev > 0) {
+		w := m.cal.window(start)
+		if count > 0 {
+			return w.Next
+		}
+		return w.End
+	}
 	switch {
 	case count > 0:
 		return start + 2*m.period
@@ -173,6 +187,11 @@ func kindOf(a sluice.Algorithm) kind {
 // IdleAfter returns the longest time any key can take to return to idle
 // after its last admission: the longest a store must remember a key.
 func (m *Model) IdleAfter() time.Duration {
+	if m.cal != nil && m.kind == fixedKind {
+		return time.Duration(m.cal.longest())
+	} else if m.cal != nil {
+		return time.Duration(2 * m.cal.longest())
+	}
 	switch m.policy.Algorithm {
 	case sluice.FixedWindow, sluice.SlidingLog:
 		return time.Duration(m.period)

@@ -27,6 +27,10 @@ func (m *Model) takeFixed(start, count *int64, now, cost int64, d *sluice.Decisi
 	now = max(now, *start)                // a clock that stepped back stays in the newest window
 	ws := m.periodDiv.div(now) * m.period // now ≥ 0: the aligned window start
 	end := ws + m.period
+	if m.cal != nil {
+		w := m.cal.window(now)
+		ws, end = w.Start, w.End
+	}
 	var n int64
 	if *start == ws {
 		n = *count
@@ -71,42 +75,49 @@ func (m *Model) slidingWindow(s State, now, cost int64) (State, sluice.Decision)
 func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64, d *sluice.Decision) {
 	*d = sluice.Decision{Limit: m.limit}
 	now = max(now, *start)
+	// The current window [ws, ws+p), the previous one's start, and the
+	// next one's length: all Period unless a calendar draws them.
 	p := m.period
 	ws := m.periodDiv.div(now) * p // now ≥ 0: the aligned window start
+	pws, pn := ws-p, p
+	if m.cal != nil {
+		w := m.cal.window(now)
+		ws, p, pws, pn = w.Start, w.End-w.Start, w.Prev, w.Next-w.End
+	}
 	var cur, prev int64
 	switch *start {
 	case ws:
 		cur, prev = *count, *prevp
-	case ws - p:
+	case pws:
 		prev = *count
 	}
 	e := now - ws
-	d.Remaining = m.slidingRoom(prev, cur, e)
-	d.ResetAfter = slidingReset(prev, cur, ws+p-now, p)
+	d.Remaining = m.slidingRoom(prev, cur, e, p)
+	d.ResetAfter = slidingReset(prev, cur, ws+p-now, pn)
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
 		return
 	case max(cost, 1) > d.Remaining: // a peek is judged as cost 1
-		d.RetryAfter = time.Duration(m.slidingRetry(prev, cur, e, max(cost, 1)))
+		d.RetryAfter = time.Duration(m.slidingRetry(prev, cur, e, max(cost, 1), p, pn))
 		return
 	}
 	d.Allowed = true
 	if cost == 0 {
 		return
 	}
-	d.Remaining = m.slidingRoom(prev, cur+cost, e)
-	d.ResetAfter = slidingReset(prev, cur+cost, ws+p-now, p)
+	d.Remaining = m.slidingRoom(prev, cur+cost, e, p)
+	d.ResetAfter = slidingReset(prev, cur+cost, ws+p-now, pn)
 	*start, *count, *prevp = ws, cur+cost, prev
 }
 
-// slidingRoom returns the whole units admissible at e into the window:
-// ⌊((Limit−cur)·P − prev·(P−e)) / P⌋, at least 0.
-func (m *Model) slidingRoom(prev, cur, e int64) int64 {
+// slidingRoom returns the whole units admissible at e into the window of
+// length P: ⌊((Limit−cur)·P − prev·(P−e)) / P⌋, at least 0.
+func (m *Model) slidingRoom(prev, cur, e, period int64) int64 {
 	if cur >= m.limit {
 		return 0
 	}
-	p := uint64(m.period)
+	p := uint64(period)
 	ahi, alo := mul64(uint64(m.limit-cur), p)
 	bhi, blo := mul64(uint64(prev), p-uint64(e))
 	if cmp128(ahi, alo, bhi, blo) <= 0 {
@@ -117,7 +128,7 @@ func (m *Model) slidingRoom(prev, cur, e int64) int64 {
 }
 
 // slidingReset returns the time until both windows' counts weigh nothing;
-// left is the time until the current window ends.
+// left is the time until the current window ends, p the next one's length.
 func slidingReset(prev, cur, left, p int64) time.Duration {
 	switch {
 	case cur > 0:
@@ -131,12 +142,12 @@ func slidingReset(prev, cur, left, p int64) time.Duration {
 // slidingRetry returns the shortest wait after which cost units are
 // admitted at e into the window, given cost ≤ Limit. The weight of the
 // previous window falls as e grows, so the answer is the first e' with
-// prev·(P−e') ≤ (Limit−cur−cost)·P, in this window or a later one.
-func (m *Model) slidingRetry(prev, cur, e, cost int64) int64 {
-	p := m.period
-	// In window w (0: this one), with counts (prev, cur), the first offset
-	// at which cost fits, or p if none.
-	first := func(prev, cur int64) int64 {
+// prev·(P−e') ≤ (Limit−cur−cost)·P, in this window (of length pc) or a
+// later one (the next of length pn).
+func (m *Model) slidingRetry(prev, cur, e, cost, pc, pn int64) int64 {
+	// In a window of length p with counts (prev, cur), the first offset at
+	// which cost fits, or p if none.
+	first := func(prev, cur, p int64) int64 {
 		room := m.limit - cur - cost
 		if room < 0 {
 			return p
@@ -152,11 +163,11 @@ func (m *Model) slidingRetry(prev, cur, e, cost int64) int64 {
 		}
 		return p - int64(q)
 	}
-	if at := max(first(prev, cur), e); at < p {
+	if at := max(first(prev, cur, pc), e); at < pc {
 		return at - e
 	}
-	if at := first(cur, 0); at < p {
-		return p + at - e
+	if at := first(cur, 0, pn); at < pn {
+		return pc + at - e
 	}
-	return 2*p - e
+	return pc + pn - e
 }

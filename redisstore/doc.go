@@ -90,6 +90,14 @@
 // (real time) after their state is idle by that clock; the state itself is
 // judged by the clock, so decisions do not depend on the slack.
 //
+// A policy with a sluice.Calendar has windows that only time-zone rules can
+// draw, and the script has none: Go draws the window for its guess of the
+// time (this process's clock, or WithClock's) and passes its boundaries; the
+// script decides with them only if they hold the time it decides at, and
+// else writes nothing and reports its time, and Go draws again (at most
+// three calls; a second is needed only when the guess and Redis TIME are on
+// opposite sides of a boundary).
+//
 // # Keys
 //
 // A state lives at prefix{tag:key}, and a sliding log's entries at

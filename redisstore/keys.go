@@ -87,7 +87,7 @@ func policyTag(p sluice.Policy) string {
 		return "n:" + escape(p.Name) + ":" + string(p.Algorithm)
 	}
 	return "u:" + string(p.Algorithm) + ":" + strconv.FormatInt(p.Limit, 10) + ":" +
-		strconv.FormatInt(int64(p.Period), 10) + ":" + strconv.FormatInt(p.Burst, 10)
+		strconv.FormatInt(int64(p.Period), 10) + ":" + strconv.FormatInt(p.Burst, 10) + calendarTag(p.Calendar)
 }
 
 // stateKey returns the Redis keys of (policy tag, user key): the state hash

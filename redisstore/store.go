@@ -84,6 +84,9 @@ type Store struct {
 	generalOnly bool // benchmarks: take.lua decides every request
 
 	fresh freshness // limits.go: the overrides' read barrier
+	// guessClock, if set, replaces this process's clock as the guess of
+	// Redis TIME for calendar windows (tests of the retry).
+	guessClock func() int64
 }
 
 var _ sluice.Store = (*Store)(nil)
@@ -117,6 +120,9 @@ type compiled struct {
 	fast      string
 	perUS     string
 	overBurst string
+	// calKind is the script's kind for a calendar policy's windows ("F"
+	// or "W"; calendar.go), "" for any other.
+	calKind string
 }
 
 // Option configures a Store.
@@ -247,6 +253,9 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	c.capS = strconv.FormatInt(c.cap, 10)
 	c.denS = strconv.FormatUint(c.den, 10)
 	c.fast = c.fastKind(p)
+	if p.Calendar.Unit != 0 {
+		c.calKind, c.fast = strings.ToUpper(c.kind), ""
+	}
 	c.perUS = strconv.FormatInt(int64(p.Period/1000), 10)
 	if c.kind == "b" {
 		ns, _ := c.dur(c.cap)
@@ -347,6 +356,7 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 	defer sc.release()
 	cs, keys := slices.Grow(sc.cs[:0], len(reqs)), slices.Grow(sc.keys[:0], 2*len(reqs))
 	args := append(slices.Grow(sc.args[:0], 3+fieldsPerRequest*len(reqs)), "", s.ttlArg, strconv.Itoa(len(reqs)))
+	calendars, guess := false, int64(0)
 	for i, r := range reqs {
 		if r.Cost < 0 {
 			return fmt.Errorf("request %d (%q): cost %d: must not be negative", i, r.Key, r.Cost)
@@ -369,6 +379,12 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		}
 		args = append(args, c.kind, strconv.FormatInt(r.Cost, 10), c.capS, c.perS,
 			durNS, durFrac, c.burst[0], c.burst[1], c.denS)
+		if c.calKind != "" {
+			if !calendars {
+				calendars, guess = true, s.calendarGuess()
+			}
+			setWindow(args[len(args)-fieldsPerRequest:], c, guess)
+		}
 	}
 	sc.cs, sc.keys, sc.args = cs, keys, args
 	if s.closed.Load() {
@@ -393,20 +409,38 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
 		args[0] = strconv.FormatInt(now, 10)
 	}
-	callCtx, c, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	reply, err := s.script.Exec(callCtx, cn.client, keys, args).ToArray()
-	if err := s.end(ctx, c, err); err != nil {
-		return err
-	}
-	if len(reply) != 2+4*len(reqs) {
-		return fmt.Errorf("script returned %d values, want %d", len(reply), 2+4*len(reqs))
-	}
-	now, err := strconv.ParseInt(str(reply[0]), 10, 64)
-	if err != nil {
-		return fmt.Errorf("script returned the time %q: %v", str(reply[0]), err)
+	var reply []rueidis.RedisMessage
+	var now int64
+	for try := 1; ; try++ {
+		callCtx, c, err := s.begin(ctx)
+		if err != nil {
+			return err
+		}
+		reply, err = s.script.Exec(callCtx, cn.client, keys, args).ToArray()
+		if err := s.end(ctx, c, err); err != nil {
+			return err
+		}
+		if len(reply) != 2+4*len(reqs) {
+			return fmt.Errorf("script returned %d values, want %d", len(reply), 2+4*len(reqs))
+		}
+		now, err = strconv.ParseInt(str(reply[0]), 10, 64)
+		if err != nil {
+			return fmt.Errorf("script returned the time %q: %v", str(reply[0]), err)
+		}
+		if !calendars || str(reply[1]) != "2" {
+			break
+		}
+		if try == maxCalendarTries {
+			return fmt.Errorf("calendar windows missed the script's clock %d times in a row", try)
+		}
+		// Draw each calendar window where the script decides: at its
+		// time, or the stored window's start if that is later.
+		for i, c := range cs {
+			if c.calKind != "" {
+				at, _ := strconv.ParseInt(str(reply[2+4*i]), 10, 64)
+				setWindow(args[3+fieldsPerRequest*i:], c, max(now, at))
+			}
+		}
 	}
 	committed := str(reply[1]) == "1"
 	// Each request's decision is the model's on the state it saw.

@@ -17,10 +17,16 @@
 -- ARGV[1]: now in nanoseconds, or "" to read Redis TIME.
 -- ARGV[2]: milliseconds added to every TTL (0 when the time is Redis TIME).
 -- ARGV[3]: the number of requests; then 9 fields per request:
---   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log),
---   cost, capacity (burst or limit), period, dur(cost) ns, dur(cost) frac,
---   dur(burst) ns, dur(burst) frac, denominator.
--- Returns {now, committed ("1"/"0"), then 4 strings per request}.
+--   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log;
+--   "F" and "W" for the windows of a calendar), cost, capacity (burst or
+--   limit), period, dur(cost) ns, dur(cost) frac, dur(burst) ns,
+--   dur(burst) frac, denominator. For "F" and "W" the four dur fields are
+--   instead the calendar window computed in Go: its start, its end, the
+--   previous window's start and the next window's end (ns).
+-- Returns {now, committed ("1"/"0"), then 4 strings per request}; committed
+-- is "2" when a calendar window given does not hold the instant decided at
+-- (max(now, the stored window start)): nothing is written, and Go sends the
+-- window that does.
 
 -- The algorithms' functions, by kind (if-chains rather than tables: the
 -- script's top level runs on every call, and tables of functions would be
@@ -59,7 +65,7 @@ local out, all = {S(nh, nl), "0"}, true
 -- The request being decided, passed to the algorithm's take (which keeps
 -- nothing of it): one table, made once.
 local r = {a = 0, nh = nh, nl = nl, ch = 0, cl = 0, kh = 0, kl = 0, ph = 0, pl = 0,
-  costpos = false, jh = 0, jl = 0}
+  costpos = false, jh = 0, jl = 0, cal = false, retry = false}
 for i = 1, n do
   local a = 3 + (i - 1) * 9
   -- The request: cost, capacity, period, and the cost judged (a peek,
@@ -73,6 +79,8 @@ for i = 1, n do
   r.a, r.ch, r.cl, r.kh, r.kl, r.ph, r.pl = a, ch, cl, kh, kl, ph, pl
   r.costpos, r.jh, r.jl = costpos, jh, jl
   local kind, key = ARGV[a + 1], KEYS[2 * i - 1]
+  r.cal = kind == "F" or kind == "W" -- a calendar window (calwin)
+  if r.cal then kind = string.lower(kind) end
   local s = states[key]
   if not s then
     s = load(kind, key, KEYS[2 * i], ARGV[a + 9])
@@ -84,6 +92,10 @@ for i = 1, n do
   all = all and ok
   local m = #out
   out[m + 1], out[m + 2], out[m + 3], out[m + 4] = o1 or "", o2 or "", o3 or "", o4 or ""
+end
+if r.retry then -- a calendar window given does not hold the instant
+  out[2] = "2"
+  return out
 end
 if all then
   for _, key in ipairs(order) do

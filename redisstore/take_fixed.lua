@@ -1,6 +1,19 @@
 -- take.lua's fixed window (kind "f"): admitted iff the count of the
--- window (aligned to multiples of the period since the epoch) plus the
+-- window (aligned to multiples of the period since the epoch, or the
+-- calendar window Go computed: calwin) plus the
 -- cost is at most the limit. The state is the window start t and count c.
+
+-- calwin returns request r's calendar window, computed in Go (start, end,
+-- previous start, next end: ARGV fields 5-8 of the request), and marks r
+-- for a retry unless the window holds th, tl.
+local function calwin(r, th, tl)
+  local sh, sl = P(ARGV[r.a + 5])
+  local eh, el = P(ARGV[r.a + 6])
+  if cmp(th, tl, sh, sl) < 0 or cmp(th, tl, eh, el) >= 0 then r.retry = true end
+  local qh, ql = P(ARGV[r.a + 7])
+  local xh, xl = P(ARGV[r.a + 8])
+  return sh, sl, eh, el, qh, ql, xh, xl
+end
 
 local function fixed_load(key)
   local s = {key = key}
@@ -16,7 +29,13 @@ local function fixed_take(s, r)
   -- The window: the latest of now and the stored one (a clock that
   -- stepped back stays in the stored window).
   local th, tl = maxp(r.nh, r.nl, s.th, s.tl)
-  local sh, sl = sub(th, tl, mod(th, tl, r.ph, r.pl))
+  local sh, sl, eh, el
+  if r.cal then
+    sh, sl, eh, el = calwin(r, th, tl)
+  else
+    sh, sl = sub(th, tl, mod(th, tl, r.ph, r.pl))
+    eh, el = add(sh, sl, r.ph, r.pl)
+  end
   local cnth, cntl = 0, 0 -- the window's count
   if cmp(s.th, s.tl, sh, sl) == 0 then cnth, cntl = s.ch, s.cl end
   local uh, ul = add(cnth, cntl, r.jh, r.jl)
@@ -25,7 +44,7 @@ local function fixed_take(s, r)
   end
   if r.costpos then
     s.th, s.tl, s.ch, s.cl = sh, sl, uh, ul
-    s.xh, s.xl = add(sh, sl, r.ph, r.pl)
+    s.xh, s.xl = eh, el
     s.dirty = true
   end
   return true, seen1, seen2

@@ -17,10 +17,20 @@ local function window_take(s, r)
   local seen1, seen2, seen3 = S(s.th, s.tl), S(s.ch, s.cl), S(s.ph, s.pl)
   local ph, pl = r.ph, r.pl
   local th, tl = maxp(r.nh, r.nl, s.th, s.tl)
-  local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+  local sh, sl, qh, ql, nxh, nxl
+  if r.cal then
+    -- The weight is the calendar window's own length: P = end - start.
+    local eh, el
+    sh, sl, eh, el, qh, ql, nxh, nxl = calwin(r, th, tl)
+    ph, pl = sub(eh, el, sh, sl)
+  else
+    sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+  end
   local curh, curl, prh, prl = 0, 0, 0, 0
   if cmp(s.th, s.tl, sh, sl) == 0 then
     curh, curl, prh, prl = s.ch, s.cl, s.ph, s.pl
+  elseif r.cal then
+    if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
   elseif cmp(sh, sl, ph, pl) >= 0 then
     local qh, ql = sub(sh, sl, ph, pl)
     if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
@@ -34,8 +44,12 @@ local function window_take(s, r)
   if mulcmp(rh, rl, ph, pl, prh, prl, wh, wl) < 0 then return false, seen1, seen2, seen3 end
   if r.costpos then
     s.th, s.tl, s.ch, s.cl, s.ph, s.pl = sh, sl, uh, ul, prh, prl
-    local xh, xl = add(sh, sl, ph, pl)
-    s.xh, s.xl = add(xh, xl, ph, pl)
+    if r.cal then
+      s.xh, s.xl = nxh, nxl -- the next window's end
+    else
+      local xh, xl = add(sh, sl, ph, pl)
+      s.xh, s.xl = add(xh, xl, ph, pl)
+    end
     s.dirty = true
   end
   return true, seen1, seen2, seen3

@@ -44,6 +44,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Errors", func(t *testing.T) { testErrors(t, newHarness) })
 	t.Run("Policies", func(t *testing.T) { testPolicies(t, newHarness) })
 	t.Run("Contract", func(t *testing.T) { testContract(t, newHarness) })
+	t.Run("Calendar", func(t *testing.T) { testCalendar(t, newHarness) })
 }
 
 // rig drives one harness and keeps the model's view of the same requests.

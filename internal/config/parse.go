@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -135,7 +136,8 @@ type rawLimit struct {
 	leaseNode            *yaml.Node
 	shards               int64
 	shardsNode           *yaml.Node
-	quota                rawQuota // overridable, usage_thresholds (quota.go)
+	quota                rawQuota    // overridable, usage_thresholds (quota.go)
+	calendar             rawCalendar // calendar fields (calendar.go)
 }
 
 // MaxDepth is the deepest a descriptors tree may nest: a rule's
@@ -256,7 +258,7 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 // rateLimit decodes a rate_limit mapping.
 func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 	r := &rawLimit{line: n.Line}
-	ok := p.fields(n, field+".", map[string]func(*yaml.Node, string){
+	decoders := map[string]func(*yaml.Node, string){
 		"unit":   func(v *yaml.Node, f string) { r.unit, r.unitNode = p.str(v, f), v },
 		"period": func(v *yaml.Node, f string) { r.period, r.periodNode = p.str(v, f), v },
 		"requests_per_unit": func(v *yaml.Node, f string) {
@@ -310,8 +312,9 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"usage_thresholds": func(v *yaml.Node, f string) {
 			r.quota.thresholds, r.quota.thresholdsNode = p.usageThresholds(v, f), v
 		},
-	})
-	if !ok {
+	}
+	maps.Copy(decoders, r.calendar.fields(p))
+	if !p.fields(n, field+".", decoders) {
 		return nil
 	}
 	return r
@@ -362,6 +365,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 			{r.multiplierNode != nil, "unit_multiplier", r.multiplierNode},
 			{r.leaseNode != nil, "lease", r.leaseNode},
 			{r.shardsNode != nil, "shards", r.shardsNode},
+			{r.calendar.onNode != nil, "calendar", r.calendar.onNode},
 		} {
 			if x.set {
 				p.errorf(at(x.where), field+"."+x.name, "must not be set on an unlimited rate_limit")
@@ -417,6 +421,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		}
 		alg = a
 	}
+	cal := p.calendar(r, field, at)
 	if len(p.errs) > nerr {
 		return nil
 	}
@@ -426,7 +431,7 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		for _, x := range []struct {
 			name  string
 			where *yaml.Node
-		}{{"burst", r.burstNode}, {"lease", r.leaseNode}, {"shards", r.shardsNode}} {
+		}{{"burst", r.burstNode}, {"lease", r.leaseNode}, {"shards", r.shardsNode}, {"calendar", r.calendar.onNode}} {
 			if x.where != nil {
 				p.errorf(at(x.where), field+"."+x.name, "must not be set when requests_per_unit is 0 (every request is refused)")
 				return nil
@@ -435,10 +440,18 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		rule.Deny = true
 		return rule
 	}
-	rule.Policy = sluice.Policy{Name: fullKey, Algorithm: alg, Limit: r.requests, Period: period, Burst: r.burst}
+	rule.Policy = sluice.Policy{Name: fullKey, Algorithm: alg, Limit: r.requests, Period: period, Burst: r.burst, Calendar: cal}
 	if err := rule.Policy.Validate(); err != nil {
 		f, n := field, at(nil)
 		switch msg := err.Error(); {
+		case strings.Contains(msg, ": calendar day ") && r.calendar.weekdayNode != nil:
+			f, n = field+".anchor_weekday", at(r.calendar.weekdayNode)
+		case strings.Contains(msg, ": calendar day "):
+			f, n = field+".anchor_day", at(r.calendar.dayNode)
+		case strings.Contains(msg, ": calendar month "):
+			f, n = field+".anchor_month", at(r.calendar.monthNode)
+		case strings.Contains(msg, ": calendar "):
+			f, n = field+".calendar", at(r.calendar.onNode)
 		case strings.Contains(msg, ": burst "):
 			f, n = field+".burst", at(r.burstNode)
 		case strings.Contains(msg, ": limit "):

@@ -151,7 +151,8 @@ var protoUnits = map[string]rls.RateLimitResponse_RateLimit_Unit{
 // early. A fixed window's is the time left in the current window even when
 // the key has taken nothing in it, and a zero-limit (deny) rule's is the
 // time left in the window of its unit: envoyproxy/ratelimit sends
-// unit − now % unit for both.
+// unit − now % unit for both (for a calendar rule, the time to the end of
+// its calendar window).
 func toProto(o *outcome, now time.Time) *rls.RateLimitResponse_DescriptorStatus {
 	st := &rls.RateLimitResponse_DescriptorStatus{Code: rls.RateLimitResponse_OK}
 	r := o.rule
@@ -179,7 +180,12 @@ func toProto(o *outcome, now time.Time) *rls.RateLimitResponse_DescriptorStatus 
 	st.LimitRemaining = clampU32(o.decision.Remaining)
 	reset := o.decision.ResetAfter
 	if reset == 0 && r.Policy.Algorithm == sluice.FixedWindow {
-		reset = windowLeft(r.Policy.Period, now)
+		if r.Policy.Calendar.Unit != 0 {
+			_, end := r.Policy.Calendar.Window(now)
+			reset = end.Sub(now)
+		} else {
+			reset = windowLeft(r.Policy.Period, now)
+		}
 	}
 	st.DurationUntilReset = durationpb.New(ceilSecond(reset))
 	return withLimit(st, cl)
