@@ -69,9 +69,9 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 			used = int64(log[n-1].Total - base)
 			at = max(at, log[n-1].At) // a clock that stepped back: keep the log ordered
 		}
-		if c := min(cost, math.MaxInt64-used); c > 0 {
-			log = append(log, LogEntry{At: at, Total: base + uint64(used+c)})
-		}
+		// Saturated, the entry records what is left to MaxInt64 (maybe
+		// nothing): a charge always appends one entry.
+		log = append(log, LogEntry{At: at, Total: base + uint64(used+min(cost, math.MaxInt64-used))})
 		s = State{Count: int64(base), Log: log}
 	default:
 		tat := rtime{s.Time, s.Frac}

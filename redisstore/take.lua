@@ -24,7 +24,7 @@
 -- ARGV[2]: milliseconds added to every TTL (0 when the time is Redis TIME).
 -- ARGV[3]: the number of requests; then 9 fields per request:
 --   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log),
---   cost, capacity (burst or limit), period, dur(cost) ns, dur(cost) frac,
+--   cost ("!" before it: a charge, see charge below), capacity (burst or limit), period, dur(cost) ns, dur(cost) frac,
 --   dur(burst) ns, dur(burst) frac, denominator.
 -- Returns {now, committed ("1"/"0"), then 4 strings per request}.
 
@@ -335,10 +335,95 @@ local function load(kind, key, lkey, den)
   return s
 end
 
+-- charge records a forced request (its cost prefixed "!" by Go): cost c
+-- past the limit, as model.Model.Charge does, with its caps (a bucket's TAT
+-- at most MaxTime + MaxBurstDuration; a window's count, a log's live sum at
+-- most MaxInt64). Go sends a bucket's ChargeSpan as dur(cost). Returns the
+-- four state strings of the request as take reports them; for a log, the
+-- oldest entries (the new one included) whose leaving lets one unit in.
+local TATH, TATL = 5764607523, 34234880 -- 2^62 + 2^60 ns
+local MXH, MXL = 9223372036, 854775807  -- 2^63 - 1
+local function charge(s, kind, ch, cl, kh, kl, ph, pl, a)
+  if kind == "b" then
+    local o1, o2 = S(s.th, s.tl), S(s.fh, s.fl)
+    local th, tl, fh, fl = s.th, s.tl, s.fh, s.fl
+    if rless(th, tl, fh, fl, nh, nl, 0, 0) then th, tl, fh, fl = nh, nl, 0, 0 end
+    local dh, dl = P(ARGV[a + 9])
+    local sh1, sl1 = P(ARGV[a + 5])
+    local sh2, sl2 = P(ARGV[a + 6])
+    local xh, xl, xfh, xfl = radd(th, tl, fh, fl, sh1, sl1, sh2, sl2, dh, dl)
+    if rless(TATH, TATL, 0, 0, xh, xl, xfh, xfl) then xh, xl, xfh, xfl = TATH, TATL, 0, 0 end
+    s.th, s.tl, s.fh, s.fl, s.d = xh, xl, xfh, xfl, ARGV[a + 9]
+    if xfh > 0 or xfl > 0 then xh, xl = add(xh, xl, 0, 1) end
+    s.xh, s.xl, s.dirty = xh, xl, true
+    return o1, o2, "", ""
+  end
+  local o1, o2, o3, o4 = "", "", "", ""
+  if kind == "f" or kind == "w" then
+    o1, o2 = S(s.th, s.tl), S(s.ch, s.cl)
+    if kind == "w" then o3 = S(s.ph, s.pl) end
+    local th, tl = maxp(nh, nl, s.th, s.tl)
+    local sh, sl = sub(th, tl, mod(th, tl, ph, pl))
+    local curh, curl, prh, prl = 0, 0, 0, 0
+    if cmp(s.th, s.tl, sh, sl) == 0 then
+      curh, curl, prh, prl = s.ch, s.cl, s.ph, s.pl
+    elseif kind == "w" and cmp(sh, sl, ph, pl) >= 0 then
+      local qh, ql = sub(sh, sl, ph, pl)
+      if cmp(s.th, s.tl, qh, ql) == 0 then prh, prl = s.ch, s.cl end
+    end
+    local uh, ul = add(curh, curl, ch, cl)
+    if cmp(uh, ul, MXH, MXL) > 0 then uh, ul = MXH, MXL end
+    s.th, s.tl, s.ch, s.cl = sh, sl, uh, ul
+    s.xh, s.xl = add(sh, sl, ph, pl)
+    if kind == "w" then
+      s.ph, s.pl = prh, prl
+      s.xh, s.xl = add(s.xh, s.xl, ph, pl)
+    end
+    s.dirty = true
+    return o1, o2, o3, o4
+  end
+  -- Sliding log: drop (tentatively) the entries that have left, append.
+  while s.trim < s.len + #s.pending do
+    local ah, al, eh, el = logentry(s, s.trim)
+    local lh, ll = add(ah, al, ph, pl)
+    if cmp(lh, ll, nh, nl) > 0 then break end
+    s.trim = s.trim + 1
+    s.uh, s.ul = sub(s.uh, s.ul, eh, el)
+  end
+  o1, o2 = S(s.uh, s.ul), S(s.ah, s.al)
+  local uh, ul = add(s.uh, s.ul, ch, cl)
+  if cmp(uh, ul, MXH, MXL) > 0 then uh, ul = MXH, MXL end
+  local ah, al = nh, nl
+  if s.uh > 0 or s.ul > 0 then ah, al = maxp(ah, al, s.ah, s.al) end
+  local eh, el = sub(uh, ul, s.uh, s.ul)
+  s.pending[#s.pending + 1] = {ah, al, eh, el}
+  s.uh, s.ul, s.ah, s.al = uh, ul, ah, al
+  s.xh, s.xl = add(ah, al, ph, pl)
+  s.dirty = true
+  if cmp(uh, ul, kh, kl) >= 0 then
+    -- In debt or full: one unit fits once entries holding used + 1 - limit
+    -- have left; report the last of them.
+    local needh, needl = sub(uh, ul, kh, kl)
+    needh, needl = add(needh, needl, 0, 1)
+    local acch, accl, j = 0, 0, s.trim
+    local bh, bl, xh, xl
+    while true do
+      bh, bl, xh, xl = logentry(s, j)
+      acch, accl = add(acch, accl, xh, xl)
+      if cmp(acch, accl, needh, needl) >= 0 then break end
+      j = j + 1
+    end
+    o3, o4 = S(bh, bl), S(acch, accl)
+  end
+  return o1, o2, o3, o4
+end
+
 for i = 1, n do
   local base = 3 + (i - 1) * 9
   local kind = ARGV[base + 1]
-  local ch, cl = P(ARGV[base + 2])   -- cost
+  local costs, force = ARGV[base + 2], false
+  if string.sub(costs, 1, 1) == "!" then costs, force = string.sub(costs, 2), true end
+  local ch, cl = P(costs)            -- cost
   local kh, kl = P(ARGV[base + 3])   -- capacity
   local ph, pl = P(ARGV[base + 4])   -- period
   local costpos = ch > 0 or cl > 0
@@ -355,7 +440,9 @@ for i = 1, n do
   end
   local ok = false
   local o1, o2, o3, o4 = "", "", "", ""
-  if kind == "b" then
+  if force and costpos then
+    o1, o2, o3, o4 = charge(s, kind, ch, cl, kh, kl, ph, pl, base)
+  elseif kind == "b" then
     local dh, dl = P(ARGV[base + 9])
     o1, o2 = S(s.th, s.tl), S(s.fh, s.fl)
     if cmp(ch, cl, kh, kl) <= 0 then
@@ -459,6 +546,7 @@ for i = 1, n do
       end
     end
   end
+  if force then ok = true end -- a charge never refuses the batch
   if not ok then all = false end
   out[#out + 1] = o1
   out[#out + 1] = o2

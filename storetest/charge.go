@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package storetest
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// charge runs one charge (a forced request, sluice.Request.Force) on the
+// store and on the model and fails unless their decisions are equal.
+func (r *rig) charge(p sluice.Policy, key string, cost int64) sluice.Decision {
+	r.t.Helper()
+	got, _ := r.checkAll([]sluice.Request{{Policy: p, Key: key, Cost: cost, Force: true}})
+	return got[0]
+}
+
+// testCharge checks charges (costs recorded past the limit: debt) against
+// the model: Envoy's check-then-debit pattern, random takes and charges,
+// charges in batches, the caps, expiry of a key in debt, and charges raced
+// from many goroutines.
+func testCharge(t *testing.T, newHarness func(t *testing.T) Harness) {
+	for _, alg := range sluice.Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			t.Run("CheckThenDebit", func(t *testing.T) {
+				// 1000 tokens a minute, a peek before each request and
+				// a debit of 300 after it: exactly 4 pass.
+				r := newRig(t, newHarness, later)
+				p := policyFor(alg, 1000, time.Minute, 1000)
+				passed := 0
+				for range 10 {
+					if !r.peek(p, "tenant").Allowed {
+						break
+					}
+					passed++
+					r.charge(p, "tenant", 300)
+				}
+				if passed != 4 {
+					t.Fatalf("%d checks passed, want 4", passed)
+				}
+				// The debt is paid back: one unit passes again, exactly
+				// when the refused peek said.
+				d := r.peek(p, "tenant")
+				r.at(r.now + int64(d.RetryAfter) - 1)
+				if r.peek(p, "tenant").Allowed {
+					t.Fatal("a unit passes before RetryAfter")
+				}
+				r.at(r.now + 1)
+				if !r.check(p, "tenant", 1).Allowed {
+					t.Fatal("a unit is refused at RetryAfter")
+				}
+			})
+			t.Run("Random", func(t *testing.T) {
+				r := newRig(t, newHarness, later)
+				p := policyFor(alg, 10, time.Second, 15)
+				rng := rand.New(rand.NewPCG(uint64(len(alg)), 23))
+				for range 300 {
+					r.at(r.now + rng.Int64N(int64(300*time.Millisecond)))
+					key := []string{"a", "b"}[rng.IntN(2)]
+					if rng.IntN(3) == 0 {
+						r.charge(p, key, rng.Int64N(40))
+					} else {
+						r.check(p, key, rng.Int64N(5))
+					}
+				}
+			})
+			t.Run("Batch", func(t *testing.T) {
+				r := newRig(t, newHarness, later)
+				p := policyFor(alg, 5, time.Minute, 5)
+				q := sluice.Policy{Name: "other", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Minute}
+				// A charge beside an admitted take is recorded with it.
+				r.checkAll([]sluice.Request{{Policy: p, Key: "k", Cost: 4, Force: true}, req(q, "k", 1)})
+				// Beside a refused take, it is not recorded, and reports
+				// the state unchanged.
+				if _, ok := r.checkAll([]sluice.Request{{Policy: p, Key: "k", Cost: 9, Force: true}, req(q, "k", 1)}); ok {
+					t.Fatal("a batch with a refused take was admitted")
+				}
+				// A charge before a take of the same key in one batch
+				// refuses the take.
+				if _, ok := r.checkAll([]sluice.Request{{Policy: p, Key: "j", Cost: 5, Force: true}, req(p, "j", 1)}); ok {
+					t.Fatal("a take after a charge of the whole limit was admitted")
+				}
+				r.peek(p, "j")
+				r.charge(p, "j", 0) // a charge of 0 is a peek
+			})
+			t.Run("Caps", func(t *testing.T) {
+				r := newRig(t, newHarness, later)
+				p := policyFor(alg, 1000, time.Hour, 1000)
+				for range 3 {
+					r.charge(p, "huge", math.MaxInt64)
+				}
+				r.check(p, "huge", 1)
+				r.at(r.now + int64(50*365*24*time.Hour))
+				r.check(p, "huge", 1)
+			})
+			t.Run("Expiry", func(t *testing.T) {
+				r := newRig(t, newHarness, later)
+				p := policyFor(alg, 10, time.Second, 10)
+				r.charge(p, "debtor", 35)
+				x := r.o.expiresAt(p, "debtor")
+				r.at(x - 1)
+				r.wantLen(1, "a key in debt, 1ns before it is idle")
+				r.at(x)
+				r.wantLen(0, "a key in debt, once idle")
+				r.check(p, "debtor", 10)
+			})
+			t.Run("Concurrent", func(t *testing.T) {
+				// Charges raced from many goroutines at one instant add
+				// up exactly: the state is the model's after one charge
+				// of the total.
+				r := newRig(t, newHarness, later)
+				p := policyFor(alg, 1000, time.Hour, 1000)
+				const goroutines, each, cost = 16, 25, 7
+				var wg sync.WaitGroup
+				errs := make(chan error, goroutines)
+				for range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						out := make([]sluice.Decision, 1)
+						for range each {
+							reqs := []sluice.Request{{Policy: p, Key: "shared", Cost: cost, Force: true}}
+							if err := r.h.Store.TakeAll(r.ctx, reqs, out); err != nil {
+								errs <- err
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+				r.o.takeAll([]sluice.Request{{Policy: p, Key: "shared", Cost: goroutines * each * cost, Force: true}}, r.now)
+				r.peek(p, "shared")
+				r.at(r.now + int64(time.Minute))
+				r.peek(p, "shared")
+			})
+		})
+	}
+}
