@@ -335,6 +335,18 @@ local function load(kind, key, lkey, den)
   return s
 end
 
+-- walk returns the oldest entries of a log, from index j, whose costs add
+-- up to need, as (the last one's instant, their sum) strings.
+local function walk(s, j, needh, needl)
+  local acch, accl = 0, 0
+  while true do
+    local ah, al, eh, el = logentry(s, j)
+    acch, accl = add(acch, accl, eh, el)
+    if cmp(acch, accl, needh, needl) >= 0 then return S(ah, al), S(acch, accl) end
+    j = j + 1
+  end
+end
+
 -- charge records a forced request (its cost prefixed "!" by Go): cost c
 -- past the limit, as model.Model.Charge does, with its caps (a bucket's TAT
 -- at most MaxTime + MaxBurstDuration; a window's count, a log's live sum at
@@ -391,6 +403,7 @@ local function charge(s, kind, ch, cl, kh, kl, ph, pl, a)
     s.uh, s.ul = sub(s.uh, s.ul, eh, el)
   end
   o1, o2 = S(s.uh, s.ul), S(s.ah, s.al)
+  local pre = {trim = s.trim, uh = s.uh, ul = s.ul} -- for redo
   local uh, ul = add(s.uh, s.ul, ch, cl)
   if cmp(uh, ul, MXH, MXL) > 0 then uh, ul = MXH, MXL end
   local ah, al = nh, nl
@@ -404,19 +417,16 @@ local function charge(s, kind, ch, cl, kh, kl, ph, pl, a)
     -- In debt or full: one unit fits once entries holding used + 1 - limit
     -- have left; report the last of them.
     local needh, needl = sub(uh, ul, kh, kl)
-    needh, needl = add(needh, needl, 0, 1)
-    local acch, accl, j = 0, 0, s.trim
-    local bh, bl, xh, xl
-    while true do
-      bh, bl, xh, xl = logentry(s, j)
-      acch, accl = add(acch, accl, xh, xl)
-      if cmp(acch, accl, needh, needl) >= 0 then break end
-      j = j + 1
-    end
-    o3, o4 = S(bh, bl), S(acch, accl)
+    o3, o4 = walk(s, s.trim, add(needh, needl, 0, 1))
   end
-  return o1, o2, o3, o4
+  return o1, o2, o3, o4, pre
 end
+
+-- A sliding-log charge that is the first request of its key reports the
+-- oldest entries for the state after it; when the batch is refused, Go
+-- decides a peek on the state before it instead: redo holds what
+-- rewrites those two fields then.
+local redo = {}
 
 for i = 1, n do
   local base = 3 + (i - 1) * 9
@@ -433,6 +443,7 @@ for i = 1, n do
   if not costpos then jh, jl = 0, 1 end
   local key, lkey = KEYS[2 * i - 1], KEYS[2 * i]
   local s = states[key]
+  local first = not s
   if not s then
     s = load(kind, key, lkey, ARGV[base + 9])
     states[key] = s
@@ -441,7 +452,12 @@ for i = 1, n do
   local ok = false
   local o1, o2, o3, o4 = "", "", "", ""
   if force and costpos then
-    o1, o2, o3, o4 = charge(s, kind, ch, cl, kh, kl, ph, pl, base)
+    local pre
+    o1, o2, o3, o4, pre = charge(s, kind, ch, cl, kh, kl, ph, pl, base)
+    if pre and first then
+      pre.s, pre.kh, pre.kl, pre.pos = s, kh, kl, #out + 3
+      redo[#redo + 1] = pre
+    end
   elseif kind == "b" then
     local dh, dl = P(ARGV[base + 9])
     o1, o2 = S(s.th, s.tl), S(s.fh, s.fl)
@@ -552,6 +568,17 @@ for i = 1, n do
   out[#out + 1] = o2
   out[#out + 1] = o3
   out[#out + 1] = o4
+end
+
+if not all then
+  for _, r in ipairs(redo) do
+    local o3, o4 = "", ""
+    if cmp(r.uh, r.ul, r.kh, r.kl) >= 0 then
+      local needh, needl = sub(r.uh, r.ul, r.kh, r.kl)
+      o3, o4 = walk(r.s, r.trim, add(needh, needl, 0, 1))
+    end
+    out[r.pos], out[r.pos + 1] = o3, o4
+  end
 end
 
 if all then

@@ -145,3 +145,44 @@ func testCharge(t *testing.T, newHarness func(t *testing.T) Harness) {
 		})
 	}
 }
+
+// Charges drives h's store with a sequence of takes, charges and two-request
+// batches decoded from ops, on a policy of algorithm alg (an index into
+// sluice.Algorithms), and fails unless every decision equals the model's.
+// It is the body of the stores' FuzzCharge: a store agrees with the model
+// under any sequence of takes and charges.
+func Charges(t *testing.T, h Harness, alg uint8, ops []byte) {
+	t.Helper()
+	if h.Store == nil || h.Clock == nil {
+		t.Fatal("storetest: the harness has no Store or no Clock")
+	}
+	r := &rig{t: t, h: h, ctx: t.Context(), o: newOracle(t)}
+	r.at(later)
+	a := sluice.Algorithms()[int(alg)%len(sluice.Algorithms())]
+	p := policyFor(a, 10, time.Second, 15)
+	if len(ops) > 300 {
+		ops = ops[:300]
+	}
+	for i := 0; i+1 < len(ops); i += 2 {
+		step, c := ops[i], ops[i+1]
+		switch {
+		case step < 0x40:
+		case step < 0x80:
+			r.at(r.now + int64(step&7))
+		case step < 0xc0:
+			r.at(r.now + int64(step&0x3f)*int64(time.Second)/64)
+		default:
+			r.at(r.now + int64(step&1+1)*int64(time.Second))
+		}
+		key := []string{"a", "b"}[step>>3&1]
+		cost := int64(c & 0x3f)
+		switch c >> 6 {
+		case 0, 1:
+			r.check(p, key, cost&0x1f)
+		case 2:
+			r.charge(p, key, cost)
+		default:
+			r.checkAll([]sluice.Request{{Policy: p, Key: key, Cost: cost, Force: true}, req(p, "a", cost&7)})
+		}
+	}
+}
