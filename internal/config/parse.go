@@ -135,6 +135,7 @@ type rawLimit struct {
 	leaseNode            *yaml.Node
 	shards               int64
 	shardsNode           *yaml.Node
+	countRefused         *yaml.Node // count_refused: true; nil: unset
 }
 
 // MaxDepth is the deepest a descriptors tree may nest: a rule's
@@ -303,6 +304,11 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"latency_threshold": func(v *yaml.Node, f string) { r.inflight.threshold = p.num(v, f) },
 		"lease":             func(v *yaml.Node, f string) { r.lease, r.leaseNode = p.boolean(v, f), v },
 		"shards":            func(v *yaml.Node, f string) { r.shards, _ = p.integer(v, f); r.shardsNode = v },
+		"count_refused": func(v *yaml.Node, f string) {
+			if p.boolean(v, f) {
+				r.countRefused = v
+			}
+		},
 	})
 	if !ok {
 		return nil
@@ -335,6 +341,10 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 	default:
 		p.errorf(at(r.failureNode), field+".failure_mode", "%q: want local, open or closed", r.failureMode)
 	}
+	if r.countRefused != nil && (isInFlight(r.algorithm) || r.unlimited) {
+		p.errorf(r.countRefused, field+".count_refused", "only for a rate limit: an unlimited or in-flight rule counts nothing")
+	}
+	rule.CountRefused = r.countRefused != nil
 	if isInFlight(r.algorithm) {
 		return p.inflightRule(r, field, rule, nerr)
 	}
