@@ -4,6 +4,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -79,5 +81,66 @@ func TestCheckThenDebit(t *testing.T) {
 	}
 	if got := codesOf(r); got != "OVER: OK OVER" || r.Statuses[0].GetLimitRemaining() != 900 {
 		t.Errorf("refused by the other descriptor: %s %v", got, r.Statuses)
+	}
+}
+
+// TestReserveCommitHTTP: the JSON API's token budget. Each request reserves
+// an estimate of 100 and commits what it used; the commit that goes over
+// the 1000-a-minute budget is recorded, and the next reservation is
+// refused until the window ends. A reservation settles once; an expired
+// one is gone (its estimate stays spent).
+func TestReserveCommitHTTP(t *testing.T) {
+	h := start(t, map[string]string{"llm.yaml": tokensYAML})
+	reserve := func() ReserveResponse {
+		t.Helper()
+		code, body := h.post(t, "/v1/reserve", `{"domain":"llm","descriptors":[{"entries":[{"key":"plain","value":"acme"}]}],"hits_addend":100}`)
+		var r ReserveResponse
+		if err := json.Unmarshal([]byte(body), &r); code != 200 || err != nil {
+			t.Fatalf("reserve: %d %s", code, body)
+		}
+		return r
+	}
+	commit := func(id string, used int) (int, CheckResponse) {
+		t.Helper()
+		code, body := h.post(t, "/v1/commit", fmt.Sprintf(`{"reservation_id":%q,"hits_addend":%d}`, id, used))
+		var r CheckResponse
+		json.Unmarshal([]byte(body), &r)
+		return code, r
+	}
+	passed := 0
+	for range 10 {
+		r := reserve()
+		if !r.Allowed {
+			if r.ReservationID != "" || r.Statuses[0].RetryAfter <= 0 {
+				t.Fatalf("a refused reservation: %+v", r)
+			}
+			break
+		}
+		passed++
+		code, c := commit(r.ReservationID, 300)
+		if code != 200 || c.Statuses[0].Remaining != max(0, 1000-300*int64(passed)) {
+			t.Fatalf("commit %d: %d %+v", passed, code, c)
+		}
+		if code, _ := commit(r.ReservationID, 300); code != 404 {
+			t.Fatalf("a second commit: %d, want 404", code)
+		}
+	}
+	if passed != 4 {
+		t.Fatalf("%d reservations passed, want 4", passed)
+	}
+	h.clock.Advance(time.Minute)
+	r := reserve()
+	if !r.Allowed {
+		t.Fatalf("the next window: %+v", r)
+	}
+	h.clock.Advance(ReservationTTL)
+	if code, _ := commit(r.ReservationID, 300); code != 404 {
+		t.Fatalf("an expired reservation: %d, want 404", code)
+	}
+	// A charge is recorded past the limit, and says so.
+	code, body := h.post(t, "/v1/charge", `{"domain":"llm","descriptors":[{"entries":[{"key":"plain","value":"acme"}]}],"hits_addend":5000}`)
+	var c CheckResponse
+	if err := json.Unmarshal([]byte(body), &c); code != 200 || err != nil || c.Allowed || c.OverallCode != "OVER_LIMIT" || c.Statuses[0].RetryAfter != 60 {
+		t.Fatalf("charge 5000: %d %s", code, body)
 	}
 }

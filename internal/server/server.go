@@ -83,6 +83,8 @@ type Server struct {
 	started   time.Time   // New's time, for GET /v1/status
 	storeName string      // WithStoreName
 	health    storeHealth // failed decisions, for GET /v1/status
+
+	holds reservations // POST /v1/reserve's, until committed (charge_http.go)
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
