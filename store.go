@@ -31,10 +31,10 @@ import (
 //
 // A wrapper store (tracing, metrics) forwards the methods of Store and of
 // every capability the packages above it look for by type assertion:
-// Binder here, lease.Giver, shard.Keyer and inflight.Semaphore. Each
-// capability has a neutral answer for an inner store that lacks it (Bind
-// returns an error, Give gives nothing back, a shard key is key~i), so one
-// wrapper type serves every store.
+// Binder and Refunder here, lease.Giver, shard.Keyer and
+// inflight.Semaphore. Each capability has a neutral answer for an inner
+// store that lacks it (Bind returns an error, Give and Refund give nothing
+// back, a shard key is key~i), so one wrapper type serves every store.
 type Store interface {
 	// Take applies one request of cost units against key under policy p and
 	// returns the decision. The policy must be valid and cost ≥ 0; cost 0 is

@@ -48,4 +48,12 @@
 // sliding-window weighs the previous aligned window by how much of it the
 // sliding window still overlaps: prev·(P−e)/P + cur + c ≤ Limit, compared
 // exactly in integers.
+//
+// # Debt
+//
+// Charge records a cost that has already been spent (LLM tokens counted
+// after the response) even past the limit. The key is then in debt and
+// refuses until the debt is paid back; Model.Charge says what that is for
+// each algorithm (a bucket's TAT runs past now + Burst·T, a window's count
+// past the limit, a log's sum past it until its entries age out).
 package model
