@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,5 +137,49 @@ func TestChargeErrors(t *testing.T) {
 	}
 	if r, err := lim.Reserve(ctx, "k", 1); !errors.Is(err, sluice.ErrStoreClosed) || r.Decision.Allowed {
 		t.Fatalf("reserve on a closed store: %+v, %v", r.Decision, err)
+	}
+}
+
+// TestReserveCommitConcurrent: reservations committed from many goroutines
+// at one instant add up exactly. Every commit (5) exceeds its estimate (3),
+// and a refused reservation's commit charges all 5, so the bucket holds
+// exactly 16·20·5 units whatever the interleaving, and a unit fits again
+// exactly when the model says.
+func TestReserveCommitConcurrent(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	lim, _ := sluice.NewLimiter(store, sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Hour})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				r, err := lim.Reserve(ctx, "k", 3)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Decision.Allowed {
+					admitted.Add(3)
+				}
+				if _, err := r.Commit(ctx, 5); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() > 1000 {
+		t.Fatalf("%d units reserved, over the burst of 1000", admitted.Load())
+	}
+	// 1600 units: one more fits after 601 units have refilled.
+	d, err := lim.AllowN(ctx, "k", 0)
+	if want := 601 * time.Hour / 1000; err != nil || d.Allowed || d.RetryAfter != want {
+		t.Fatalf("after 1600 units: %+v, %v; want RetryAfter %v", d, err, want)
 	}
 }

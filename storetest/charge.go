@@ -110,20 +110,39 @@ func testCharge(t *testing.T, newHarness func(t *testing.T) Harness) {
 				r.check(p, "debtor", 10)
 			})
 			t.Run("Concurrent", func(t *testing.T) {
-				// Charges raced from many goroutines at one instant add
-				// up exactly: the state is the model's after one charge
-				// of the total.
+				// Charges and takes raced from many goroutines at one
+				// instant add up exactly: the state is the model's after
+				// one charge of the total charged and admitted, and no
+				// take is admitted once the charges and takes before it
+				// reach the limit.
 				r := newRig(t, newHarness, later)
 				p := policyFor(alg, 1000, time.Hour, 1000)
 				const goroutines, each, cost = 16, 25, 7
-				var wg sync.WaitGroup
+				var (
+					wg       sync.WaitGroup
+					mu       sync.Mutex
+					admitted int64
+				)
 				errs := make(chan error, goroutines)
-				for range goroutines {
+				for g := range goroutines {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
 						out := make([]sluice.Decision, 1)
 						for range each {
+							if g%2 == 1 { // a take of 5
+								d, err := r.h.Store.Take(r.ctx, p, "shared", 5)
+								if err != nil {
+									errs <- err
+									return
+								}
+								if d.Allowed {
+									mu.Lock()
+									admitted += 5
+									mu.Unlock()
+								}
+								continue
+							}
 							reqs := []sluice.Request{{Policy: p, Key: "shared", Cost: cost, Force: true}}
 							if err := r.h.Store.TakeAll(r.ctx, reqs, out); err != nil {
 								errs <- err
@@ -137,7 +156,11 @@ func testCharge(t *testing.T, newHarness func(t *testing.T) Harness) {
 				for err := range errs {
 					t.Fatal(err)
 				}
-				r.o.takeAll([]sluice.Request{{Policy: p, Key: "shared", Cost: goroutines * each * cost, Force: true}}, r.now)
+				const charged = goroutines / 2 * each * cost
+				if admitted > 1000 {
+					t.Fatalf("%d units of takes admitted, over the limit of 1000", admitted)
+				}
+				r.o.takeAll([]sluice.Request{{Policy: p, Key: "shared", Cost: charged + admitted, Force: true}}, r.now)
 				r.peek(p, "shared")
 				r.at(r.now + int64(time.Minute))
 				r.peek(p, "shared")
