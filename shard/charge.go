@@ -58,3 +58,25 @@ func (s *Store) takeCharges(ctx context.Context, reqs []sluice.Request, out []sl
 	}
 	return err
 }
+
+var _ sluice.Refunder = (*Store)(nil)
+
+// TakeRefundable implements sluice.Refunder: the wrapped store's for a
+// policy that is not sharded; a sharded policy's take has no stamp, as
+// with TakeStamped.
+func (s *Store) TakeRefundable(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, any, error) {
+	if r, ok := s.next.(sluice.Refunder); ok && s.set(p) == nil {
+		return r.TakeRefundable(ctx, p, key, cost)
+	}
+	d, err := s.Take(ctx, p, key, cost)
+	return d, nil, err
+}
+
+// Refund implements sluice.Refunder: the wrapped store's for a policy that
+// is not sharded, and nothing given back otherwise.
+func (s *Store) Refund(ctx context.Context, p sluice.Policy, key string, stamp any, units int64) (bool, error) {
+	if r, ok := s.next.(sluice.Refunder); ok && s.set(p) == nil && stamp != nil {
+		return r.Refund(ctx, p, key, stamp, units)
+	}
+	return false, nil
+}
