@@ -24,8 +24,9 @@
 -- ARGV[2]: milliseconds added to every TTL (0 when the time is Redis TIME).
 -- ARGV[3]: the number of requests; then 9 fields per request:
 --   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log),
---   cost ("!" before it: a charge, see charge below), capacity (burst or limit), period, dur(cost) ns, dur(cost) frac,
---   dur(burst) ns, dur(burst) frac, denominator.
+--   cost ("!" before it: a charge, see charge below), capacity (burst or
+--   limit), period, dur(cost) ns, dur(cost) frac, dur(burst) ns, dur(burst)
+--   frac, denominator.
 -- Returns {now, committed ("1"/"0"), then 4 strings per request}.
 
 local G = 1000000000
