@@ -92,8 +92,8 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Res
 		r.Decision, r.stamp, err = rf.TakeRefundable(ctx, l.policy, key, estimate)
 		if err != nil {
 			r.stamp = nil
-			r.Decision, err = l.finish(ctx, key, estimate, r.Decision, err)
 		}
+		r.Decision, err = l.finish(ctx, key, estimate, r.Decision, err) // observed, or failed
 	} else {
 		r.Decision, err = l.AllowN(ctx, key, estimate)
 	}

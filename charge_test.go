@@ -183,3 +183,22 @@ func TestReserveCommitConcurrent(t *testing.T) {
 		t.Fatalf("after 1600 units: %+v, %v; want RetryAfter %v", d, err, want)
 	}
 }
+
+// TestChargeObserved: Reserve, Commit and Charge are observed, with the
+// cost each sent to the store.
+func TestChargeObserved(t *testing.T) {
+	store := memstore.New(memstore.WithClock(sluicetest.NewClock(time.Unix(0, 0))))
+	defer store.Close()
+	var seen []int64
+	lim, _ := sluice.NewLimiter(store, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Minute},
+		sluice.WithObserver(func(_ context.Context, _ sluice.Policy, _ string, cost int64, _ sluice.Decision, _ error) {
+			seen = append(seen, cost)
+		}))
+	ctx := context.Background()
+	r, _ := lim.Reserve(ctx, "k", 3)
+	r.Commit(ctx, 5)
+	lim.Charge(ctx, "k", 4)
+	if fmt.Sprint(seen) != "[3 2 4]" {
+		t.Fatalf("observed costs %v, want [3 2 4] (reserve, the commit's charge, a charge)", seen)
+	}
+}
