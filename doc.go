@@ -22,7 +22,9 @@
 //
 // Allow and AllowN take units now or refuse; Wait blocks until the units
 // are admitted, serving waiters in order; AllowAll checks several limits
-// (per IP, per API key, per organisation) all-or-nothing. A Decision
+// (per IP, per API key, per organisation) all-or-nothing; Charge, and
+// Reserve with Commit, record costs known only after the response (LLM
+// tokens), even past the limit: the key is then in debt. A Decision
 // carries what a client needs to pace itself: Remaining, RetryAfter,
 // ResetAfter, and Delay for a leaky-bucket queue.
 //

@@ -29,7 +29,7 @@ func newTestStore() *testStore { return &testStore{states: map[string]model.Stat
 
 func (s *testStore) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
 	var d [1]sluice.Decision
-	err := s.TakeAll(ctx, []sluice.Request{{p, key, cost}}, d[:])
+	err := s.TakeAll(ctx, []sluice.Request{{Policy: p, Key: key, Cost: cost}}, d[:])
 	return d[0], err
 }
 
@@ -58,12 +58,16 @@ func (s *testStore) TakeAll(ctx context.Context, reqs []sluice.Request, out []sl
 		if !seen {
 			st = s.states[id]
 		}
+		if r.Force {
+			work[id], out[i] = m.Charge(st, now, r.Cost)
+			continue
+		}
 		work[id], out[i] = m.Take(st, now, r.Cost)
 		ok = ok && out[i].Allowed
 	}
 	if !ok {
 		for i, r := range reqs {
-			if out[i].Allowed {
+			if out[i].Allowed || r.Force {
 				m, _ := model.New(r.Policy)
 				_, out[i] = m.Take(s.states[r.Policy.Name+"\x00"+r.Key], now, 0)
 			}

@@ -19,7 +19,9 @@ import "context"
 type Observer func(ctx context.Context, p Policy, key string, cost int64, d Decision, err error)
 
 // WithObserver calls o with every decision of the Limiter: those of Allow,
-// AllowN and Wait, and, for each of its checks, those of AllowAll. A
+// AllowN, Wait and Reserve, and, for each of its checks, those of
+// AllowAll; and with every Charge (a commit's included), whose cost is the
+// units charged and whose decision is the state after it. A
 // Limiter without an observer pays one nil check per call (per check, in
 // AllowAll).
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observe = o } }

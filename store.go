@@ -31,10 +31,10 @@ import (
 //
 // A wrapper store (tracing, metrics) forwards the methods of Store and of
 // every capability the packages above it look for by type assertion:
-// Binder here, lease.Giver, shard.Keyer and inflight.Semaphore. Each
-// capability has a neutral answer for an inner store that lacks it (Bind
-// returns an error, Give gives nothing back, a shard key is key~i), so one
-// wrapper type serves every store.
+// Binder and Refunder here, lease.Giver, shard.Keyer and
+// inflight.Semaphore. Each capability has a neutral answer for an inner
+// store that lacks it (Bind returns an error, Give and Refund give nothing
+// back, a shard key is key~i), so one wrapper type serves every store.
 type Store interface {
 	// Take applies one request of cost units against key under policy p and
 	// returns the decision. The policy must be valid and cost ≥ 0; cost 0 is
@@ -48,6 +48,16 @@ type Store interface {
 	// state unconsumed (as a cost-0 peek would) with Allowed true, and at
 	// least one reports Allowed false. len(out) must equal len(reqs). On an
 	// error nothing was recorded, or the store cannot tell.
+	//
+	// A request with Force set is a charge (Limiter.Charge): its cost is
+	// recorded even past the limit, as model.Model.Charge does, so it never
+	// refuses the batch, and its decision is the peek right after it
+	// (Allowed false: the key is at its limit or in debt). It is recorded
+	// when the batch is, and like the others not at all when another
+	// request refuses the batch (its decision is then a peek on the state
+	// unchanged). Every Store implements Force; a wrapper store forwards a
+	// charge to where the key's state is kept (a lease store straight to
+	// its inner store).
 	TakeAll(ctx context.Context, reqs []Request, out []Decision) error
 
 	// Reset drops the state of key under policy p (and under every policy
@@ -67,6 +77,9 @@ type Request struct {
 	Policy Policy
 	Key    string
 	Cost   int64
+	// Force makes the request a charge: Cost is recorded even past the
+	// limit (see Store.TakeAll).
+	Force bool
 }
 
 // Clock supplies the current time to a store. Stores convert it to

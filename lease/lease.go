@@ -129,7 +129,10 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 
 // TakeAll is the wrapped store's TakeAll: an all-or-nothing batch is
 // decided by the store itself, outside the leases (which only ever hold
-// capacity the store already counts as taken).
+// capacity the store already counts as taken). So a charge
+// (sluice.Request.Force, Limiter.Charge) goes straight to the wrapped
+// store: the key's debt is there for every replica at once, and a lease
+// spends only what it took before the charge.
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
 	return s.next.TakeAll(ctx, reqs, out)
 }

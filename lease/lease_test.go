@@ -230,3 +230,33 @@ func TestLeaseWaitEndsWithCtx(t *testing.T) {
 		time.Sleep(time.Second) // let the slow take finish inside the bubble
 	})
 }
+
+// TestChargeReachesStore: a charge through a lease store is recorded in the
+// wrapped store at once (a second replica sees the debt), and the lease
+// spends only the block it took before.
+func TestChargeReachesStore(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	p := sluice.Policy{Name: "tokens", Algorithm: sluice.FixedWindow, Limit: 1000, Period: time.Minute}
+	a, err := newLeased(store, p, 50*time.Millisecond, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := newLeased(store, p, 50*time.Millisecond, clock)
+	ctx := context.Background()
+	if d, _ := a.Allow(ctx, "tenant"); !d.Allowed {
+		t.Fatalf("first: %+v", d)
+	}
+	held := a.LeaseStats()
+	d, err := a.Charge(ctx, "tenant", 2000)
+	if err != nil || d.Allowed {
+		t.Fatalf("charge 2000: %+v, %v; want the key in debt", d, err)
+	}
+	if d, _ := b.Allow(ctx, "tenant"); d.Allowed {
+		t.Fatalf("another replica admits a key in debt: %+v", d)
+	}
+	if st := a.LeaseStats(); st.StoreCalls != held.StoreCalls {
+		t.Fatalf("the charge went through the lease: %+v, was %+v", st, held)
+	}
+}

@@ -184,19 +184,25 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			o.st.Time, o.st.Frac = convFrac(o.st.Time, o.st.Frac, o.den, w.c.den)
 			o.den = w.c.den
 		}
-		next, d := w.c.model.Take(o.st, now, r.Cost)
+		var next model.State
+		var d sluice.Decision
+		if r.Force { // a charge: recorded past the limit, never refuses
+			next, d = w.c.model.Charge(o.st, now, r.Cost)
+		} else {
+			next, d = w.c.model.Take(o.st, now, r.Cost)
+			refused = refused || !d.Allowed
+		}
 		o.st, o.last = next, w.c
-		if d.Allowed && r.Cost > 0 {
+		if (d.Allowed || r.Force) && r.Cost > 0 {
 			o.dirty = true
 			o.appended++
 		}
-		refused = refused || !d.Allowed
 		out[i] = d
 	}
 
 	if refused {
 		for i, r := range reqs {
-			if !out[i].Allowed {
+			if !out[i].Allowed && !r.Force {
 				continue
 			}
 			w := &ws[i]

@@ -50,4 +50,12 @@
 // exactly in integers. With a sluice.Calendar the two window kinds count
 // calendar days, weeks, months or years of a time zone instead, each as
 // long as the wall clock makes it (Model.Window; calendar.go).
+//
+// # Debt
+//
+// Charge records a cost that has already been spent (LLM tokens counted
+// after the response) even past the limit. The key is then in debt and
+// refuses until the debt is paid back; Model.Charge says what that is for
+// each algorithm (a bucket's TAT runs past now + Burst·T, a window's count
+// past the limit, a log's sum past it until its entries age out).
 package model

@@ -38,11 +38,13 @@ var (
 	takeWindowSource string
 	//go:embed take_log.lua
 	takeLogSource string
+	//go:embed take_charge.lua
+	takeChargeSource string
 	//go:embed take.lua
 	takeSource string
 
 	takeText = strings.Join([]string{bigSource, pairsSource, takeBucketSource,
-		takeFixedSource, takeWindowSource, takeLogSource, takeSource}, "\n")
+		takeFixedSource, takeWindowSource, takeLogSource, takeChargeSource, takeSource}, "\n")
 )
 
 // ErrCrossSlot is returned (wrapped) by TakeAll on a Redis Cluster when the
@@ -339,7 +341,7 @@ func (sc *scratch) release() {
 // take applies reqs; with post non-nil, post[i] receives the state request
 // i left (for TakeStamped).
 func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, post []model.State) error {
-	if len(reqs) == 1 && reqs[0].Cost >= 0 && !s.closed.Load() && !s.generalOnly {
+	if len(reqs) == 1 && reqs[0].Cost >= 0 && !reqs[0].Force && !s.closed.Load() && !s.generalOnly {
 		c, err := s.compile(reqs[0].Policy)
 		if err != nil {
 			return err
@@ -369,7 +371,10 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		st, lg := stateKey(s.prefix, s.slot, c.tag, r.Key)
 		keys = append(keys, st, lg)
 		durNS, durFrac := "0", "0"
+		costArg := strconv.FormatInt(r.Cost, 10)
 		switch {
+		case r.Force: // a charge (charge.go)
+			costArg, durNS, durFrac = chargeArgs(c, r.Cost)
 		case c.kind != "b" || r.Cost > c.cap:
 		case r.Cost <= 1: // a peek is judged as cost 1
 			durNS, durFrac = c.one[0], c.one[1]
@@ -377,7 +382,7 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 			ns, frac := c.dur(r.Cost)
 			durNS, durFrac = strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)
 		}
-		args = append(args, c.kind, strconv.FormatInt(r.Cost, 10), c.capS, c.perS,
+		args = append(args, c.kind, costArg, c.capS, c.perS,
 			durNS, durFrac, c.burst[0], c.burst[1], c.denS)
 		if c.calKind != "" {
 			if !calendars {
@@ -454,11 +459,15 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		}
 		states = append(states, st)
 		var next model.State
-		next, out[i] = cs[i].model.Take(st, now, r.Cost)
+		if r.Force {
+			next, out[i] = cs[i].model.Charge(st, now, r.Cost)
+		} else {
+			next, out[i] = cs[i].model.Take(st, now, r.Cost)
+			all = all && out[i].Allowed
+		}
 		if post != nil {
 			post[i] = next
 		}
-		all = all && out[i].Allowed
 	}
 	sc.states = states
 	if all != committed {
@@ -474,8 +483,8 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 				first[keys[2*i]] = i
 			}
 		}
-		for i := range reqs {
-			if !out[i].Allowed {
+		for i, r := range reqs {
+			if !out[i].Allowed && !r.Force {
 				continue
 			}
 			j := 0

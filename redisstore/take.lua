@@ -18,8 +18,8 @@
 -- ARGV[2]: milliseconds added to every TTL (0 when the time is Redis TIME).
 -- ARGV[3]: the number of requests; then 9 fields per request:
 --   kind ("b" bucket, "f" fixed window, "w" sliding window, "l" sliding log;
---   "F" and "W" for the windows of a calendar), cost, capacity (burst or
---   limit), period, dur(cost) ns, dur(cost) frac, dur(burst) ns,
+--   "F" and "W" for the windows of a calendar), cost ("!" before it: a
+--   charge, take_charge.lua), capacity (burst or limit), period, dur(cost) ns, dur(cost) frac, dur(burst) ns,
 --   dur(burst) frac, denominator. For "F" and "W" the four dur fields are
 --   instead the calendar window computed in Go: its start, its end, the
 --   previous window's start and the next window's end (ns).
@@ -60,7 +60,7 @@ else
   nh, nl = P(ARGV[1])
 end
 local slack, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-local states, order = {}, {}
+local states, order, redo = {}, {}, {}
 local out, all = {S(nh, nl), "0"}, true
 -- The request being decided, passed to the algorithm's take (which keeps
 -- nothing of it): one table, made once.
@@ -70,7 +70,9 @@ for i = 1, n do
   local a = 3 + (i - 1) * 9
   -- The request: cost, capacity, period, and the cost judged (a peek,
   -- cost 0, is admitted iff cost 1 would be).
-  local ch, cl = P(ARGV[a + 2])
+  local costs, force = ARGV[a + 2], false
+  if string.sub(costs, 1, 1) == "!" then costs, force = string.sub(costs, 2), true end
+  local ch, cl = P(costs)
   local kh, kl = P(ARGV[a + 3])
   local ph, pl = P(ARGV[a + 4])
   local costpos = ch > 0 or cl > 0
@@ -82,16 +84,42 @@ for i = 1, n do
   r.cal = kind == "F" or kind == "W" -- a calendar window (calwin)
   if r.cal then kind = string.lower(kind) end
   local s = states[key]
+  local first = not s
   if not s then
     s = load(kind, key, KEYS[2 * i], ARGV[a + 9])
     s.kind = kind
     states[key] = s
     order[#order + 1] = key
   end
-  local ok, o1, o2, o3, o4 = take(kind, s, r)
+  local ok, o1, o2, o3, o4
+  if force and costpos then -- a charge never refuses the batch
+    local pre
+    o1, o2, o3, o4, pre = charge(s, kind, r)
+    ok = true
+    if pre and first then
+      pre.s, pre.kh, pre.kl, pre.pos = s, kh, kl, #out + 3
+      redo[#redo + 1] = pre
+    end
+  else
+    ok, o1, o2, o3, o4 = take(kind, s, r)
+    ok = ok or force -- a charge of nothing peeks, and never refuses the batch
+  end
   all = all and ok
   local m = #out
   out[m + 1], out[m + 2], out[m + 3], out[m + 4] = o1 or "", o2 or "", o3 or "", o4 or ""
+end
+if not all then
+  -- A sliding-log charge that was its key's first request reported the
+  -- oldest entries for the state after it; a refused batch writes nothing,
+  -- so Go decides a peek on the state before it: rewrite those two fields.
+  for _, p in ipairs(redo) do
+    local o3, o4 = "", ""
+    if cmp(p.uh, p.ul, p.kh, p.kl) >= 0 then
+      local needh, needl = sub(p.uh, p.ul, p.kh, p.kl)
+      o3, o4 = walk(p.s, p.trim, add(needh, needl, 0, 1))
+    end
+    out[p.pos], out[p.pos + 1] = o3, o4
+  end
 end
 if r.retry then -- a calendar window given does not hold the instant
   out[2] = "2"

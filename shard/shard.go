@@ -152,8 +152,13 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 }
 
 // TakeAll offers one shard of each sharded request (round-robin) to the
-// wrapped store's atomic batch.
+// wrapped store's atomic batch. A charge (Request.Force) of a sharded
+// policy is split over all its shards as the limit is (⌊c/n⌋ each, the
+// first c mod n one more), so each shard carries its part of the debt.
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	if s.shardsCharge(reqs) {
+		return s.takeCharges(ctx, reqs, out)
+	}
 	batch := reqs
 	for i, r := range reqs {
 		ss := s.set(r.Policy)

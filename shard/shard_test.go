@@ -87,3 +87,38 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// TestCharge: a charge of a sharded key is split over its shards, so that
+// the whole key is in debt: a charge of the whole limit refuses every
+// shard until the window ends.
+func TestCharge(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	mem := memstore.New(memstore.WithClock(clock))
+	defer mem.Close()
+	store := shard.New(mem, 4)
+	lim, err := sluice.NewLimiter(store, sluice.Policy{Name: "tokens", Algorithm: sluice.FixedWindow, Limit: 1000, Period: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d, err := lim.Charge(ctx, "tenant", 999)
+	if err != nil || !d.Allowed || d.Limit != 1000 {
+		t.Fatalf("charge 999: %+v, %v; want still admitting (one shard has a unit left), limit 1000", d, err)
+	}
+	if d, _ := lim.Allow(ctx, "tenant"); !d.Allowed {
+		t.Fatalf("the last unit: %+v", d)
+	}
+	d, _ = lim.Charge(ctx, "tenant", 300)
+	if d.Allowed || d.RetryAfter != time.Minute {
+		t.Fatalf("charge 300 past the limit: %+v, want refused until the window ends", d)
+	}
+	for range 4 {
+		if d, _ := lim.Allow(ctx, "tenant"); d.Allowed {
+			t.Fatalf("a shard admits while the key is in debt: %+v", d)
+		}
+	}
+	clock.Advance(time.Minute)
+	if d, _ := lim.Allow(ctx, "tenant"); !d.Allowed {
+		t.Fatalf("the next window: %+v", d)
+	}
+}

@@ -58,6 +58,13 @@
 //     admitted, invalid input and cancelled contexts, and which policies
 //     share per-key state (those with the same non-empty Name and Algorithm,
 //     and identical unnamed ones; no others).
+//   - Charge/<algorithm>/...: charges (sluice.Request.Force, Model.Charge)
+//     recorded past the limit: Envoy's check-then-debit (exactly 4 checks
+//     of a 1000 budget with debits of 300), random takes and charges,
+//     charges in batches, the caps of huge charges, the expiry of a key in
+//     debt, and charges raced from many goroutines adding up exactly.
+//     Charges is the same as a fuzz body over any sequence of takes,
+//     charges and batches of both.
 //
 // # TakeAll
 //
@@ -67,7 +74,10 @@
 // admitted, all are recorded and out[i] is request i's decision. Otherwise
 // nothing is recorded; each rejected request reports its decision from that
 // evaluation (Allowed false), and each request that was admitted reports
-// what a cost-0 peek at its key's stored state would (Allowed true).
+// what a cost-0 peek at its key's stored state would (Allowed true). A
+// forced request (a charge) never refuses the batch: it is evaluated with
+// Model.Charge, recorded with the batch, and when another request refuses
+// the batch it too reports a peek at its key's stored state.
 //
 // # Time
 //

@@ -111,12 +111,16 @@ func (s *reference) TakeAll(ctx context.Context, reqs []sluice.Request, out []sl
 		if !ok {
 			st = s.get(k, now)
 		}
+		if q.Force {
+			tentative[k], out[i] = models[i].Charge(st, now, q.Cost)
+			continue
+		}
 		tentative[k], out[i] = models[i].Take(st, now, q.Cost)
 		admitted = admitted && out[i].Allowed
 	}
 	if !admitted {
 		for i, q := range reqs {
-			if out[i].Allowed {
+			if out[i].Allowed || q.Force {
 				_, out[i] = models[i].Take(s.get(refKeyOf(q.Policy, q.Key), now), now, 0)
 			}
 		}

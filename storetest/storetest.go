@@ -45,6 +45,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Policies", func(t *testing.T) { testPolicies(t, newHarness) })
 	t.Run("Contract", func(t *testing.T) { testContract(t, newHarness) })
 	t.Run("Calendar", func(t *testing.T) { testCalendar(t, newHarness) })
+	t.Run("Charge", func(t *testing.T) { testCharge(t, newHarness) })
 }
 
 // rig drives one harness and keeps the model's view of the same requests.
@@ -190,9 +191,13 @@ func (o *oracle) takeAll(reqs []sluice.Request, now int64) ([]sluice.Decision, b
 		if !ok {
 			s = o.state(q.Policy, q.Key)
 		}
-		s, out[i] = o.model(q.Policy).Take(s, now, q.Cost)
+		if q.Force {
+			s, out[i] = o.model(q.Policy).Charge(s, now, q.Cost)
+		} else {
+			s, out[i] = o.model(q.Policy).Take(s, now, q.Cost)
+			admitted = admitted && out[i].Allowed
+		}
 		tentative[k] = s
-		admitted = admitted && out[i].Allowed
 	}
 	if admitted {
 		for k, s := range tentative {
@@ -201,7 +206,7 @@ func (o *oracle) takeAll(reqs []sluice.Request, now int64) ([]sluice.Decision, b
 		return out, true
 	}
 	for i, q := range reqs {
-		if out[i].Allowed {
+		if out[i].Allowed || q.Force {
 			_, out[i] = o.model(q.Policy).Take(o.states[stateKey{identity(q.Policy), q.Key}], now, 0)
 		}
 	}

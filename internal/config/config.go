@@ -34,7 +34,9 @@
 // of unit) and failure_mode (local, the default; open; or closed: see
 // DefaultFailureMode), lease (true:
 // decide from local budgets, see package lease) and shards (split each
-// key over that many sub-keys, see package shard).
+// key over that many sub-keys, see package shard) and count_refused (true:
+// a refused request's hits are recorded anyway, past the limit, as
+// envoyproxy/ratelimit counts every hit; see Rule.CountRefused).
 //
 // The descriptor fields envoyproxy/ratelimit added in 2026:
 //   - quota_mode: true makes the descriptor's limit a quota. A request is
@@ -157,6 +159,12 @@ type Rule struct {
 	Shards int
 	// ShadowMode rules are checked and counted but never refuse.
 	ShadowMode bool
+	// CountRefused (rate_limit.count_refused) records a refused request's
+	// hits too, past the limit (a charge: sluice.Limiter.Charge), as
+	// envoyproxy/ratelimit counts every hit: Envoy's check-then-debit
+	// (hits_addend 0 on the request, the token count on stream done)
+	// then limits a budget, and the key refuses until its debt is paid.
+	CountRefused bool
 	// DetailedMetric rules are reported in metrics under the request's
 	// values, not only under the configured key.
 	DetailedMetric bool

@@ -138,6 +138,7 @@ type rawLimit struct {
 	shardsNode           *yaml.Node
 	quota                rawQuota    // overridable, usage_thresholds (quota.go)
 	calendar             rawCalendar // calendar fields (calendar.go)
+	countRefused         *yaml.Node  // count_refused: true; nil: unset
 }
 
 // MaxDepth is the deepest a descriptors tree may nest: a rule's
@@ -312,6 +313,11 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"usage_thresholds": func(v *yaml.Node, f string) {
 			r.quota.thresholds, r.quota.thresholdsNode = p.usageThresholds(v, f), v
 		},
+		"count_refused": func(v *yaml.Node, f string) {
+			if p.boolean(v, f) {
+				r.countRefused = v
+			}
+		},
 	}
 	maps.Copy(decoders, r.calendar.fields(p))
 	if !p.fields(n, field+".", decoders) {
@@ -345,6 +351,10 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 	default:
 		p.errorf(at(r.failureNode), field+".failure_mode", "%q: want local, open or closed", r.failureMode)
 	}
+	if r.countRefused != nil && (isInFlight(r.algorithm) || r.unlimited) {
+		p.errorf(r.countRefused, field+".count_refused", "only for a rate limit: an unlimited or in-flight rule counts nothing")
+	}
+	rule.CountRefused = r.countRefused != nil
 	if isInFlight(r.algorithm) {
 		return p.inflightRule(r, field, rule, nerr)
 	}

@@ -198,6 +198,11 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		}
 		checks, idx = checks[:keep], idx[:keep]
 	}
+	if refused {
+		if err := s.countRefused(ctx, label, descs, outs, limiters); err != nil {
+			return false, nil, err
+		}
+	}
 	allowed = !refused
 	for i := range outs {
 		failedBackoff(&outs[i], descs[i].hits)

@@ -170,6 +170,20 @@ func openapiExchanges() []exchange {
 		s.Handler().ServeHTTP(httptest.NewRecorder(), r)
 		return func() {}
 	}
+	// reserve opens a reservation named reserved (of 1 unit of rider r9),
+	// for the commit exchanges.
+	const reserved = "0123456789abcdef0123456789abcdef"
+	reserve := func(s *Server) func() {
+		d := descriptor{entries: []config.Entry{{Key: "rider", Value: "r9"}}, hits: 1}
+		s.check(context.Background(), "http", "rides", []descriptor{d})
+		s.holds.mu.Lock()
+		if s.holds.m == nil {
+			s.holds.m = map[string]reservation{}
+		}
+		s.holds.m[reserved] = reservation{domain: "rides", descs: []descriptor{d}, expires: s.now().Add(ReservationTTL)}
+		s.holds.mu.Unlock()
+		return func() {}
+	}
 	xs := []exchange{
 		// POST /v1/check
 		{name: "check allowed", method: "POST", path: "/v1/check", body: check, want: 200},
@@ -221,6 +235,25 @@ func openapiExchanges() []exchange {
 		{name: "reset store failed", on: "dead", method: "POST", path: "/v1/reset", body: reset, want: 502},
 		{name: "reset without configuration", on: "empty", method: "POST", path: "/v1/reset", body: reset, want: 503},
 		{name: "reset timeout passed", on: "stall", method: "POST", path: "/v1/reset", body: reset, header: map[string]string{"Content-Type": "application/json", TimeoutHeader: "50ms"}, want: 504},
+
+		// POST /v1/charge, /v1/reserve, /v1/commit (charge_http.go)
+		{name: "charge past the limit", method: "POST", path: "/v1/charge", body: `{"domain":"rides","descriptors":[{"entries":[{"key":"rider","value":"c1"}]}],"hits_addend":9}`, want: 200, shows: []string{`"overall_code":"OVER_LIMIT"`, `"remaining":0`}},
+		{name: "charge within the limit", method: "POST", path: "/v1/charge", body: `{"domain":"rides","descriptors":[{"entries":[{"key":"rider","value":"c2"}]},{"entries":[{"key":"nothing","value":"n"}]}]}`, want: 200, shows: []string{`"overall_code":"OK"`}},
+		{name: "charge negative", method: "POST", path: "/v1/charge", body: `{"domain":"rides","descriptors":[{"entries":[]}],"hits_addend":-1}`, want: 400, invalid: true},
+		{name: "charge cross-site", method: "POST", path: "/v1/charge", body: check, header: crossSite, want: 403},
+		{name: "charge text/plain", method: "POST", path: "/v1/charge", body: check, header: textPlain, want: 415, invalid: true},
+		{name: "charge without configuration", on: "empty", method: "POST", path: "/v1/charge", body: check, want: 503},
+		{name: "reserve admitted", method: "POST", path: "/v1/reserve", body: `{"domain":"rides","descriptors":[{"entries":[{"key":"rider","value":"v1"}]}],"hits_addend":2}`, want: 200, shows: []string{`"reservation_id":"`, `"expires_in":600`}},
+		{name: "reserve refused", method: "POST", path: "/v1/reserve", body: `{"domain":"rides","descriptors":[{"entries":[{"key":"blocked","value":"b"}]}]}`, want: 200, shows: []string{`"overall_code":"OVER_LIMIT"`}},
+		{name: "reserve no descriptors", method: "POST", path: "/v1/reserve", body: `{"domain":"rides","descriptors":[]}`, want: 400, invalid: true},
+		{name: "reserve cross-site", method: "POST", path: "/v1/reserve", body: check, header: crossSite, want: 403},
+		{name: "reserve text/plain", method: "POST", path: "/v1/reserve", body: check, header: textPlain, want: 415, invalid: true},
+		{name: "reserve without configuration", on: "empty", method: "POST", path: "/v1/reserve", body: check, want: 503},
+		{name: "commit", method: "POST", path: "/v1/commit", before: reserve, body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 200, shows: []string{`"overall_code":"OVER_LIMIT"`}},
+		{name: "commit twice", method: "POST", path: "/v1/commit", body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 404},
+		{name: "commit without cost", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x"}`, want: 400, invalid: true},
+		{name: "commit cross-site", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x","hits_addend":1}`, header: crossSite, want: 403},
+		{name: "commit text/plain", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x","hits_addend":1}`, header: textPlain, want: 415, invalid: true},
 
 		// POST /v1/simulate
 		{name: "simulate a rule by its key", method: "POST", path: "/v1/simulate", body: `{"rule":"rides.rider","pattern":"burst 6 at 0, then 1 every 100ms for 2s"}`, want: 200},

@@ -84,6 +84,8 @@ type Server struct {
 	storeName string      // WithStoreName
 	health    storeHealth // failed decisions, for GET /v1/status
 	quota     quotaState  // limits.go, usage.go
+
+	holds reservations // POST /v1/reserve's, until committed (charge_http.go)
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.

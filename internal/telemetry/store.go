@@ -31,9 +31,9 @@ const (
 // Store returns s with a span around every Take, TakeAll and Reset (s
 // itself when t is nil). The result is one type that forwards every
 // capability the packages above a store look for (sluice.Binder,
-// lease.Giver, shard.Keyer, inflight.Semaphore), untraced but for Bind's
-// decisions, with each capability's neutral answer when s lacks it; so
-// turning tracing on changes no behaviour.
+// sluice.Refunder, lease.Giver, shard.Keyer, inflight.Semaphore), untraced
+// but for Bind's decisions, with each capability's neutral answer when s
+// lacks it; so turning tracing on changes no behaviour.
 func (t *Tracing) Store(s sluice.Store) sluice.Store {
 	if t == nil {
 		return s

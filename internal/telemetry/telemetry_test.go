@@ -111,6 +111,9 @@ func TestStoreSpans(t *testing.T) {
 	if _, ok := store.(inflight.Semaphore); !ok {
 		t.Fatal("the traced memstore lost its Semaphore (in-flight limits)")
 	}
+	if _, ok := store.(sluice.Refunder); !ok {
+		t.Fatal("the traced memstore lost its Refund (reservations)")
+	}
 	p := sluice.Policy{Name: "api", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Minute}
 	ctx := context.Background()
 	store.Take(ctx, p, "user-1", 1)

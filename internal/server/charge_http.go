@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/decide"
+)
+
+// Costs known only after the response (LLM tokens), over the JSON API:
+//
+//   - POST /v1/charge records hits_addend on each descriptor's rule even
+//     past its limit (sluice.Limiter.Charge): the key is then in debt and
+//     refuses until the debt is paid back.
+//   - POST /v1/reserve is a check of the estimate (hits_addend) that, when
+//     admitted, keeps a reservation in the server for ReservationTTL, at
+//     most MaxReservations at once.
+//   - POST /v1/commit settles a reservation with the actual cost: what
+//     exceeds a descriptor's estimate is charged; a smaller cost gives
+//     nothing back (the estimate stays spent, as Envoy's debits do).
+//
+// A reservation lives in the memory of the replica that made it: commit it
+// on the same one. One that expires uncommitted is dropped; its estimate
+// stays spent.
+const (
+	// ReservationTTL is how long a reservation waits for its commit.
+	ReservationTTL = 10 * time.Minute
+	// MaxReservations is the most reservations a server keeps at once;
+	// beyond it, /v1/reserve answers 503 and takes nothing.
+	MaxReservations = 100_000
+	// MaxReservationBytes bounds the memory the open reservations hold
+	// (their descriptors' keys and values, and a fixed cost per entry and
+	// per reservation); beyond it, /v1/reserve answers 503.
+	MaxReservationBytes = 64 << 20
+)
+
+// ReserveResponse is the answer to POST /v1/reserve: the check's, and for
+// an admitted request the reservation to commit.
+type ReserveResponse struct {
+	CheckResponse
+	// ReservationID names the reservation in POST /v1/commit; absent when
+	// the request was refused (nothing is held then).
+	ReservationID string `json:"reservation_id,omitempty"`
+	// ExpiresIn is the seconds left to commit it.
+	ExpiresIn float64 `json:"expires_in,omitempty"`
+}
+
+// CommitRequest is the body of POST /v1/commit.
+type CommitRequest struct {
+	ReservationID string `json:"reservation_id"`
+	// HitsAddend is the actual cost of every descriptor of the
+	// reservation.
+	HitsAddend *int64 `json:"hits_addend"`
+}
+
+// reservations are the server's open reservations, by ID.
+type reservations struct {
+	mu    sync.Mutex
+	m     map[string]reservation
+	bytes int // the size of every reservation of m
+}
+
+type reservation struct {
+	domain  string
+	descs   []descriptor // with each descriptor's estimate as hits
+	expires time.Time
+	size    int
+}
+
+// sizeOf returns what a reservation of domain and descs counts toward
+// MaxReservationBytes.
+func sizeOf(domain string, descs []descriptor) int {
+	n := 128 + len(domain)
+	for _, d := range descs {
+		n += 64
+		for _, e := range d.entries {
+			n += 32 + len(e.Key) + len(e.Value)
+		}
+	}
+	return n
+}
+
+func (s *Server) handleCharges(mux *routes) {
+	mux.HandleFunc("POST /v1/charge", s.handleCharge)
+	mux.HandleFunc("POST /v1/reserve", s.handleReserve)
+	mux.HandleFunc("POST /v1/commit", s.handleCommit)
+}
+
+// descriptorsOf returns req's descriptors with their costs, or a message
+// naming what is wrong.
+func descriptorsOf(req *CheckRequest) ([]descriptor, string) {
+	switch {
+	case req.Domain == "":
+		return nil, "domain: must not be empty"
+	case len(req.Descriptors) == 0:
+		return nil, "descriptors: must not be empty"
+	}
+	hits := int64(1)
+	if req.HitsAddend != nil {
+		hits = *req.HitsAddend
+	}
+	descs := make([]descriptor, len(req.Descriptors))
+	for i, d := range req.Descriptors {
+		descs[i] = descriptor{entries: d.Entries, hits: hits}
+		if d.HitsAddend != nil {
+			descs[i].hits = *d.HitsAddend
+		}
+		if descs[i].hits < 0 {
+			return nil, fmt.Sprintf("descriptors[%d]: hits_addend %d: must be >= 0", i, descs[i].hits)
+		}
+	}
+	return descs, ""
+}
+
+// charge records each descriptor's hits on its rule past the limit and
+// returns the state after, as check's outcomes: a descriptor is over when
+// its key no longer admits a unit.
+func (s *Server) charge(ctx context.Context, domain string, descs []descriptor) ([]outcome, error) {
+	sn := s.snap.Load()
+	if sn == nil {
+		return nil, errUnavailable
+	}
+	outs := make([]outcome, len(descs))
+	for i, d := range descs {
+		r := sn.cfg.Match(domain, d.entries)
+		if r == nil || r.InFlight != nil {
+			continue
+		}
+		outs[i].rule = r
+		switch {
+		case r.Unlimited:
+			continue
+		case r.Deny:
+			outs[i].over = d.hits > 0 && !r.ShadowMode
+			continue
+		}
+		dd, err := sn.limiters[r].Charge(ctx, storeKey(r, d.entries), d.hits)
+		if v := decide.Classify(ctx, nil, sluice.Result{}, err); v.Outcome == decide.Gone {
+			return nil, errGone
+		}
+		if err != nil {
+			s.storeFailed(domain, err, func() string { return r.Title() })
+			outs[i].failed = true
+		}
+		outs[i].decision = dd
+		outs[i].over = !dd.Allowed && !r.ShadowMode
+	}
+	return outs, nil
+}
+
+// answer writes outs as a CheckResponse (with extra, a ReserveResponse,
+// when not nil), or err.
+func answer(w http.ResponseWriter, r *http.Request, outs []outcome, err error, extra *ReserveResponse) {
+	if errors.Is(err, errGone) {
+		if r.Context().Err() == nil {
+			writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered", TimeoutHeader)
+		}
+		return
+	}
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, errUnavailable) {
+			code = http.StatusServiceUnavailable
+		}
+		writeError(w, code, "%v", err)
+		return
+	}
+	resp := CheckResponse{OverallCode: "OK", Allowed: true, Statuses: make([]JSONStatus, len(outs))}
+	for i := range outs {
+		resp.Statuses[i] = toJSON(&outs[i])
+		if outs[i].over {
+			resp.OverallCode, resp.Allowed = "OVER_LIMIT", false
+		}
+	}
+	if extra == nil {
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	extra.CheckResponse = resp
+	writeJSON(w, http.StatusOK, extra)
+}
+
+func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := withTimeout(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	var req CheckRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	descs, msg := descriptorsOf(&req)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "%s", msg)
+		return
+	}
+	outs, err := s.charge(ctx, req.Domain, descs)
+	answer(w, r, outs, err, nil)
+}
+
+func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := withTimeout(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	var req CheckRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	descs, msg := descriptorsOf(&req)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "%s", msg)
+		return
+	}
+	now := s.now()
+	size := sizeOf(req.Domain, descs)
+	if !s.holds.room(now, size) {
+		writeError(w, http.StatusServiceUnavailable, "too many open reservations (at most %d, of %d MiB): commit some first", MaxReservations, MaxReservationBytes>>20)
+		return
+	}
+	allowed, outs, err := s.check(ctx, "http", req.Domain, descs)
+	var resp ReserveResponse
+	if err == nil && allowed {
+		resp.ReservationID = s.holds.add(reservation{domain: req.Domain, descs: descs, expires: now.Add(ReservationTTL), size: size})
+		resp.ExpiresIn = ReservationTTL.Seconds()
+	}
+	answer(w, r, outs, err, &resp)
+}
+
+func (s *Server) handleCommit(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel, ok := withTimeout(w, r)
+	if !ok {
+		return
+	}
+	defer cancel()
+	var req CommitRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	switch {
+	case req.ReservationID == "":
+		writeError(w, http.StatusBadRequest, "reservation_id: must not be empty")
+		return
+	case req.HitsAddend == nil:
+		writeError(w, http.StatusBadRequest, "hits_addend: missing (the actual cost)")
+		return
+	case *req.HitsAddend < 0:
+		writeError(w, http.StatusBadRequest, "hits_addend %d: must be >= 0", *req.HitsAddend)
+		return
+	}
+	res, ok := s.holds.take(req.ReservationID, s.now())
+	if !ok {
+		writeError(w, http.StatusNotFound, "reservation_id %q: no open reservation (committed already, expired, or made on another replica)", req.ReservationID)
+		return
+	}
+	descs := make([]descriptor, len(res.descs))
+	for i, d := range res.descs {
+		descs[i] = descriptor{entries: d.entries, hits: max(0, *req.HitsAddend-d.hits)}
+	}
+	outs, err := s.charge(ctx, res.domain, descs)
+	answer(w, r, outs, err, nil)
+}
+
+// room reports whether another reservation of size fits at now, dropping
+// the expired ones when the bounds are reached. (Reservations being made
+// meanwhile may pass the bounds by what they hold.)
+func (rs *reservations) room(now time.Time, size int) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	fits := func() bool { return len(rs.m) < MaxReservations && rs.bytes+size <= MaxReservationBytes }
+	if fits() {
+		return true
+	}
+	for id, r := range rs.m {
+		if !now.Before(r.expires) {
+			delete(rs.m, id)
+			rs.bytes -= r.size
+		}
+	}
+	return fits()
+}
+
+// add keeps r and returns its new ID.
+func (rs *reservations) add(r reservation) string {
+	var b [16]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[string]reservation{}
+	}
+	rs.m[id] = r
+	rs.bytes += r.size
+	return id
+}
+
+// take removes and returns the reservation id, if it is open at now.
+func (rs *reservations) take(id string, now time.Time) (reservation, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r, ok := rs.m[id]
+	if ok {
+		delete(rs.m, id)
+		rs.bytes -= r.size
+	}
+	return r, ok && now.Before(r.expires)
+}
