@@ -100,7 +100,7 @@ func (s *Server) mux() *routes {
 	s.handlePage(mux)
 	mux.HandleFunc("POST /v1/check", s.handleCheck)
 	mux.HandleFunc("POST /v1/reset", s.handleReset)
-	s.quotaRoutes(mux) // limits.go, usage.go
+	s.quotaRoutes(mux)   // limits.go, usage.go
 	s.handleCharges(mux) // charge_http.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
