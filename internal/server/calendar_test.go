@@ -56,4 +56,10 @@ func TestCalendarRule(t *testing.T) {
 	if march := 31*24*time.Hour - time.Hour; st.Code != rls.RateLimitResponse_OK || st.DurationUntilReset.AsDuration() != march {
 		t.Errorf("on March 1: %v, want OK and reset in %v (Berlin's March)", st, march)
 	}
+	// GET /v1/usage gives the calendar month, not a 30-day window.
+	u := h.usage(t, "domain=tenants&tenant=acme")
+	mar, apr := time.Date(2026, 3, 1, 0, 0, 0, 0, berlin), time.Date(2026, 4, 1, 0, 0, 0, 0, berlin)
+	if u.PeriodStart == nil || !u.PeriodStart.Equal(mar) || u.PeriodEnd == nil || !u.PeriodEnd.Equal(apr) || u.Used != 1 {
+		t.Errorf("usage of a calendar month: %+v, want [%v, %v) with 1 used", u, mar, apr)
+	}
 }

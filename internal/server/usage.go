@@ -50,8 +50,9 @@ type Usage struct {
 	Used      int64 `json:"used"`
 	Remaining int64 `json:"remaining"`
 	// PeriodStart and PeriodEnd bound the current window of a fixed or
-	// sliding window (aligned to multiples of the period since the Unix
-	// epoch, by this replica's clock); a sliding log's is the last Period.
+	// sliding window (a calendar rule's calendar window; otherwise aligned
+	// to multiples of the period since the Unix epoch, by this replica's
+	// clock); a sliding log's is the last Period.
 	// Buckets have no period: FullIn is the time until the bucket is full
 	// again if nothing more arrives.
 	PeriodStart *time.Time `json:"period_start,omitempty"`
@@ -151,6 +152,10 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 		ns := now.UnixNano()
 		start := time.Unix(0, ns-ns%int64(p.Period)).UTC()
 		end := start.Add(p.Period)
+		if p.Calendar.Unit != 0 { // a calendar window: as long as the wall clock makes it
+			start, end = p.Calendar.Window(now)
+			start, end = start.UTC(), end.UTC()
+		}
 		u.PeriodStart, u.PeriodEnd = &start, &end
 	case sluice.SlidingLog:
 		start, end := now.Add(-p.Period).UTC(), now.UTC()
