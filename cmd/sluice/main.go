@@ -35,6 +35,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	_ "time/tzdata" // time_zone in a config loads on a host or image without zoneinfo
 
 	"github.com/sluicehq/sluice/internal/buildinfo"
 )
