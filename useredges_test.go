@@ -247,4 +247,3 @@ func TestUserEdges(t *testing.T) {
 		})
 	})
 }
-
