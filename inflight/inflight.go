@@ -157,6 +157,9 @@ func New(store Semaphore, name string, limit int64, opts ...Option) (*Limiter, e
 	}
 	f := &Limiter{store: store, name: name, limit: limit, ttl: DefaultTTL, clock: time.Now}
 	for _, o := range opts {
+		if o == nil {
+			continue // a nil option is no option
+		}
 		if err := o(f); err != nil {
 			return nil, err
 		}

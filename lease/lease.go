@@ -84,11 +84,18 @@ var (
 	_ sluice.Binder = (*Store)(nil)
 )
 
-// New returns a Store that leases capacity from store.
+// New returns a Store that leases capacity from store. Over a nil store
+// every call fails with an error wrapping sluice.ErrStoreClosed.
 func New(store sluice.Store, opts ...Option) *Store {
+	if store == nil {
+		store = noStore{}
+	}
 	s := &Store{next: store, target: DefaultTarget}
 	s.giver, _ = store.(Giver)
 	for _, o := range opts {
+		if o == nil {
+			continue // a nil option is no option
+		}
 		o(s)
 	}
 	if s.clock == nil {

@@ -168,6 +168,9 @@ const (
 func New(opts ...Option) *Store {
 	o := options{interval: time.Second, maxPolicies: DefaultMaxPolicies}
 	for _, opt := range opts {
+		if opt == nil {
+			continue // a nil option is no option
+		}
 		opt(&o)
 	}
 	mono := o.clock == nil
