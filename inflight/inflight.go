@@ -59,6 +59,9 @@ type Sample struct {
 // held, and a critical one iff fewer than L are held. So at most L are ever
 // held and at most L − R by non-critical work when critical work is
 // waiting; non-critical work is shed first.
+//
+// Make one with New: the zero Limiter (and a nil *Limiter) has no store,
+// and its Acquire refuses every request with an error.
 type Limiter struct {
 	store    Semaphore
 	name     string
@@ -193,6 +196,9 @@ func (f *Limiter) TTL() time.Duration { return f.ttl }
 // FailureMode returns what Acquire answers when the store fails.
 func (f *Limiter) FailureMode() sluice.FailureMode { return f.failure }
 
+// errNoLimiter is Acquire's error on a Limiter New did not make.
+var errNoLimiter = errors.New("inflight: Acquire: the Limiter has no store (make it with New)")
+
 // Reserved returns the number of slots kept for critical requests at the
 // limit l: ⌊l·f⌋.
 func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
@@ -203,6 +209,9 @@ func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve)
 // holder that holds nothing (its Release does nothing), under FailClosed
 // nil. When ctx has ended it returns nil and the error.
 func (f *Limiter) Acquire(ctx context.Context, key string, critical bool) (*Holder, Slots, error) {
+	if f == nil || f.store == nil {
+		return nil, Slots{}, errNoLimiter
+	}
 	limit := f.Limit()
 	if !critical {
 		limit -= f.Reserved(limit)
