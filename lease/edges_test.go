@@ -35,3 +35,32 @@ func TestNilArguments(t *testing.T) {
 		}
 	}()
 }
+
+// TestCancelledNeverAdmitted: a caller whose context has ended is refused
+// with its error, even when the key's lease holds units (it was admitted
+// from the local block, spending a unit, though every store refuses it).
+func TestCancelledNeverAdmitted(t *testing.T) {
+	p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1000, Period: time.Second}
+	ls := lease.New(memstore.New())
+	defer ls.Close()
+	l, err := sluice.NewLimiter(ls, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 { // demand enough for a block of several units
+		l.Allow(context.Background(), "k")
+	}
+	if st := ls.Stats(p); st.Taken <= st.Spent {
+		t.Fatalf("no unspent units in the lease (%+v): the test needs some", st)
+	}
+	spent := ls.Stats(p).Spent
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, err := l.Allow(cancelled, "k")
+	if d.Allowed || !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled Allow with units in the lease: %+v, %v; want refused with context.Canceled", d, err)
+	}
+	if got := ls.Stats(p).Spent; got != spent {
+		t.Errorf("the cancelled Allow spent %d units", got-spent)
+	}
+}

@@ -189,6 +189,10 @@ func (lt *table) forget(key string) {
 // that waits for another request of the same key (holding its lease across
 // a store round trip) returns ctx's error when ctx ends meanwhile.
 func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		// The caller has gone: never admitted, even from a local block.
+		return sluice.Decision{Limit: lt.p.Limit}, fmt.Errorf("lease: policy %q: key %q: %w", lt.p.Name, key, err)
+	}
 	now := lt.now()
 	e := lt.get(key, now)
 	if err := e.lock(ctx); err != nil {
