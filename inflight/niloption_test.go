@@ -28,3 +28,22 @@ func TestZeroLimiter(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroConcurrency: the zero Concurrency and a nil *Concurrency refuse
+// at once (Acquire panicked on the zero one's nil map; with a map it
+// would have waited forever for one of its zero slots).
+func TestZeroConcurrency(t *testing.T) {
+	var zero inflight.Concurrency
+	var nilConcurrency *inflight.Concurrency
+	for name, c := range map[string]*inflight.Concurrency{"zero": &zero, "nil": nilConcurrency} {
+		if release, err := c.Acquire(context.Background(), "k"); release != nil || err == nil {
+			t.Errorf("%s Concurrency: Acquire gave a slot (%v)", name, err)
+		}
+		if release, ok := c.TryAcquire("k"); release != nil || ok {
+			t.Errorf("%s Concurrency: TryAcquire gave a slot", name)
+		}
+		if err := c.Do(context.Background(), "k", func() error { t.Errorf("%s Concurrency: Do ran fn", name); return nil }); err == nil {
+			t.Errorf("%s Concurrency: Do without an error", name)
+		}
+	}
+}
