@@ -247,3 +247,27 @@ func TestUserEdges(t *testing.T) {
 		})
 	})
 }
+
+// TestWaitCancelledInDelay: a leaky-bucket Wait whose caller goes during
+// its queue delay returns a rejection with the error (it returned the
+// admitting decision, Allowed true, beside the error).
+func TestWaitCancelledInDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()))
+		defer store.Close()
+		l, err := sluice.NewLimiter(store, sluice.Policy{Name: "q", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := l.Wait(ctx, "k", 1); err != nil { // released at once
+			t.Fatal(err)
+		}
+		short, cancel := context.WithCancel(ctx)
+		time.AfterFunc(100*time.Millisecond, cancel) // during the next one's 1s delay
+		d, err := l.Wait(short, "k", 1)
+		if d.Allowed || !errors.Is(err, context.Canceled) {
+			t.Errorf("a Wait cancelled in its queue delay: %+v, %v; want a rejection with context.Canceled", d, err)
+		}
+	})
+}
