@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/nostore"
 	"github.com/sluicehq/sluice/model"
 )
 
@@ -85,7 +86,7 @@ var (
 // every call fails with an error wrapping sluice.ErrStoreClosed.
 func New(store sluice.Store, opts ...Option) *Store {
 	if store == nil {
-		store = noStore{}
+		store = nostore.New("lease")
 	}
 	s := &Store{next: store, target: DefaultTarget}
 	s.giver, _ = store.(Giver)

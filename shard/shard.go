@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/nostore"
 	"github.com/sluicehq/sluice/model"
 )
 
@@ -100,7 +101,7 @@ func New(store sluice.Store, n int) *Store {
 // sluice.ErrStoreClosed.
 func NewFunc(store sluice.Store, count func(sluice.Policy) int) *Store {
 	if store == nil {
-		store = noStore{}
+		store = nostore.New("shard")
 	}
 	if count == nil {
 		count = func(sluice.Policy) int { return 1 }
