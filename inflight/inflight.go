@@ -144,9 +144,15 @@ func WithLocal(local Semaphore, replicas sluice.ReplicaCounter) Option {
 }
 
 // WithClock sets the clock that times requests for the Controller
-// (time.Now unless set).
+// (time.Now unless set, or set to nil).
 func WithClock(now func() time.Time) Option {
-	return func(f *Limiter) error { f.clock = now; return nil }
+	return func(f *Limiter) error {
+		if now == nil {
+			now = time.Now
+		}
+		f.clock = now
+		return nil
+	}
 }
 
 // New returns an in-flight limit named name (the store keeps its

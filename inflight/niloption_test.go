@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/inflight"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 // TestNilOption: a nil Option is no option (New panicked on it).
@@ -46,4 +47,18 @@ func TestZeroConcurrency(t *testing.T) {
 			t.Errorf("%s Concurrency: Do without an error", name)
 		}
 	}
+}
+
+// TestNilClock: WithClock(nil) keeps time.Now (Acquire panicked calling
+// the nil clock).
+func TestNilClock(t *testing.T) {
+	f, err := inflight.New(memstore.New(), "api", 2, inflight.WithClock(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := f.Acquire(context.Background(), "k", false)
+	if h == nil || err != nil {
+		t.Fatalf("Acquire: %v, %v; want a holder", h, err)
+	}
+	h.Release(context.Background(), false)
 }
