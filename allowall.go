@@ -69,8 +69,8 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 	reqs := make([]Request, len(checks))
 	var store Store
 	for i, c := range checks {
-		if c.Limiter == nil {
-			return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: Limiter is nil", i)
+		if c.Limiter == nil || c.Limiter.bound == nil {
+			return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: %w", i, ErrNoLimiter)
 		}
 		if i == 0 {
 			store = c.Limiter.store

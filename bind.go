@@ -4,6 +4,7 @@ package sluice
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 )
 
@@ -29,8 +30,12 @@ type BoundPolicy interface {
 }
 
 // Bound returns store's binding of p: its own when store is a Binder that
-// binds p to itself, else one that calls store.Take.
+// binds p to itself, else one that calls store.Take. A nil store's
+// binding fails every call with an error wrapping ErrStoreClosed.
 func Bound(store Store, p Policy) BoundPolicy {
+	if store == nil {
+		return noStore{}
+	}
 	if b, ok := store.(Binder); ok {
 		if bp, err := b.Bind(p); err == nil && bp != nil {
 			o, ok := bp.(interface{ Store() Store })
@@ -62,3 +67,14 @@ func (b storeTake) Take(ctx context.Context, key string, cost int64) (Decision, 
 
 // Store returns the store b asks.
 func (b storeTake) Store() Store { return b.store }
+
+// noStore is the binding of a nil store.
+type noStore struct{}
+
+// errNilStore is every answer of noStore: like a closed store, a missing
+// one is never a reason to admit.
+var errNilStore = fmt.Errorf("sluice: the store is nil: %w", ErrStoreClosed)
+
+func (noStore) Take(context.Context, string, int64) (Decision, error) {
+	return Decision{}, errNilStore
+}

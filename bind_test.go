@@ -4,6 +4,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -53,5 +54,15 @@ func TestBindUncomparableStore(t *testing.T) {
 	}
 	if took != 1 {
 		t.Errorf("the store's Take ran %d times for one decision, want 1", took)
+	}
+}
+
+// TestBoundNilStore: the binding of a nil store refuses with an error
+// wrapping ErrStoreClosed (it panicked at the first Take).
+func TestBoundNilStore(t *testing.T) {
+	p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 1, Period: time.Hour}
+	d, err := sluice.Bound(nil, p).Take(context.Background(), "k", 1)
+	if d.Allowed || !errors.Is(err, sluice.ErrStoreClosed) {
+		t.Errorf("Bound(nil, p).Take = %+v, %v; want refused with ErrStoreClosed", d, err)
 	}
 }

@@ -19,6 +19,11 @@ var (
 	// failure: the Limiter's failure mode decides the request.
 	ErrStoreFull = errors.New("sluice: store is full")
 
+	// ErrNoLimiter is returned by the methods of a Limiter that was not
+	// made by NewLimiter (the zero Limiter, a nil *Limiter) and by AllowAll
+	// for a Check holding one: such a Limiter refuses every request.
+	ErrNoLimiter = errors.New("sluice: Limiter has no store (make it with NewLimiter)")
+
 	// ErrImpossible is returned by Limiter.Wait for a cost that can never be
 	// admitted: it exceeds the policy's capacity (Policy.Capacity), so
 	// waiting would never end.

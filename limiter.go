@@ -48,6 +48,10 @@ func WithFailureMode(m FailureMode) Option { return func(l *Limiter) { l.failure
 // for concurrent use; all its state lives in the store, so many Limiters (in
 // many processes, over a shared store) enforce one limit together. Leases
 // and shards are chosen with the store: lease.New, shard.New.
+//
+// Make one with NewLimiter. The zero Limiter (and a nil *Limiter) has no
+// store and refuses every request with ErrNoLimiter, as
+// golang.org/x/time/rate's zero Limiter refuses every event.
 type Limiter struct {
 	store   Store
 	policy  Policy
@@ -74,7 +78,12 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{store: store, policy: p, bound: Bound(store, p)}
 	for _, o := range opts {
-		o(l)
+		if o != nil {
+			o(l)
+		}
+	}
+	if l.failure > FailLocal {
+		return nil, fmt.Errorf("sluice: NewLimiter: failure mode %d: must be FailOpen, FailClosed or FailLocal", l.failure)
 	}
 	if l.failure == FailLocal && l.local == nil {
 		return nil, errNoLocalStore
@@ -109,6 +118,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // gone) and ErrStoreClosed (the store was closed: a programming error, not
 // an outage to ride out); the Decision is a rejection then.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	if l == nil || l.bound == nil {
+		return Decision{}, ErrNoLimiter
+	}
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)
 	}

@@ -26,13 +26,17 @@ import (
 // gcra, nothing (a unit is taken only when admitted, and then Wait
 // returns). For leaky-bucket an admitted request has a place in the
 // store's queue and Wait sleeps for its Delay; cancelling it during that
-// delay does not give the place back (the queue has no refunds). Wait
+// delay does not give the place back (the queue has no refunds), and Wait
+// returns a rejection with ctx's error: the caller must not proceed. Wait
 // first checks that the current queue delay fits before ctx's deadline,
 // so that it does not take a place it cannot use.
 //
 // On a store failure Wait returns at once with the error and the decision
 // of the failure mode, as AllowN does.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
+	if l == nil || l.bound == nil {
+		return Decision{}, ErrNoLimiter
+	}
 	if n > l.policy.Capacity() {
 		return Decision{Limit: l.policy.Limit, Impossible: true}, fmt.Errorf("sluice: policy %q: key %q: cost %d: %w", l.policy.Name, key, n, ErrImpossible)
 	}
@@ -44,7 +48,11 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, erro
 	if err == nil && d.Delay > 0 {
 		// A leaky-bucket place: the next waiter may take the place
 		// behind it while this one waits for its release.
-		err = sleep(ctx, d.Delay)
+		if err = sleep(ctx, d.Delay); err != nil {
+			// The caller has gone before its release: it must not
+			// proceed (the place stays taken; see above).
+			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting for the release: %w", l.policy.Name, key, err)
+		}
 	}
 	return d, err
 }

@@ -180,6 +180,9 @@ func WithMaxHops(n int) Option {
 func New(opts ...Option) (*Resolver, error) {
 	c := &Resolver{}
 	for _, o := range opts {
+		if o == nil {
+			continue // a nil option is no option
+		}
 		if err := o(c); err != nil {
 			return nil, err
 		}

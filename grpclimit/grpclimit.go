@@ -213,6 +213,9 @@ type route struct {
 func New(opts ...Option) (*Interceptor, error) {
 	i := &Interceptor{methods: map[string]*route{}, maxDelay: DefaultMaxDelay, unavailable: time.Second}
 	for _, o := range opts {
+		if o == nil {
+			continue // a nil option is no option
+		}
 		if err := o(i); err != nil {
 			return nil, err
 		}

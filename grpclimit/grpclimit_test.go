@@ -304,6 +304,12 @@ func TestConfigErrors(t *testing.T) {
 		// Defect 12: the error named `policy name ""`, not the limits.
 		{[]Option{Global(unnamed), Method("/s/m", 1, unnamed)}, `method "/s/m": limit 0: policy Name is empty, as is Global limit 0's`},
 		{[]Option{Global(l), Method("/s/m", 1, Limit{Key: Metadata("k")})}, `method "/s/m": limit 0: Limiter is nil`},
+		// A limit is named by its index where it was given, not counting
+		// the Global limits (as in httplimit).
+		{[]Option{Global(l), Method("/s/m", 1, Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "b", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}), Key: Metadata("k")}, Limit{Key: Metadata("k")})}, `method "/s/m": limit 1: Limiter is nil`},
+		{[]Option{Global(l), Method("/s/m", 1, Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "b", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}), Key: Metadata("k")}, Limit{Limiter: l.Limiter})}, `method "/s/m": limit 1: Key is nil`},
+		// A zero sluice.Limiter (not made by NewLimiter) is named as such.
+		{[]Option{Method("/s/m", 1, Limit{Limiter: &sluice.Limiter{}, Key: Metadata("k")})}, `method "/s/m": limit 0: the Limiter has no store (make it with sluice.NewLimiter)`},
 		{[]Option{WithMaxDelay(-1)}, "WithMaxDelay"},
 		{[]Option{WithRetryJitter(-1)}, "WithRetryJitter"},
 		{[]Option{WithUnavailableRetryAfter(0)}, "WithUnavailableRetryAfter"},

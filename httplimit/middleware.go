@@ -140,6 +140,9 @@ func (routeHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
 func New(opts ...Option) (*Middleware, error) {
 	c := config{maxDelay: DefaultMaxDelay, unavailable: DefaultUnavailableRetryAfter}
 	for _, o := range opts {
+		if o == nil {
+			continue // a nil option is no option
+		}
 		if err := o(&c); err != nil {
 			return nil, err
 		}

@@ -431,6 +431,9 @@ func TestConfigErrors(t *testing.T) {
 		{[]Option{Global(named("g")), Route("/x", 1, named("a"), Limit{Key: ip.Key})}, `route "/x": limit 1: Limiter is nil`},
 		{[]Option{Global(named("g")), Route("/x", 1, named("a"), Limit{Limiter: named("b").Limiter})}, `route "/x": limit 1: Key is nil`},
 		{[]Option{Global(named("g"), named("")), Route("/x", 1)}, `route "/x": Global limit 1: policy has no Name`},
+		// A zero sluice.Limiter (not made by NewLimiter) is named as such
+		// (the error spoke of a cost over a capacity of 0).
+		{[]Option{Route("/x", 1, Limit{Limiter: &sluice.Limiter{}, Key: ip.Key})}, `route "/x": limit 0: the Limiter has no store (make it with sluice.NewLimiter)`},
 		{[]Option{Default(1), Default(2)}, "Default given twice"},
 		{[]Option{WithMaxDelay(-1)}, "WithMaxDelay"},
 		{[]Option{WithRetryJitter(-1)}, "WithRetryJitter"},

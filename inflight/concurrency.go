@@ -4,6 +4,7 @@ package inflight
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -25,12 +26,20 @@ import (
 //
 // Do does exactly that around a function. For a limit shared by many
 // processes, with slots that outlive no process by more than a TTL, see
-// InFlight.
+// Limiter.
+//
+// Make one with NewConcurrency: the zero Concurrency (and a nil
+// *Concurrency) has no slots, and refuses every request (Acquire with an
+// error).
 type Concurrency struct {
 	limit int
 	mu    sync.Mutex
 	keys  map[string]*inflight
 }
+
+// errNoConcurrency is Acquire's error on a Concurrency NewConcurrency did
+// not make.
+var errNoConcurrency = errors.New("inflight: Concurrency has no slots (make it with NewConcurrency)")
 
 // inflight is one key's slots in use and the goroutines waiting for one,
 // first come first served.
@@ -64,6 +73,9 @@ func (c *Concurrency) InFlight(key string) int {
 // TryAcquire takes a slot of key if one is free now. When ok, release must
 // be called once the work is done; calling it again does nothing.
 func (c *Concurrency) TryAcquire(key string) (release func(), ok bool) {
+	if c == nil || c.limit < 1 {
+		return nil, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	f := c.keys[key]
@@ -84,6 +96,9 @@ func (c *Concurrency) TryAcquire(key string) (release func(), ok bool) {
 func (c *Concurrency) Acquire(ctx context.Context, key string) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if c == nil || c.limit < 1 {
+		return nil, errNoConcurrency
 	}
 	c.mu.Lock()
 	f := c.keys[key]

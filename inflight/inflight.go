@@ -59,6 +59,9 @@ type Sample struct {
 // held, and a critical one iff fewer than L are held. So at most L are ever
 // held and at most L − R by non-critical work when critical work is
 // waiting; non-critical work is shed first.
+//
+// Make one with New: the zero Limiter (and a nil *Limiter) has no store,
+// and its Acquire refuses every request with an error.
 type Limiter struct {
 	store    Semaphore
 	name     string
@@ -141,9 +144,15 @@ func WithLocal(local Semaphore, replicas sluice.ReplicaCounter) Option {
 }
 
 // WithClock sets the clock that times requests for the Controller
-// (time.Now unless set).
+// (time.Now unless set, or set to nil).
 func WithClock(now func() time.Time) Option {
-	return func(f *Limiter) error { f.clock = now; return nil }
+	return func(f *Limiter) error {
+		if now == nil {
+			now = time.Now
+		}
+		f.clock = now
+		return nil
+	}
 }
 
 // New returns an in-flight limit named name (the store keeps its
@@ -157,6 +166,9 @@ func New(store Semaphore, name string, limit int64, opts ...Option) (*Limiter, e
 	}
 	f := &Limiter{store: store, name: name, limit: limit, ttl: DefaultTTL, clock: time.Now}
 	for _, o := range opts {
+		if o == nil {
+			continue // a nil option is no option
+		}
 		if err := o(f); err != nil {
 			return nil, err
 		}
@@ -190,6 +202,9 @@ func (f *Limiter) TTL() time.Duration { return f.ttl }
 // FailureMode returns what Acquire answers when the store fails.
 func (f *Limiter) FailureMode() sluice.FailureMode { return f.failure }
 
+// errNoLimiter is Acquire's error on a Limiter New did not make.
+var errNoLimiter = errors.New("inflight: Acquire: the Limiter has no store (make it with New)")
+
 // Reserved returns the number of slots kept for critical requests at the
 // limit l: ⌊l·f⌋.
 func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
@@ -200,6 +215,9 @@ func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve)
 // holder that holds nothing (its Release does nothing), under FailClosed
 // nil. When ctx has ended it returns nil and the error.
 func (f *Limiter) Acquire(ctx context.Context, key string, critical bool) (*Holder, Slots, error) {
+	if f == nil || f.store == nil {
+		return nil, Slots{}, errNoLimiter
+	}
 	limit := f.Limit()
 	if !critical {
 		limit -= f.Reserved(limit)

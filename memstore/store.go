@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package memstore is the in-process sluice.Store: per-key rate-limiting
-// state in memory, applied atomically by the pure models of package sluice
+// state in memory, applied atomically by the pure models of package model
 // with an injected clock.
 //
 // Keys are spread over shards, each with its own lock, so decisions on
@@ -168,6 +168,9 @@ const (
 func New(opts ...Option) *Store {
 	o := options{interval: time.Second, maxPolicies: DefaultMaxPolicies}
 	for _, opt := range opts {
+		if opt == nil {
+			continue // a nil option is no option
+		}
 		opt(&o)
 	}
 	mono := o.clock == nil

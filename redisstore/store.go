@@ -198,6 +198,9 @@ func configure(opts []Option) (*Store, error) {
 	}
 	s.brk.threshold, s.brk.cooldown = DefaultBreakerFailures, DefaultBreakerCooldown
 	for _, o := range opts {
+		if o == nil {
+			continue // a nil option is no option
+		}
 		o(s)
 	}
 	if strings.ContainsAny(s.prefix, "{}") {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/nostore"
 	"github.com/sluicehq/sluice/model"
 )
 
@@ -95,8 +96,16 @@ func New(store sluice.Store, n int) *Store {
 }
 
 // NewFunc returns a Store that splits the keys of policy p over count(p)
-// shards of store (as Count allows): 1 leaves p's keys whole.
+// shards of store (as Count allows): 1 leaves p's keys whole, as does a
+// nil count. Over a nil store every call fails with an error wrapping
+// sluice.ErrStoreClosed.
 func NewFunc(store sluice.Store, count func(sluice.Policy) int) *Store {
+	if store == nil {
+		store = nostore.New("shard")
+	}
+	if count == nil {
+		count = func(sluice.Policy) int { return 1 }
+	}
 	s := &Store{next: store, count: count}
 	s.keyer, _ = store.(Keyer)
 	return s

@@ -105,6 +105,9 @@ func Zoom(from, to time.Duration) Option {
 func Run(ctx context.Context, p sluice.Policy, reqs []Request, opts ...Option) (*Result, error) {
 	var o options
 	for _, opt := range opts {
+		if opt == nil {
+			continue // a nil option is no option
+		}
 		opt(&o)
 	}
 	if o.from < 0 || o.to != 0 && o.to <= o.from {

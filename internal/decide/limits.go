@@ -32,6 +32,9 @@ func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, en
 		if s.Limiter == nil {
 			return nil, 0, fmt.Errorf("%s: %s: Limiter is nil", route, name(i))
 		}
+		if s.Limiter.Store() == nil {
+			return nil, 0, fmt.Errorf("%s: %s: the Limiter has no store (make it with sluice.NewLimiter)", route, name(i))
+		}
 		if !s.Keyed {
 			return nil, 0, fmt.Errorf("%s: %s: Key is nil", route, name(i))
 		}

@@ -34,6 +34,7 @@ type Problem struct {
 	Example string         // its name, e.g. "ExampleRun"
 }
 
+// String says where the Example is and why go test does not run it.
 func (p Problem) String() string {
 	return fmt.Sprintf("%s: %s has an Output: comment that go test does not see, so it never runs (the output must be the last comment of the body and begin its own comment group)", p.Pos, p.Example)
 }
