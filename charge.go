@@ -26,6 +26,9 @@ import (
 // is the failure mode's answer to a peek (a FailLocal limiter does not
 // charge its local share).
 func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Decision, error) {
+	if l == nil || l.bound == nil {
+		return Decision{}, ErrNoLimiter
+	}
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: charge %d: must be >= 0", l.policy.Name, key, n)
 	}
@@ -86,6 +89,9 @@ var ErrSettled = errors.New("sluice: reservation already settled")
 // known. Check r.Decision.Allowed before doing the work. The error is
 // AllowN's; r is never nil.
 func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Reservation, error) {
+	if l == nil || l.bound == nil {
+		return &Reservation{lim: l, key: key, settled: true}, ErrNoLimiter
+	}
 	r := &Reservation{lim: l, key: key, estimate: estimate}
 	var err error
 	if rf, ok := l.store.(Refunder); ok && estimate > 0 {
@@ -110,6 +116,9 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Res
 // Charge reports it.
 func (r *Reservation) Commit(ctx context.Context, actual int64) (Decision, error) {
 	l := r.lim
+	if r == nil || l == nil || l.bound == nil {
+		return Decision{}, ErrNoLimiter
+	}
 	if actual < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: commit %d: must be >= 0", l.policy.Name, r.key, actual)
 	}

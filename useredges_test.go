@@ -104,6 +104,13 @@ func TestUserEdges(t *testing.T) {
 			d, err := l.Wait(ctx, "k", 1)
 			return d.Allowed, err
 		},
+		"Reserve": func(ctx context.Context, l *sluice.Limiter) (bool, error) {
+			r, err := l.Reserve(ctx, "k", 1)
+			if _, cerr := r.Commit(ctx, 1); cerr == nil && err != nil {
+				return true, errors.New("a refused reservation committed without an error")
+			}
+			return r.Decision.Allowed, err
+		},
 		"AllowAll(1)": func(ctx context.Context, l *sluice.Limiter) (bool, error) {
 			r, err := sluice.AllowAll(ctx, sluice.Check{Limiter: l, Key: "k"})
 			return r.Allowed, err
