@@ -5,6 +5,7 @@ package memstore
 import (
 	"context"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -418,5 +419,22 @@ func TestHotKeyConcurrent(t *testing.T) {
 				t.Errorf("admitted %d, want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestHotViewInRegisters: hotView is passed by value to rowSet.judge on the
+// lock-free rejection path; an array field would send it through memory
+// (Go's register ABI passes no array longer than one in registers), which
+// cost the path about 4 ns per decision (BENCHMARKS.md, round 5). Fails with
+// the words as [5]int64.
+func TestHotViewInRegisters(t *testing.T) {
+	rt := reflect.TypeFor[hotView]()
+	for i := range rt.NumField() {
+		if f := rt.Field(i); f.Type.Kind() == reflect.Array {
+			t.Errorf("hotView.%s is an array (%s): judge's argument would go through memory", f.Name, f.Type)
+		}
+	}
+	if n := rt.Size() / 8; n > 6 {
+		t.Errorf("hotView is %d words: with judge's other arguments it no longer fits the 9 integer registers", n)
 	}
 }

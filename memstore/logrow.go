@@ -240,10 +240,10 @@ func (x *logRows) publish(e int, w *hotWords) {
 func (*logRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
 	if v.arr != nil {
 		// Published entries are never written again (hot.go).
-		exp = c.model.JudgeSlidingLog(v.w[0], unsafe.Slice(v.arr, v.w[1]), now, cost, &d)
+		exp = c.model.JudgeSlidingLog(v.w0, unsafe.Slice(v.arr, v.w1), now, cost, &d)
 		return d, exp
 	}
-	one := [2]model.LogEntry{{At: v.w[1], Total: uint64(v.w[2])}, {At: v.w[3], Total: uint64(v.w[4])}}
-	exp = c.model.JudgeSlidingLog(0, one[:v.w[0]], now, cost, &d)
+	one := [2]model.LogEntry{{At: v.w1, Total: uint64(v.w2)}, {At: v.w3, Total: uint64(v.w4)}}
+	exp = c.model.JudgeSlidingLog(0, one[:v.w0], now, cost, &d)
 	return d, exp
 }

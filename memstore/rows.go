@@ -233,7 +233,7 @@ func (x *narrowRows) publish(e int, w *hotWords) {
 }
 
 func (*narrowRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeBucket(&v.w[0], &v.w[1], now, cost, &d)
+	exp = c.model.TakeBucket(&v.w0, &v.w1, now, cost, &d)
 	return d, exp
 }
 
@@ -263,7 +263,7 @@ func (x *wideRows) publish(e int, w *hotWords) {
 }
 
 func (*wideRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeBucket(&v.w[0], &v.w[1], now, cost, &d)
+	exp = c.model.TakeBucket(&v.w0, &v.w1, now, cost, &d)
 	return d, exp
 }
 
@@ -293,7 +293,7 @@ func (x *fixedRows) publish(e int, w *hotWords) {
 }
 
 func (*fixedRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeFixedWindow(&v.w[0], &v.w[1], now, cost, &d)
+	exp = c.model.TakeFixedWindow(&v.w0, &v.w1, now, cost, &d)
 	return d, exp
 }
 
@@ -324,7 +324,7 @@ func (x *slidingRows) publish(e int, w *hotWords) {
 }
 
 func (*slidingRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeSlidingWindow(&v.w[0], &v.w[1], &v.w[2], now, cost, &d)
+	exp = c.model.TakeSlidingWindow(&v.w0, &v.w1, &v.w2, now, cost, &d)
 	return d, exp
 }
 
