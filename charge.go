@@ -115,10 +115,10 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Res
 // otherwise leaves it spent. The Decision is the key's state after, as
 // Charge reports it.
 func (r *Reservation) Commit(ctx context.Context, actual int64) (Decision, error) {
-	l := r.lim
-	if r == nil || l == nil || l.bound == nil {
+	if r == nil || r.lim == nil || r.lim.bound == nil {
 		return Decision{}, ErrNoLimiter
 	}
+	l := r.lim
 	if actual < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: commit %d: must be >= 0", l.policy.Name, r.key, actual)
 	}
