@@ -268,28 +268,10 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &req) {
 		return
 	}
-	if req.Domain == "" {
-		writeError(w, http.StatusBadRequest, "domain: must not be empty")
+	descs, msg := descriptorsOf(&req)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, "%s", msg)
 		return
-	}
-	if len(req.Descriptors) == 0 {
-		writeError(w, http.StatusBadRequest, "descriptors: must not be empty")
-		return
-	}
-	hits := int64(1)
-	if req.HitsAddend != nil {
-		hits = *req.HitsAddend
-	}
-	descs := make([]descriptor, len(req.Descriptors))
-	for i, d := range req.Descriptors {
-		descs[i] = descriptor{entries: d.Entries, hits: hits}
-		if d.HitsAddend != nil {
-			descs[i].hits = *d.HitsAddend
-		}
-		if descs[i].hits < 0 {
-			writeError(w, http.StatusBadRequest, "descriptors[%d]: hits_addend %d: must be >= 0", i, descs[i].hits)
-			return
-		}
 	}
 	allowed, outs, err := s.check(ctx, "http", req.Domain, descs)
 	if errors.Is(err, errGone) {
