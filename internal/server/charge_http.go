@@ -95,6 +95,28 @@ func (s *Server) handleCharges(mux *routes) {
 	mux.HandleFunc("POST /v1/commit", s.handleCommit)
 }
 
+// readCheck reads the request of /v1/check, /v1/charge and /v1/reserve:
+// its deadline (TimeoutHeader), its JSON body and its descriptors. When
+// one is wrong it answers 400 (or what decodeJSON answers) and ok is false;
+// otherwise the caller must call cancel.
+func readCheck(w http.ResponseWriter, r *http.Request) (ctx context.Context, cancel context.CancelFunc, req CheckRequest, descs []descriptor, ok bool) {
+	ctx, cancel, ok = withTimeout(w, r)
+	if !ok {
+		return nil, nil, req, nil, false
+	}
+	if !decodeJSON(w, r, &req) {
+		cancel()
+		return nil, nil, req, nil, false
+	}
+	descs, msg := descriptorsOf(&req)
+	if msg != "" {
+		cancel()
+		writeError(w, http.StatusBadRequest, "%s", msg)
+		return nil, nil, req, nil, false
+	}
+	return ctx, cancel, req, descs, true
+}
+
 // descriptorsOf returns req's descriptors with their costs, or a message
 // naming what is wrong.
 func descriptorsOf(req *CheckRequest) ([]descriptor, string) {
@@ -190,39 +212,21 @@ func answer(w http.ResponseWriter, r *http.Request, outs []outcome, err error, e
 }
 
 func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel, ok := withTimeout(w, r)
+	ctx, cancel, req, descs, ok := readCheck(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	var req CheckRequest
-	if !decodeJSON(w, r, &req) {
-		return
-	}
-	descs, msg := descriptorsOf(&req)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "%s", msg)
-		return
-	}
 	outs, err := s.charge(ctx, req.Domain, descs)
 	answer(w, r, outs, err, nil)
 }
 
 func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel, ok := withTimeout(w, r)
+	ctx, cancel, req, descs, ok := readCheck(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	var req CheckRequest
-	if !decodeJSON(w, r, &req) {
-		return
-	}
-	descs, msg := descriptorsOf(&req)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "%s", msg)
-		return
-	}
 	now := s.now()
 	size := sizeOf(req.Domain, descs)
 	if !s.holds.room(now, size) {

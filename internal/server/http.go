@@ -259,20 +259,11 @@ func withTimeout(w http.ResponseWriter, r *http.Request) (ctx context.Context, c
 }
 
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel, ok := withTimeout(w, r)
+	ctx, cancel, req, descs, ok := readCheck(w, r)
 	if !ok {
 		return
 	}
 	defer cancel()
-	var req CheckRequest
-	if !decodeJSON(w, r, &req) {
-		return
-	}
-	descs, msg := descriptorsOf(&req)
-	if msg != "" {
-		writeError(w, http.StatusBadRequest, "%s", msg)
-		return
-	}
 	allowed, outs, err := s.check(ctx, "http", req.Domain, descs)
 	if errors.Is(err, errGone) {
 		if r.Context().Err() == nil { // the caller's own Sluice-Timeout passed; it still listens
