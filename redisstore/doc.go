@@ -31,8 +31,13 @@
 // the atomic part: it reads each key's state, evaluates the algorithm's admission
 // predicate exactly, and, if the request (or every request of a TakeAll
 // batch) is admitted, writes the new state and sets the key to expire at
-// the instant its state becomes idle (model.Model.ExpiresAt). It returns
-// the instant it used and the state each request saw; the Go side then
+// the instant its state becomes idle (model.Model.ExpiresAt); bucket.lua
+// sets it later, to that instant plus the burst's duration, and then leaves
+// it alone while the new states stay within it, so a busy key costs no
+// PEXPIRE per decision (a bucket key lives at most twice its longest state).
+// It returns the instant it used and the state each request saw (the
+// one-request scripts: one number per request, the count or the debt it
+// read, and whether it admitted); the Go side then
 // computes the Decision (remaining, retry-after, reset-after, delay) with the
 // very model the other stores use, so the decisions are the model's by
 // construction, and the storetest conformance suite checks them.
@@ -87,8 +92,10 @@
 // processes whose clocks disagree still make one coherent sequence of
 // decisions. WithClock supplies the time from the caller instead: for
 // replaying traces and for tests. Keys then expire in Redis WithExpirySlack
-// (real time) after their state is idle by that clock; the state itself is
-// judged by the clock, so decisions do not depend on the slack.
+// (real time) after their state is idle by that clock (for bucket.lua's
+// keys, after its expiry as above), counted from the write that set the
+// expiry; the state itself is judged by the clock, so decisions do not
+// depend on the slack.
 //
 // A policy with a sluice.Calendar has windows that only time-zone rules can
 // draw, and the script has none: Go draws the window for its guess of the

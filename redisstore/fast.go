@@ -6,6 +6,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -42,12 +43,13 @@ const exact = 1 << 53
 
 // fastKind returns c's one-request script kind ("f" or "b"), or "" when
 // the policy is outside the scripts' exact range: for fixed-window a
-// Period of whole microseconds and a Limit below 2⁵³; for the bucket kinds
-// a burst duration and a denominator below 2⁵².
+// Period of whole microseconds and a Limit below 2⁵²; for the bucket kinds
+// a burst duration and a denominator below 2⁵². (The scripts reply 2n+1
+// for a count or debt n, which a double then holds exactly.)
 func (c *compiled) fastKind(p sluice.Policy) string {
 	switch c.kind {
 	case "f":
-		if p.Period%1000 == 0 && p.Limit < exact {
+		if p.Period%1000 == 0 && p.Limit < exact/2 {
 			return "f"
 		}
 	case "b":
@@ -59,7 +61,8 @@ func (c *compiled) fastKind(p sluice.Policy) string {
 	return ""
 }
 
-// fastArgs appends to a the request's kind and arguments for singles.lua.
+// fastArgs appends to a the request's kind and arguments for singles.lua:
+// requests with equal arguments go in one group.
 func (c *compiled) fastArgs(a []string, cost int64) []string {
 	if c.fast == "f" {
 		return append(a, "f", strconv.FormatInt(min(cost, c.cap+1), 10), c.capS, c.perUS)
@@ -73,11 +76,11 @@ func (c *compiled) fastArgs(a []string, cost int64) []string {
 		ns, frac := c.dur(judged)
 		durNS, durFrac = strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)
 	}
-	costArg := "1"
+	write := "1"
 	if cost == 0 {
-		costArg = "0"
+		write = "0"
 	}
-	return append(a, "b", durNS, durFrac, c.burst[0], c.burst[1], c.denS, costArg)
+	return append(a, "b", durNS, durFrac, c.burst[0], c.burst[1], c.denS, write, c.roomMS)
 }
 
 // takeFast decides one request with singles.lua. done is false when the
@@ -105,15 +108,11 @@ func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int6
 		return d, true, err
 	}
 	defer m.release()
-	if str(m.reply[0]) == "?" {
-		return d, false, nil // take.lua decides
-	}
 	now := m.sec*1e9 + m.nsec
-	state, err := c.state([4]string{str(m.reply[1]), str(m.reply[2]), "", ""})
-	if err != nil {
-		return d, true, err
+	state, admitted, ok, err := c.fastState(m.reply, now)
+	if err != nil || !ok {
+		return d, ok || err != nil, err // !ok: take.lua decides
 	}
-	admitted := isOne(m.reply[0])
 	next, d := c.model.Take(state, now, cost)
 	if post != nil {
 		post[0] = next
@@ -124,50 +123,88 @@ func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int6
 	return d, true, nil
 }
 
+// fastState reads a request's reply from singles.lua at now: the state the
+// script read and whether it admitted, or ok false when it left the
+// decision to take.lua. The reply is 2n+admitted for a fixed window's
+// count n in the window of now, or a bucket's debt n (TAT − now, in ns);
+// or "n admitted f" for a debt with a fraction f; or −1.
+func (c *compiled) fastState(r rueidis.RedisMessage, now int64) (st model.State, admitted, ok bool, err error) {
+	var n, frac int64
+	if v, err := r.AsInt64(); err == nil {
+		if v == -1 {
+			return st, false, false, nil
+		}
+		n, admitted = v>>1, v&1 == 1
+	} else {
+		s, err := r.ToString()
+		var a int
+		if err == nil {
+			_, err = fmt.Sscan(s, &n, &a, &frac)
+		}
+		if err != nil || n < 0 || frac <= 0 {
+			return st, false, false, fmt.Errorf("script returned %q: want a count or a debt", r.String())
+		}
+		admitted = a == 1
+	}
+	if n < 0 {
+		return st, false, false, fmt.Errorf("script returned %d: want a count or a debt", n)
+	}
+	if n == 0 && frac == 0 {
+		return st, admitted, true, nil // no state, or one the model reads as none
+	}
+	if c.kind == "f" {
+		period := c.model.Policy().Period.Nanoseconds()
+		return model.State{Time: now - now%period, Count: n}, admitted, true, nil
+	}
+	return model.State{Time: now + n, Frac: frac}, admitted, true, nil
+}
+
 // single is one request for singles.lua, and the Take that waits for it.
 type single struct {
 	key  string
 	args []string        // its kind and arguments
 	ctx  context.Context // begin's: bounds the wait, and the call
 	done chan struct{}   // gather's batch sends on it when it has an outcome
-	// The outcome: the script's time, and the request's three fields
-	// (admitted or "?", and the state it read); or err.
+	// The outcome: the script's time and the request's value; or err.
 	sec, nsec int64
-	reply     [3]rueidis.RedisMessage
+	reply     rueidis.RedisMessage
 	err       error
 }
 
 var singlePool = sync.Pool{New: func() any { return &single{done: make(chan struct{}, 1)} }}
 
 func (m *single) release() {
-	m.ctx, m.reply, m.err = nil, [3]rueidis.RedisMessage{}, nil
+	m.ctx, m.reply, m.err = nil, rueidis.RedisMessage{}, nil
 	singlePool.Put(m)
 }
 
-// isOne reports whether m is the integer 1.
-func isOne(m rueidis.RedisMessage) bool {
-	n, err := m.AsInt64()
-	return err == nil && n == 1
-}
-
 // exec decides ms in one call of singles.lua, bounded by ctx, and records
-// each one's outcome in it.
+// each one's outcome in it. Requests in a row with equal arguments go as
+// one group: its arguments once, and its keys.
 func (s *Store) exec(ctx context.Context, cn *conn, ms []*single) {
 	keys := make([]string, len(ms))
-	args := make([]string, 3, 3+7*len(ms))
+	args := make([]string, 3, 16)
 	args[2] = s.ttlArg
 	if s.clock != nil {
 		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
 		args[0], args[1] = strconv.FormatInt(now/1e9, 10), strconv.FormatInt(now%1e9, 10)
 	}
-	for i, m := range ms {
-		keys[i] = m.key
-		args = append(args, m.args...)
+	for i := 0; i < len(ms); {
+		g := ms[i].args
+		j := i + 1
+		for j < len(ms) && slices.Equal(ms[j].args, g) {
+			j++
+		}
+		args = append(args, g[0], strconv.Itoa(j-i))
+		args = append(args, g[1:]...)
+		for ; i < j; i++ {
+			keys[i] = ms[i].key
+		}
 	}
 	reply, err := singlesScript.Exec(ctx, cn.client, keys, args).ToArray()
 	var sec, nsec int64
-	if err == nil && len(reply) != 2+3*len(ms) {
-		err = fmt.Errorf("script returned %d values, want %d", len(reply), 2+3*len(ms))
+	if err == nil && len(reply) != 2+len(ms) {
+		err = fmt.Errorf("script returned %d values, want %d", len(reply), 2+len(ms))
 	}
 	if err == nil {
 		sec, err = reply[0].AsInt64()
@@ -181,7 +218,7 @@ func (s *Store) exec(ctx context.Context, cn *conn, ms []*single) {
 	for i, m := range ms {
 		if m.err = err; err == nil {
 			m.sec, m.nsec = sec, nsec
-			copy(m.reply[:], reply[2+3*i:5+3*i])
+			m.reply = reply[2+i]
 		}
 	}
 }

@@ -17,7 +17,7 @@ local key = KEYS[1]
 if ARGV[1] == "b" then
   local v = redis.call('HMGET', key, 't', 'f', 'd')
   if v[1] ~= ARGV[2] or (v[2] or "0") ~= ARGV[3] or v[3] ~= ARGV[4] then return 0 end
-  redis.call('HSET', key, 't', ARGV[5], 'f', ARGV[6], 'x', ARGV[7])
+  redis.call('HSET', key, 't', ARGV[5], 'f', ARGV[6], 'x', ARGV[7], 'e', '') -- e: see bucket.lua
   -- Whole milliseconds of a decimal nanosecond count (ns since the epoch
   -- exceed 2^53; their milliseconds do not): rounded up or down.
   local function ms(s, up)

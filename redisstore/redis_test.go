@@ -128,8 +128,10 @@ func TestServerTime(t *testing.T) {
 		t.Fatalf("stored TAT %d, want about %d (server time + 1h)", tat, want)
 	}
 	pttl, err := c.Do(ctx, c.B().Pttl().Key("time:{"+policyTag(p)+":shared}").Build()).AsInt64()
-	if err != nil || pttl <= 3590_000 || pttl > 3600_000 {
-		t.Fatalf("PTTL %d %v, want just under an hour", pttl, err)
+	// The key outlives the TAT (an hour away), by at most the burst's
+	// duration (an hour): bucket.lua's expiry headroom.
+	if err != nil || pttl <= 3590_000 || pttl > 7200_000 {
+		t.Fatalf("PTTL %d %v, want between just under an hour and two hours", pttl, err)
 	}
 
 	// Control: caller clocks an hour apart disagree.

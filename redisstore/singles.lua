@@ -3,10 +3,11 @@
 -- Follows fixed.lua and bucket.lua (fast.go joins the three). A Take sends
 -- one; concurrent Takes on one connection are gathered into one call.
 -- KEYS: the state hashes. ARGV: now seconds and nanoseconds ('' for Redis
--- TIME), slack ms, then per key its kind and arguments: 'f', cost, limit,
--- period µs (fixed.lua); or 'b' and bucket.lua's six.
--- Returns {now s, now ns, then per key: admitted 1/0 or '?', and the two
--- state fields it read}.
+-- TIME), slack ms, then groups of requests with the same arguments, each:
+-- kind, n, the kind's arguments, for the next n KEYS:
+--   'f', n, cost, limit, period µs (fixed_group);
+--   'b', n, and bucket_group's seven.
+-- Returns {now s, now ns, then one value per key} (fixed and bucket).
 local ns, nl
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -15,17 +16,18 @@ else
   ns, nl = tonumber(ARGV[1]), tonumber(ARGV[2])
 end
 local slack = tonumber(ARGV[3])
-local out, i, o = {ns, nl}, 4, 2
-for k = 1, #KEYS do
-  local ok, a, b
+local out, i, k = {ns, nl}, 4, 0
+while k < #KEYS do
+  local n = tonumber(ARGV[i + 1])
   if ARGV[i] == 'f' then
-    ok, a, b = fixed(KEYS[k], ns * 1000000 + math.floor(nl / 1000), ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], slack)
-    i = i + 4
+    local g = fixed_group(ns, nl, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], slack)
+    for j = k + 1, k + n do out[j + 2] = fixed(KEYS[j], g) end
+    i = i + 5
   else
-    ok, a, b = bucket(KEYS[k], ns, nl, i, slack)
-    i = i + 7
+    local g = bucket_group(i + 2, slack)
+    for j = k + 1, k + n do out[j + 2] = bucket(KEYS[j], ns, nl, g) end
+    i = i + 9
   end
-  out[o + 1], out[o + 2], out[o + 3] = ok, a, b
-  o = o + 3
+  k = k + n
 end
 return out

@@ -118,10 +118,12 @@ type compiled struct {
 	denS  string
 	// The one-request scripts (fast.go): fast is "f", "b" or "" (take.lua
 	// only); perUS is the period in µs; overBurst is dur(burst) ns + 1, a
-	// duration no request fits in.
+	// duration no request fits in; roomMS is dur(burst) in whole ms,
+	// rounded up (bucket.lua's expiry headroom).
 	fast      string
 	perUS     string
 	overBurst string
+	roomMS    string
 	// calKind is the script's kind for a calendar policy's windows ("F"
 	// or "W"; calendar.go), "" for any other.
 	calKind string
@@ -265,6 +267,7 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	if c.kind == "b" {
 		ns, _ := c.dur(c.cap)
 		c.overBurst = strconv.FormatUint(ns+1, 10)
+		c.roomMS = strconv.FormatUint((ns+999_999)/1_000_000, 10)
 	}
 	s.mu.Lock()
 	if len(s.compiled) > 4096 {

@@ -49,6 +49,7 @@ local function bucket_take(s, r)
   return true, seen1, seen2
 end
 
+-- (e is bucket.lua's record of the key's expiry, which this write moves.)
 local function bucket_save(s, x)
-  redis.call('HSET', s.key, 't', S(s.th, s.tl), 'f', S(s.fh, s.fl), 'd', s.d, 'x', x)
+  redis.call('HSET', s.key, 't', S(s.th, s.tl), 'f', S(s.fh, s.fl), 'd', s.d, 'x', x, 'e', '')
 end
