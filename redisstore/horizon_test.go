@@ -98,4 +98,3 @@ func TestBucketExpiryOtherWriters(t *testing.T) {
 		})
 	}
 }
-
