@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/rueidis"
@@ -136,10 +137,10 @@ func (c *compiled) fastState(r rueidis.RedisMessage, now int64) (st model.State,
 		}
 		n, admitted = v>>1, v&1 == 1
 	} else {
+		var a int64
 		s, err := r.ToString()
-		var a int
 		if err == nil {
-			_, err = fmt.Sscan(s, &n, &a, &frac)
+			n, a, frac, err = threeInts(s)
 		}
 		if err != nil || n < 0 || frac <= 0 {
 			return st, false, false, fmt.Errorf("script returned %q: want a count or a debt", r.String())
@@ -157,6 +158,21 @@ func (c *compiled) fastState(r rueidis.RedisMessage, now int64) (st model.State,
 		return model.State{Time: now - now%period, Count: n}, admitted, true, nil
 	}
 	return model.State{Time: now + n, Frac: frac}, admitted, true, nil
+}
+
+// threeInts parses "a b c", three decimal integers.
+func threeInts(s string) (a, b, c int64, err error) {
+	as, rest, ok1 := strings.Cut(s, " ")
+	bs, cs, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 {
+		return 0, 0, 0, fmt.Errorf("want three numbers: %q", s)
+	}
+	if a, err = strconv.ParseInt(as, 10, 64); err == nil {
+		if b, err = strconv.ParseInt(bs, 10, 64); err == nil {
+			c, err = strconv.ParseInt(cs, 10, 64)
+		}
+	}
+	return a, b, c, err
 }
 
 // single is one request for singles.lua, and the Take that waits for it.
