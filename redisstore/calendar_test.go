@@ -5,6 +5,7 @@ package redisstore
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,12 @@ func TestCalendarRedisTime(t *testing.T) {
 	if guesses != 4 {
 		t.Fatalf("%d guesses of Redis TIME for 4 requests, want 4", guesses)
 	}
-	stored, err := c.Do(context.Background(), c.B().Hget().Key(stateKeyOf(s, p, "k")).Field("t").Build()).AsInt64()
+	fields, err := c.Do(context.Background(), c.B().Hkeys().Key(stateKeyOf(s, p, "k")).Build()).AsStrSlice()
+	if err != nil || len(fields) != 1 {
+		t.Fatalf("the key's fields: %q, %v; want one, start:end", fields, err)
+	}
+	start, _, _ := strings.Cut(fields[0], ":")
+	stored, err := strconv.ParseInt(start, 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}

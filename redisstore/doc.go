@@ -47,7 +47,7 @@
 // in plain doubles, so they take only policies whose numbers stay below
 // 2⁵³ (the exact range):
 //
-//	fixed-window   Period a whole number of microseconds, Limit < 2⁵³;
+//	fixed-window   Period a whole number of microseconds, Limit < 2⁵²;
 //	               times are whole microseconds since the epoch (< 2⁵³
 //	               until the year 2255; the window boundaries are whole
 //	               microseconds, so the decisions are the model's in
@@ -57,7 +57,7 @@
 //	               works relative to now (the debt TAT − now, below 2⁵³ ns)
 //
 // Every envoy-format rule (a whole second, minute, hour or day, and any
-// limit below 2⁵³) is inside it. A policy outside it is not refused: take.lua
+// limit below 2⁵²) is inside it. A policy outside it is not refused: take.lua
 // decides it, holding every number as a pair of exact doubles (h·10⁹ + l),
 // and a product or remainder that leaves 2⁵³ as 24-bit limbs, exact
 // over the models' whole parameter range (sluice.MaxLimit, sluice.MaxPeriod,
@@ -122,10 +122,13 @@
 // nanoseconds and a fraction (t, f) with the fraction's denominator (d; a
 // named policy whose emission interval changes reads the fraction on its own
 // grid, rounded up, as memstore does); for
-// the window kinds the window start and counts (t, c, p); for the sliding log
+// the sliding window the window start and counts (t, c, p); for the fixed
+// window one field per window, named "start:end" (nanoseconds), holding its
+// count (so that a decision is one HINCRBY; the keys name this layout,
+// fixed-window.2, apart from the earlier t and c); for the sliding log
 // the units in the log and the last entry's time (u, a), with the entries
-// ("time cost") in a list. Every hash also records the instant its state
-// becomes idle (x). A sliding-log call costs O(1) plus the entries that have
+// ("time cost") in a list. Every other hash also records the instant its
+// state becomes idle (x); a bucket's, the key's expiry (e). A sliding-log call costs O(1) plus the entries that have
 // left the window, plus, for a rejected request, the entries that must leave
 // before it fits (at most its cost).
 //

@@ -1,10 +1,17 @@
 -- sluice redisstore: fixed-window decisions, functions of singles.lua
 -- (fast.go sends them only within the exact range: Period a whole number of
--- microseconds, Limit below 2^52). Counts admitted in (window start t,
--- count c); the window is aligned to multiples of Period since the epoch.
--- Times are whole microseconds, below 2^53 until the year 2255, so every
--- number is an exact double; the hash keeps take.lua's layout (t and x in
--- nanoseconds), so both read it.
+-- microseconds, Limit below 2^52). The window is aligned to multiples of
+-- Period since the epoch. The state hash holds one field per window, named
+-- "start:end" (nanoseconds), whose value is the count admitted in it;
+-- take_fixed.lua keeps the same. Times are whole microseconds, below 2^53
+-- until the year 2255, so every number is an exact double.
+--
+-- A request is one HINCRBY of its window's field: admitted if the count
+-- after it is within the limit, else taken back (the script is atomic, so
+-- nobody sees it). The window's first admission on a new key adds a
+-- PEXPIRE ... NX to the window's end (on Redis before 7.0, an HLEN and a
+-- PEXPIRE); on a key that exists, the other windows' fields are read
+-- (fixed_rest).
 
 -- fixed_group: what a group's requests share (one now, one policy, one
 -- cost): ns, nl: now in seconds and nanoseconds; cost, limit, period (µs):
@@ -13,40 +20,67 @@ local function fixed_group(ns, nl, cost, limit, period, slack)
   local now, p = ns * 1000000 + math.floor(nl / 1000), tonumber(period)
   local ws = now - math.fmod(now, p) -- fmod is exact
   return {ws = ws, c = tonumber(cost), cs = cost, k = tonumber(limit),
-    t = ws == 0 and '0' or string.format('%d000', ws),
-    x = string.format('%d000', ws + p),
+    f = (ws == 0 and '0' or string.format('%d000', ws)) .. string.format(':%d000', ws + p),
     ttl = math.ceil((ws + p - now) / 1000) + slack}
 end
 
+-- fixed_rest finishes a request whose window had no count on a key that
+-- exists: other windows' fields are there. r is the count after the
+-- request's HINCRBY, or nil for a peek or an impossible cost (nothing
+-- written). Earlier windows are over: deleted, and the key expires with
+-- this one. A later window (a clock that stepped back) or a field of
+-- another shape: the HINCRBY is taken back and take.lua decides (-1).
+local function fixed_rest(key, g, r)
+  local v = redis.call('HKEYS', key)
+  local old = {}
+  for i = 1, #v do
+    local f = v[i]
+    if f ~= g.f then
+      local e = string.match(f, '^%d+:(%d+)000$')
+      if not e or tonumber(e) > g.ws then
+        if r then redis.call('HDEL', key, g.f) end
+        return -1
+      end
+      old[#old + 1] = f
+    end
+  end
+  if not r then return (g.c == 0 and g.k >= 1) and 1 or 0 end
+  if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  redis.call('PEXPIRE', key, g.ttl)
+  return 1
+end
+
 -- fixed decides one request of group g on key. Admitted iff cost <= limit -
--- n, n the count of the current window (0 if the state is of an earlier
--- one); a peek (cost 0) is judged as cost 1. Returns 2n+1 if admitted, 2n
--- if not, or -1 when the state was written in another unit, for a later
--- window (a clock that stepped back) or holds 2^52 or more (take.lua
--- decides then; nothing is written).
+-- n, n the window's count; a peek (cost 0) is judged as cost 1. Returns
+-- 2n+1 if admitted, 2n if not, or -1 when take.lua is to decide (nothing
+-- written): the state is not this layout's, or the count is 2^52 or more.
 local function fixed(key, g)
-  local v = redis.call('HMGET', key, 't', 'c')
-  local t, n = v[1], 0
-  if t then
-    if t ~= g.t then
-      if t == '0' then t = 0
-      elseif string.sub(t, -3) == '000' then t = tonumber(string.sub(t, 1, -4))
-      else return -1 end
-      if t > g.ws then return -1 end
+  local c, k = g.c, g.k
+  if c > 0 and c <= k then
+    local r = redis.pcall('HINCRBY', key, g.f, g.cs)
+    if type(r) ~= 'number' then return -1 end -- not a count, or past int64
+    local n = r - c
+    if n > 0 then
+      if r <= k then return 2 * n + 1 end
+      redis.call('HINCRBY', key, g.f, -c) -- refused: taken back
+      if n >= 4503599627370496 then return -1 end -- 2^52: Lua's n may not be exact
+      return 2 * n
     end
-    if t == g.t or t == g.ws then
-      n = tonumber(v[2] or '0')
-      if n >= 4503599627370496 then return -1 end
-    end
-  end
-  if math.max(g.c, 1) > g.k - n then return 2 * n end
-  if g.c > 0 then
-    if n > 0 then -- the window's state and expiry are written already
-      redis.call('HINCRBY', key, 'c', g.cs)
-    else -- the window's first admission: the key expires with it
-      redis.call('HSET', key, 't', g.t, 'c', g.cs, 'x', g.x)
+    -- A new key has no expiry yet. (Redis before 7.0 has no NX: there a
+    -- key with this field alone is given its expiry.)
+    local x = redis.pcall('PEXPIRE', key, g.ttl, 'NX')
+    if x == 1 then return 1 end
+    if type(x) == 'table' and redis.call('HLEN', key) == 1 then
       redis.call('PEXPIRE', key, g.ttl)
+      return 1
     end
+    return fixed_rest(key, g, r)
   end
-  return 2 * n + 1
+  -- A peek, or a cost past the limit: read only.
+  local v = redis.call('HGET', key, g.f)
+  if not v then return fixed_rest(key, g, nil) end
+  local n = tonumber(v)
+  if n >= 4503599627370496 then return -1 end
+  if c == 0 and n < k then return 2 * n + 1 end
+  return 2 * n
 end

@@ -23,7 +23,10 @@ var giveScript = rueidis.NewLuaScript(giveSource)
 var _ lease.Giver = (*Store)(nil)
 
 // TakeStamped is Take that also returns the key's state after the take, for
-// Give. It costs the same one round trip.
+// Give. It costs the same one round trip. A take that writes nothing (a
+// peek, a refusal) may return, in place of the state stored, one that the
+// model treats the same from the take's instant on (an earlier window's
+// count as none).
 func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, model.State, error) {
 	var (
 		out  [1]sluice.Decision

@@ -4,10 +4,10 @@
 -- Bucket kinds, ARGV: "b", the stamp's TAT and fraction, the denominator,
 --   then the TAT, fraction and expiry to write: only if the key still holds
 --   exactly the stamp (nothing else changed it since the lease's take).
--- Fixed window, ARGV: "f", the stamp's window start, units: the count goes
---   down by units if the key is still in that window and holds at least
---   units (counts beyond 15 digits, which doubles may not hold exactly, are
---   left alone).
+-- Fixed window, ARGV: "f", the stamp's window start, units: the count (the
+--   field "start:end" of that window) goes down by units if the key still
+--   has that window and it holds at least units (counts beyond 15 digits,
+--   which doubles may not hold exactly, are left alone).
 --   ARGV[8] is now in nanoseconds, or "" to read Redis TIME, and ARGV[9]
 --   the milliseconds added to the TTL (take.lua's ARGV[1] and ARGV[2]): the
 --   key's TTL moves to the new, earlier expiry, rounded up to a millisecond.
@@ -42,9 +42,15 @@ if ARGV[1] == "b" then
   redis.call('PEXPIRE', key, string.format("%d", ttl + tonumber(ARGV[9])))
   return 1
 end
-local v = redis.call('HMGET', key, 't', 'c')
-if v[1] ~= ARGV[2] or not v[2] or #v[2] > 15 then return 0 end
-local c, u = tonumber(v[2]), tonumber(ARGV[3])
-if c < u then return 0 end
-redis.call('HSET', key, 'c', string.format("%d", c - u))
-return 1
+-- The window's count: the field "start:end" whose start is the stamp's.
+local v = redis.call('HKEYS', key)
+for i = 1, #v do
+  if string.match(v[i], '^(%d+):') == ARGV[2] then
+    local c = redis.call('HGET', key, v[i])
+    if #c > 15 then return 0 end
+    if tonumber(c) < tonumber(ARGV[3]) then return 0 end
+    redis.call('HINCRBY', key, v[i], -tonumber(ARGV[3]))
+    return 1
+  end
+end
+return 0

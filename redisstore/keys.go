@@ -84,10 +84,21 @@ func writeEscaped(b *strings.Builder, s string, hashed bool) {
 // with identical policies.
 func policyTag(p sluice.Policy) string {
 	if p.Name != "" {
-		return "n:" + escape(p.Name) + ":" + string(p.Algorithm)
+		return "n:" + escape(p.Name) + ":" + layout(p.Algorithm)
 	}
-	return "u:" + string(p.Algorithm) + ":" + strconv.FormatInt(p.Limit, 10) + ":" +
+	return "u:" + layout(p.Algorithm) + ":" + strconv.FormatInt(p.Limit, 10) + ":" +
 		strconv.FormatInt(int64(p.Period), 10) + ":" + strconv.FormatInt(p.Burst, 10) + calendarTag(p.Calendar)
+}
+
+// layout names an algorithm's state layout in its keys: the algorithm, and
+// ".2" for fixed-window's second (a field per window, fixed.lua), so that
+// a process of an earlier version, which reads fields t and c, never reads
+// or writes the same key.
+func layout(a sluice.Algorithm) string {
+	if a == sluice.FixedWindow {
+		return "fixed-window.2"
+	}
+	return string(a)
 }
 
 // stateKey returns the Redis keys of (policy tag, user key): the state hash

@@ -1,7 +1,10 @@
 -- take.lua's fixed window (kind "f"): admitted iff the count of the
 -- window (aligned to multiples of the period since the epoch, or the
 -- calendar window Go computed: calwin) plus the
--- cost is at most the limit. The state is the window start t and count c.
+-- cost is at most the limit. The state is the window start t and count c:
+-- in the hash, one field per window named "t:end", whose value is c (as
+-- fixed.lua keeps it); the latest window's is the state, earlier ones are
+-- over (deleted at the next write).
 
 -- calwin returns request r's calendar window, computed in Go (start, end,
 -- previous start, next end: ARGV fields 5-8 of the request), and marks r
@@ -16,10 +19,22 @@ local function calwin(r, th, tl)
 end
 
 local function fixed_load(key)
-  local s = {key = key}
-  local v = redis.call('HMGET', key, 't', 'c')
-  s.th, s.tl = P(v[1] or "0")
-  s.ch, s.cl = P(v[2] or "0")
+  local s = {key = key, th = 0, tl = 0, old = {}}
+  local v = redis.call('HGETALL', key)
+  local c
+  for i = 1, #v, 2 do
+    local t = string.match(v[i], '^(%d+):%d+$')
+    if t then
+      local th, tl = P(t)
+      if not s.f or cmp(th, tl, s.th, s.tl) > 0 then
+        if s.f then s.old[#s.old + 1] = s.f end
+        s.f, s.th, s.tl, c = v[i], th, tl, v[i + 1]
+      else
+        s.old[#s.old + 1] = v[i]
+      end
+    end
+  end
+  s.ch, s.cl = P(c or "0")
   return s
 end
 
@@ -51,5 +66,8 @@ local function fixed_take(s, r)
 end
 
 local function fixed_save(s, x)
-  redis.call('HSET', s.key, 't', S(s.th, s.tl), 'c', S(s.ch, s.cl), 'x', x)
+  local f = S(s.th, s.tl) .. ':' .. x
+  if s.f and s.f ~= f then s.old[#s.old + 1] = s.f end
+  if #s.old > 0 then redis.call('HDEL', s.key, unpack(s.old)) end
+  redis.call('HSET', s.key, f, S(s.ch, s.cl))
 end
