@@ -117,6 +117,37 @@ func BenchmarkRedisCPUHotKeys(b *testing.B) {
 	})
 }
 
+// BenchmarkRedisCPURefusals is BenchmarkRedisCPUHotKeys at 1 a minute:
+// after each key's first, every decision is a refusal, as for a client
+// over its limit (a fixed window's is then an HINCRBY and its taking back;
+// a bucket's an HMGET). envoy's case is the same INCRBY and EXPIRE:
+//
+//	go test -run '^$' -bench RedisCPURefusals -benchtime 200000x -count 3 ./redisstore/
+func BenchmarkRedisCPURefusals(b *testing.B) {
+	addr := sluicetest.StartRedis(b)
+	s, err := Open("redis://" + addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	env := &benchEnv{keys: benchKeys(1000), rdb: rdb}
+	const callers = 64
+	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.TokenBucket} {
+		p := sluice.Policy{Algorithm: alg, Limit: 1, Period: time.Minute}
+		b.Run(fmt.Sprintf("store=sluice/alg=%s/script=singles", alg), func(b *testing.B) {
+			env.run(b, callers, func(ctx context.Context, key string) error {
+				_, err := s.Take(ctx, p, key, 1)
+				return err
+			})
+		})
+	}
+	b.Run("store=envoy/alg=fixed-window/script=incrby+expire", func(b *testing.B) {
+		env.run(b, callers, envoyTake(rdb))
+	})
+}
+
 // BenchmarkGather compares Takes gathered into shared calls of singles.lua
 // (gather=on, the default) with each Take its own call (gather=off), at 1
 // and 64 callers over 100k keys at 1000 a minute on one redis-server: the
