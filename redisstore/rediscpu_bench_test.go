@@ -88,8 +88,8 @@ func envoyTake(rdb *redis.Client) func(ctx context.Context, key string) error {
 // BenchmarkRedisCPUHotKeys is BenchmarkRedisCPU over 1000 keys instead of
 // 100k, so that nearly every decision is a later one in its key's window
 // (200 per key in a run of 200,000, all admitted): a fixed window's is then
-// an HMGET and an HINCRBY, a bucket's an HMGET and an HSET (its expiry
-// already covers the new TAT).
+// one HINCRBY, a bucket's an HMGET and an HSET (its expiry already covers
+// the new TAT).
 //
 //	go test -run '^$' -bench RedisCPUHotKeys -benchtime 200000x -count 3 ./redisstore/
 func BenchmarkRedisCPUHotKeys(b *testing.B) {
