@@ -5,7 +5,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"math/big"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,7 +31,7 @@ func newClient(t testing.TB, addrs ...string) rueidis.Client {
 }
 
 // liveKeys counts the state hashes under prefix whose state has not expired
-// at now (the x field, or the end of a fixed window's field start:end): keys of a store on a caller-supplied clock stay in
+// at now (stateExpiry): keys of a store on a caller-supplied clock stay in
 // Redis for the expiry slack after that.
 func liveKeys(t testing.TB, c rueidis.Client, prefix string, now int64) int {
 	t.Helper()
@@ -52,13 +52,7 @@ func liveKeys(t testing.TB, c rueidis.Client, prefix string, now int64) int {
 				if err != nil {
 					t.Fatalf("HGETALL %s: %v", k, err)
 				}
-				x := h["x"]
-				for f := range h {
-					if _, end, found := strings.Cut(f, ":"); found {
-						x = end // a fixed window's field, start:end (there is one)
-					}
-				}
-				if v, err := strconv.ParseInt(x, 10, 64); err != nil || v > now {
+				if stateExpiry(t, k, h).Cmp(big.NewInt(now)) > 0 {
 					n++
 				}
 			}
@@ -68,6 +62,41 @@ func liveKeys(t testing.TB, c rueidis.Client, prefix string, now int64) int {
 		}
 	}
 	return n
+}
+
+// stateExpiry returns when the state in hash h (of key k) becomes idle, in
+// ns: a fixed window's end (its field start:end); a bucket's TAT, rounded
+// up to a whole ns (its field B:d holds (TAT - B ms) × d); else the x field.
+func stateExpiry(t testing.TB, k string, h map[string]string) *big.Int {
+	t.Helper()
+	x, ok := new(big.Int).SetString(h["x"], 10)
+	for f, v := range h {
+		a, b, found := strings.Cut(f, ":")
+		if !found {
+			continue
+		}
+		if strings.Contains(k, ":fixed-window.2") {
+			x, ok = new(big.Int).SetString(b, 10)
+			break
+		}
+		epoch, ok1 := new(big.Int).SetString(a, 10)
+		den, ok2 := new(big.Int).SetString(b, 10)
+		val, ok3 := new(big.Int).SetString(v, 10)
+		if !ok1 || !ok2 || !ok3 || den.Sign() <= 0 {
+			t.Fatalf("%s: field %s = %s: not a bucket's B:d", k, f, v)
+		}
+		// ceil(B×10⁶ + v/d)
+		q, r := new(big.Int).QuoRem(val, den, new(big.Int))
+		x = q.Add(q, epoch.Mul(epoch, big.NewInt(1_000_000)))
+		if r.Sign() > 0 {
+			x.Add(x, big.NewInt(1))
+		}
+		ok = true
+	}
+	if !ok {
+		t.Fatalf("%s: %v: no state expiry", k, h)
+	}
+	return x
 }
 
 func conformance(t *testing.T, c rueidis.Client, opts ...Option) {

@@ -43,10 +43,13 @@ var (
 const exact = 1 << 53
 
 // fastKind returns c's one-request script kind ("f" or "b"), or "" when
-// the policy is outside the scripts' exact range: for fixed-window a
-// Period of whole microseconds and a Limit below 2⁵²; for the bucket kinds
-// a burst duration and a denominator below 2⁵². (The scripts reply 2n+1
-// for a count or debt n, which a double then holds exactly.)
+// the policy is outside the scripts' exact range, where every number they
+// compute stays below 2⁵³ (2n+1 too, for a count or debt n they reply):
+// for fixed-window a Period of whole microseconds and a Limit below 2⁵²;
+// for the bucket kinds H ms × den and the burst in 1/den ns (bv) below
+// 2⁵², where H is bucket.lua's epoch (dur(burst) in whole ms, plus 1) and
+// den the denominator. (A sum past 2⁵³ that bucket.lua meets is left to
+// take.lua.)
 func (c *compiled) fastKind(p sluice.Policy) string {
 	switch c.kind {
 	case "f":
@@ -55,7 +58,8 @@ func (c *compiled) fastKind(p sluice.Policy) string {
 		}
 	case "b":
 		ns, _ := c.dur(c.cap)
-		if ns < exact/2 && c.den < exact/2 {
+		hms := ns/1_000_000 + 1
+		if c.den < exact/2 && c.bv != 0 && c.bv < exact/2 && hms < exact/2/1_000_000/c.den {
 			return "b"
 		}
 	}
@@ -68,20 +72,19 @@ func (c *compiled) fastArgs(a []string, cost int64) []string {
 	if c.fast == "f" {
 		return append(a, "f", strconv.FormatInt(min(cost, c.cap+1), 10), c.capS, c.perUS)
 	}
-	judged := max(cost, 1) // a peek is judged as cost 1
-	durNS, durFrac := c.one[0], c.one[1]
-	switch {
-	case judged > c.cap: // impossible: refused, and nothing written
-		durNS, durFrac = c.overBurst, "0"
-	case judged > 1:
-		ns, frac := c.dur(judged)
-		durNS, durFrac = strconv.FormatUint(ns, 10), strconv.FormatUint(frac, 10)
-	}
-	write := "1"
+	// The judged cost in 1/den ns: c×num (a peek is judged as cost 1; a
+	// cost past the burst as bv+1, which no request fits in, written never).
+	judged, write := max(cost, 1), "1"
 	if cost == 0 {
 		write = "0"
 	}
-	return append(a, "b", durNS, durFrac, c.burst[0], c.burst[1], c.denS, write, c.roomMS)
+	cv := c.bv + 1
+	if judged <= c.cap {
+		cv = uint64(judged) * c.num
+	} else {
+		write = "0"
+	}
+	return append(a, "b", strconv.FormatUint(cv, 10), c.denS, c.bvS, c.hmsS, write)
 }
 
 // takeFast decides one request with singles.lua. done is false when the

@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -18,7 +19,9 @@ import (
 //go:embed give.lua
 var giveSource string
 
-var giveScript = rueidis.NewLuaScript(giveSource)
+// giveScript is give.lua after the number helpers and take_bucket.lua,
+// whose load and save it uses.
+var giveScript = rueidis.NewLuaScript(strings.Join([]string{bigSource, pairsSource, takeBucketSource, giveSource}, "\n"))
 
 var _ lease.Giver = (*Store)(nil)
 
@@ -57,13 +60,9 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp mod
 		if !ok {
 			return false, nil
 		}
-		now := "" // Redis TIME
-		if s.clock != nil {
-			now = strconv.FormatInt(min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime), 10)
-		}
+		ns, _ := c.dur(c.cap)
 		args = []string{"b", strconv.FormatInt(stamp.Time, 10), strconv.FormatInt(stamp.Frac, 10), c.denS,
-			strconv.FormatInt(next.Time, 10), strconv.FormatInt(next.Frac, 10), strconv.FormatInt(c.model.ExpiresAt(next), 10),
-			now, s.ttlArg}
+			strconv.FormatInt(next.Time, 10), strconv.FormatInt(next.Frac, 10), strconv.FormatUint(ns/1_000_000+1, 10)}
 	case c.kind == "f" && units > 0:
 		args = []string{"f", strconv.FormatInt(stamp.Time, 10), strconv.FormatInt(units, 10)}
 	default:

@@ -1,45 +1,30 @@
 -- sluice redisstore: give back units of a lease (see sluice.Model.Give).
+-- Follows big.lua, pairs.lua and take_bucket.lua (give.go joins them).
 --
 -- KEYS[1]: the state hash.
 -- Bucket kinds, ARGV: "b", the stamp's TAT and fraction, the denominator,
---   then the TAT, fraction and expiry to write: only if the key still holds
---   exactly the stamp (nothing else changed it since the lease's take).
+--   then the TAT and fraction to write, and the epoch H in ms
+--   (take_bucket.lua): only if the key still holds exactly the stamp
+--   (nothing else changed it since the lease's take). The key's expiry is
+--   left as it was: it covers the stored epoch, and the earlier TAT.
 -- Fixed window, ARGV: "f", the stamp's window start, units: the count (the
 --   field "start:end" of that window) goes down by units if the key still
 --   has that window and it holds at least units (counts beyond 15 digits,
---   which doubles may not hold exactly, are left alone).
---   ARGV[8] is now in nanoseconds, or "" to read Redis TIME, and ARGV[9]
---   the milliseconds added to the TTL (take.lua's ARGV[1] and ARGV[2]): the
---   key's TTL moves to the new, earlier expiry, rounded up to a millisecond.
--- Returns 1 if it gave back, else 0. A fixed window's TTL is left as it
--- was (the window's end).
+--   which doubles may not hold exactly, are left alone). Its TTL is left as
+--   it was (the window's end).
+-- Returns 1 if it gave back, else 0.
 local key = KEYS[1]
 if ARGV[1] == "b" then
-  local v = redis.call('HMGET', key, 't', 'f', 'd')
-  if v[1] ~= ARGV[2] or (v[2] or "0") ~= ARGV[3] or v[3] ~= ARGV[4] then return 0 end
-  redis.call('HSET', key, 't', ARGV[5], 'f', ARGV[6], 'x', ARGV[7], 'e', '') -- e: see bucket.lua
-  -- Whole milliseconds of a decimal nanosecond count (ns since the epoch
-  -- exceed 2^53; their milliseconds do not): rounded up or down.
-  local function ms(s, up)
-    local m = #s
-    if m <= 6 then
-      if up and tonumber(s) > 0 then return 1 end
-      return 0
-    end
-    local q = tonumber(string.sub(s, 1, m - 6))
-    if up and tonumber(string.sub(s, m - 5)) > 0 then q = q + 1 end
-    return q
-  end
-  local now
-  if ARGV[8] == "" then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  else
-    now = ms(ARGV[8], false)
-  end
-  local ttl = ms(ARGV[7], true) - now
-  if ttl < 1 then ttl = 1 end
-  redis.call('PEXPIRE', key, string.format("%d", ttl + tonumber(ARGV[9])))
+  -- The stored state, as take_bucket.lua reads it (its grid as stored).
+  local s = bucket_load(key, nil, ARGV[4])
+  if not s.f or s.sd ~= ARGV[4] or S(s.th, s.tl) ~= ARGV[2] or S(s.fh, s.fl) ~= ARGV[3] then return 0 end
+  s.th, s.tl = P(ARGV[5])
+  s.fh, s.fl = P(ARGV[6])
+  -- The field of the stored epoch, or of the new TAT's if that is earlier
+  -- (v stays >= 0); the key's expiry stays (it covers that epoch).
+  local bh, bl = bucket_ms(s.B)
+  if cmp(s.th, s.tl, bh, bl) < 0 then s.B = bucket_epoch(s.th, s.tl, tonumber(ARGV[7])) end
+  bucket_save(s, '')
   return 1
 end
 -- The window's count: the field "start:end" whose start is the stamp's.

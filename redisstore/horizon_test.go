@@ -3,13 +3,18 @@
 package redisstore
 
 import (
+	"math/big"
+	"math/rand/v2"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -23,78 +28,160 @@ func pttl(t *testing.T, c rueidis.Client, key string) int64 {
 	return ms
 }
 
-// TestBucketExpiryHeadroom: bucket.lua sets a key's expiry to its TAT plus
-// the burst's duration, leaves it alone while later TATs stay within it, and
-// moves it when one does not; the key always outlives its TAT.
-func TestBucketExpiryHeadroom(t *testing.T) {
+// TestBucketEpochExpiry: bucket.lua's epochs. The first take on a key
+// sets it to expire at its epoch's start plus 2H (H = dur(burst) in whole
+// ms, plus 1); a later take in the epoch leaves the expiry alone; the first
+// take of the next epoch moves the state to that epoch's field and the
+// expiry with it.
+func TestBucketEpochExpiry(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
-	clock := sluicetest.NewClock(time.Unix(1_700_000_000, 0))
+	// T = 100 ms, burst 30: dur(burst) = 3 s, H = 3001 ms. The clock starts
+	// in the middle of an epoch.
+	const h = 3001
+	b0 := int64(1_700_000_000_000) - 1_700_000_000_000%h
+	t0 := time.UnixMilli(b0 + h/2)
+	clock := sluicetest.NewClock(t0)
 	s := newStore(t, c, WithClock(clock), WithExpirySlack(0))
-	// T = 100 ms, burst 30: dur(burst) = 3 s.
 	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 10, Period: time.Second, Burst: 30}
 	key, _ := stateKey(s.prefix, s.slot, policyTag(p), "k")
-
-	take(t, s, p, "k", 1) // TAT now+100ms: expiry now+100ms+3s
-	first := pttl(t, c, key)
-	if first <= 3000 || first > 3100 {
-		t.Fatalf("PTTL after the first take = %d ms, want in (3000, 3100]", first)
+	epoch := func(at time.Time) int64 { ms := at.UnixMilli(); return ms - ms%h }
+	// want checks the key's one field and its expiry: at most the epoch's
+	// start plus 2H, and no less than that minus a second (of real time).
+	want := func(what string, at time.Time) {
+		t.Helper()
+		fields, err := c.Do(t.Context(), c.B().Hkeys().Key(key).Build()).AsStrSlice()
+		b := epoch(at)
+		if err != nil || len(fields) != 1 || fields[0] != strconv.FormatInt(b, 10)+":1" {
+			t.Fatalf("%s: fields %q, %v; want one, %d:1", what, fields, err, b)
+		}
+		end := b + 2*h - at.UnixMilli()
+		if got := pttl(t, c, key); got > end || got <= end-1000 {
+			t.Fatalf("%s: PTTL %d ms, want in (%d, %d]", what, got, end-1000, end)
+		}
 	}
-	take(t, s, p, "k", 29) // TAT now+3s, within the expiry: left alone
-	if got := pttl(t, c, key); got > first || got < 3000 {
-		t.Fatalf("PTTL after a take within the headroom = %d ms, want in [3000, %d] (unchanged)", got, first)
+	take(t, s, p, "k", 1)
+	want("the first take", clock.Now())
+	before := pttl(t, c, key)
+	take(t, s, p, "k", 29) // TAT now + 3 s: within B + 2H
+	if got := pttl(t, c, key); got > before {
+		t.Fatalf("PTTL after a take in the same epoch = %d ms, want at most %d (left alone)", got, before)
 	}
-	clock.Advance(200 * time.Millisecond)
-	take(t, s, p, "k", 2) // TAT now+3s = start+3.2s, past it: now+3s+3s
-	if got := pttl(t, c, key); got <= 5900 || got > 6000 {
-		t.Fatalf("PTTL after a take past the headroom = %d ms, want in (5900, 6000]", got)
+	// 1 ms into the next epoch (1.5 s on), whose end is half an epoch
+	// later: the TAT (t0 + 3 s) is carried over and the expiry moved.
+	clock.Set(time.UnixMilli(b0 + h + 1))
+	take(t, s, p, "k", 2)
+	want("the next epoch's first take", clock.Now())
+	// The TAT is t0 + 3.2 s, 1.7 s from now: 13 units remain.
+	if d := take(t, s, p, "k", 0); d.Remaining != 13 {
+		t.Fatalf("a peek after the epoch's first take: %+v, want 13 remaining", d)
 	}
 }
 
-// TestBucketExpiryOtherWriters: a write that does not keep bucket.lua's
-// record of the expiry (take.lua's general path, a lease's give-back, or an
-// older sluice that knows no such record) makes the next decision set the
-// expiry again, so the key still outlives its TAT.
-func TestBucketExpiryOtherWriters(t *testing.T) {
+// TestBucketTrace: bucket.lua's paths against the model, step by step on a
+// caller's clock that moves forward and back across epochs: later
+// admissions and their refusals, a full bucket, new keys, an earlier
+// epoch's TAT carried over, a later epoch's (handed to take.lua), fractions
+// of a ns, peeks, costs past the burst, batches
+// (take.lua's path) and Gives. After every step the key outlives its state:
+// its expiry is at or after its TAT (plus the slack).
+func TestBucketTrace(t *testing.T) { bucketTrace(t) }
+
+// TestBucketTraceRedis6: TestBucketTrace where PEXPIRE has no NX, as
+// before Redis 7.0, so that bucket.lua's other way to find a new key
+// decides.
+func TestBucketTraceRedis6(t *testing.T) {
+	if !strings.Contains(singlesText, "'NX'") {
+		t.Fatal("singles.lua no longer uses PEXPIRE ... NX")
+	}
+	saved := singlesScript
+	singlesScript = rueidis.NewLuaScript(strings.ReplaceAll(singlesText, "'NX'", "'NO-SUCH-OPTION'"))
+	t.Cleanup(func() { singlesScript = saved })
+	bucketTrace(t)
+}
+
+func bucketTrace(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
-	clock := sluicetest.NewClock(time.Unix(1_700_000_000, 0))
-	s := newStore(t, c, WithClock(clock), WithExpirySlack(0))
-	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 10, Period: time.Second, Burst: 30}
+	t0 := time.Unix(1_700_000_000, 0)
+	clock := sluicetest.NewClock(t0)
+	s := newStore(t, c, WithClock(clock))
+	start := time.Now()
+	policies := []sluice.Policy{
+		{Name: "b", Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second},           // T = 200 ms, H = 1001 ms
+		{Name: "t", Algorithm: sluice.TokenBucket, Limit: 3, Period: time.Second, Burst: 4}, // thirds of a ns
+		{Name: "g", Algorithm: sluice.GCRA, Limit: 7, Period: time.Second, Burst: 2},
+	}
 	ctx := t.Context()
-	for _, w := range []struct {
-		name  string
-		write func(key, k string)
-	}{
-		{"take.lua", func(key, k string) {
-			// Two requests on one key go to take.lua, which sets the expiry
-			// to the TAT: now+300ms.
-			if err := s.TakeAll(ctx, []sluice.Request{{Policy: p, Key: k, Cost: 1}, {Policy: p, Key: k, Cost: 1}}, make([]sluice.Decision, 2)); err != nil {
+	rng := rand.New(rand.NewPCG(3, 4))
+	state := map[string]model.State{}
+	var at time.Duration
+	for i := range 4000 {
+		p := policies[rng.IntN(len(policies))]
+		at = max(at+time.Duration(rng.IntN(700)-150)*time.Millisecond, 0)
+		now := t0.Add(at)
+		clock.Set(now)
+		key := "k" + strconv.Itoa(rng.IntN(3))
+		sk := p.Name + "/" + key
+		cp, err := s.compile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost := []int64{0, 1, 1, 1, 2, 3, 6}[rng.IntN(7)]
+		if rng.IntN(8) == 0 { // a batch of two: take.lua
+			reqs := []sluice.Request{{Policy: p, Key: key, Cost: cost}, {Policy: p, Key: key, Cost: 1}}
+			got := make([]sluice.Decision, 2)
+			if err := s.TakeAll(ctx, reqs, got); err != nil {
 				t.Fatal(err)
 			}
-		}},
-		{"older sluice", func(key, k string) {
-			// What an older bucket.lua writes: the TAT, and an expiry at it.
-			tat := clock.Now().Add(300 * time.Millisecond).UnixNano()
-			ts := strconv.FormatInt(tat, 10)
-			if err := c.Do(ctx, c.B().Hset().Key(key).FieldValue().FieldValue("t", ts).FieldValue("x", ts).Build()).Error(); err != nil {
+			st, want1 := cp.model.Take(state[sk], now.UnixNano(), cost)
+			st2, want2 := cp.model.Take(st, now.UnixNano(), 1)
+			admitted := want1.Allowed && want2.Allowed // all or nothing
+			if admitted {
+				state[sk] = st2
+			}
+			if got[0].Allowed && got[1].Allowed != admitted {
+				t.Fatalf("step %d: batch %v at %v: got %+v, want admitted %v", i, reqs, at, got, admitted)
+			}
+		} else {
+			got, gs, err := s.TakeStamped(ctx, p, key, cost)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Do(ctx, c.B().Pexpire().Key(key).Milliseconds(300).Build()).Error(); err != nil {
-				t.Fatal(err)
+			ws, want := cp.model.Take(state[sk], now.UnixNano(), cost)
+			state[sk] = ws
+			wrote := got.Allowed && cost > 0
+			_, probe := cp.model.Take(gs, now.UnixNano(), 1)
+			_, wantProbe := cp.model.Take(ws, now.UnixNano(), 1)
+			if got != want || (wrote && !reflect.DeepEqual(gs, ws)) || probe != wantProbe {
+				t.Fatalf("step %d (%v at %v, %s) cost %d:\n got  %+v %+v\n want %+v %+v", i, p, at, key, cost, got, gs, want, ws)
 			}
-		}},
-	} {
-		t.Run(w.name, func(t *testing.T) {
-			k := "k-" + w.name
-			key, _ := stateKey(s.prefix, s.slot, policyTag(p), k)
-			take(t, s, p, k, 1) // expiry now+3.1s, recorded
-			w.write(key, k)     // TAT now+300ms, expiry now+300ms
-			if got := pttl(t, c, key); got > 300 {
-				t.Fatalf("PTTL after the other writer = %d ms, want at most 300", got)
+			if wrote && p.Algorithm != sluice.LeakyBucket && rng.IntN(4) == 0 {
+				units := 1 + rng.Int64N(cost)
+				g, err := s.Give(ctx, p, key, gs, units)
+				if err != nil {
+					t.Fatal(err)
+				}
+				next, w := cp.model.Give(state[sk], ws, units)
+				state[sk] = next
+				if g != w {
+					t.Fatalf("step %d: Give(%d) = %v, want %v", i, units, g, w)
+				}
 			}
-			take(t, s, p, k, 1) // TAT now+400ms: the record is stale, so the expiry is set
-			if got := pttl(t, c, key); got <= 3300 || got > 3400 {
-				t.Fatalf("PTTL after a take that follows another writer = %d ms, want in (3300, 3400]", got)
-			}
-		})
+		}
+		// The key outlives its state: its expiry (the slack, an hour, on
+		// this clock, counted from the write that set it) is at or after
+		// its TAT.
+		rk, _ := stateKey(s.prefix, s.slot, policyTag(p), key)
+		h, err := c.Do(ctx, c.B().Hgetall().Key(rk).Build()).AsStrMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) == 0 {
+			continue
+		}
+		idle := new(big.Int).Sub(stateExpiry(t, rk, h), big.NewInt(now.UnixNano()))
+		need := time.Duration(idle.Int64()) + time.Hour - time.Since(start)
+		if got := time.Duration(pttl(t, c, rk)) * time.Millisecond; got < need {
+			t.Fatalf("step %d: %s expires in %v, before its state is idle (%v from now, plus the slack)", i, rk, got, idle)
+		}
 	}
 }

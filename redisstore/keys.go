@@ -91,12 +91,14 @@ func policyTag(p sluice.Policy) string {
 }
 
 // layout names an algorithm's state layout in its keys: the algorithm, and
-// ".2" for fixed-window's second (a field per window, fixed.lua), so that
-// a process of an earlier version, which reads fields t and c, never reads
-// or writes the same key.
+// ".2" for the second layout of fixed-window (a field per window,
+// fixed.lua) and of the bucket kinds (a field per epoch, bucket.lua), so
+// that a process of an earlier version, which reads fields t, c, f and d,
+// never reads or writes the same key.
 func layout(a sluice.Algorithm) string {
-	if a == sluice.FixedWindow {
-		return "fixed-window.2"
+	switch a {
+	case sluice.FixedWindow, sluice.TokenBucket, sluice.GCRA, sluice.LeakyBucket:
+		return string(a) + ".2"
 	}
 	return string(a)
 }

@@ -5,7 +5,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -95,9 +94,9 @@ func masterOf(t *testing.T, c rueidis.Client, slot uint16) string {
 	return ""
 }
 
-// TestGiveExpiry: a bucket Give moves the key's PEXPIRE to its new, earlier
-// expiry (DESIGN: the key's TTL is the moment its state becomes equivalent
-// to none), on Redis TIME (the default) and on an injected clock.
+// TestGiveExpiry: a bucket Give gives the units back and leaves the key's
+// expiry as it was (its epoch's end: bucket.lua), on Redis TIME (the
+// default) and on an injected clock.
 func TestGiveExpiry(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, sluicetest.StartRedis(t))
@@ -117,23 +116,27 @@ func TestGiveExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := s.Give(ctx, p, "k", stamp, 9); err != nil || !ok {
-				t.Fatalf("Give = %v, %v; want true", ok, err)
-			}
 			cc, err := s.compile(p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			key, _ := stateKey(s.prefix, s.slot, cc.tag, "k")
+			before, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := s.Give(ctx, p, "k", stamp, 9); err != nil || !ok {
+				t.Fatalf("Give = %v, %v; want true", ok, err)
+			}
 			pttl, err := c.Do(ctx, c.B().Pttl().Key(key).Build()).AsInt64()
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The state is idle 100 ms after the take (plus the slack the
-			// store adds on an injected clock, and 1 ms of rounding).
-			slack, _ := strconv.ParseInt(s.ttlArg, 10, 64) // on an injected clock only
-			if limit := 101 + slack + 1; pttl <= 0 || pttl > limit {
-				t.Errorf("PTTL after giving 9 of 10 units back = %d ms, want in (0, %d]", pttl, limit)
+			if pttl <= 0 || pttl > before {
+				t.Errorf("PTTL after giving 9 of 10 units back = %d ms, want in (0, %d] (as it was)", pttl, before)
+			}
+			if d := take(t, s, p, "k", 0); d.Remaining != 9 {
+				t.Errorf("after giving 9 of 10 units back: %+v, want 9 remaining", d)
 			}
 		})
 	}

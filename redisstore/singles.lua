@@ -6,7 +6,7 @@
 -- TIME), slack ms, then groups of requests with the same arguments, each:
 -- kind, n, the kind's arguments, for the next n KEYS:
 --   'f', n, cost, limit, period µs (fixed_group);
---   'b', n, and bucket_group's seven.
+--   'b', n, and bucket_group's five.
 -- Returns {now s, now ns, then one value per key} (fixed and bucket).
 local ns, nl
 if ARGV[1] == '' then
@@ -24,9 +24,9 @@ while k < #KEYS do
     for j = k + 1, k + n do out[j + 2] = fixed(KEYS[j], g) end
     i = i + 5
   else
-    local g = bucket_group(i + 2, slack)
-    for j = k + 1, k + n do out[j + 2] = bucket(KEYS[j], ns, nl, g) end
-    i = i + 9
+    local g = bucket_group(ns, nl, i + 2, slack)
+    for j = k + 1, k + n do out[j + 2] = bucket(KEYS[j], g) end
+    i = i + 7
   end
   k = k + n
 end

@@ -117,13 +117,13 @@ type compiled struct {
 	perS  string
 	denS  string
 	// The one-request scripts (fast.go): fast is "f", "b" or "" (take.lua
-	// only); perUS is the period in µs; overBurst is dur(burst) ns + 1, a
-	// duration no request fits in; roomMS is dur(burst) in whole ms,
-	// rounded up (bucket.lua's expiry headroom).
-	fast      string
-	perUS     string
-	overBurst string
-	roomMS    string
+	// only); perUS is the period in µs; for bucket.lua, bv is dur(burst)
+	// in 1/den ns (cap × num) and hms its epoch, floor(dur(burst)/1ms) + 1.
+	fast  string
+	perUS string
+	bv    uint64
+	bvS   string
+	hmsS  string
 	// calKind is the script's kind for a calendar policy's windows ("F"
 	// or "W"; calendar.go), "" for any other.
 	calKind string
@@ -259,16 +259,18 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	}
 	c.capS = strconv.FormatInt(c.cap, 10)
 	c.denS = strconv.FormatUint(c.den, 10)
+	if c.kind == "b" {
+		ns, _ := c.dur(c.cap)
+		c.hmsS = strconv.FormatUint(ns/1_000_000+1, 10)
+		if hi, lo := bits.Mul64(uint64(c.cap), c.num); hi == 0 {
+			c.bv, c.bvS = lo, strconv.FormatUint(lo, 10)
+		}
+	}
 	c.fast = c.fastKind(p)
 	if p.Calendar.Unit != 0 {
 		c.calKind, c.fast = strings.ToUpper(c.kind), ""
 	}
 	c.perUS = strconv.FormatInt(int64(p.Period/1000), 10)
-	if c.kind == "b" {
-		ns, _ := c.dur(c.cap)
-		c.overBurst = strconv.FormatUint(ns+1, 10)
-		c.roomMS = strconv.FormatUint((ns+999_999)/1_000_000, 10)
-	}
 	s.mu.Lock()
 	if len(s.compiled) > 4096 {
 		clear(s.compiled) // policies built per request: do not grow forever

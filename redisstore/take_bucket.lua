@@ -3,19 +3,78 @@
 -- a request of cost c at now is admitted iff max(TAT, now) + c*T <=
 -- now + Burst*T, and then TAT = max(TAT, now) + c*T. Go sends c*T and
 -- Burst*T as whole ns and a fraction (dur(1) for a peek, judged as cost 1).
+--
+-- In Redis the state is one field of the hash, named "B:d" (bucket.lua
+-- keeps the same): B is the start of an epoch in ms since the Unix epoch, d
+-- the denominator, and the value v = (TAT - B ms) * d, so TAT = B ms + v/d
+-- ns (v >= 0). Epochs last H = floor(dur(Burst) / 1ms) + 1 ms, aligned to
+-- multiples of H. A write goes to the field of now's epoch and deletes the
+-- others; the key then expires at the later of the TAT and B + 2H, so that
+-- bucket.lua's admissions in that epoch (a TAT at most now + dur(Burst),
+-- below B + 2H) need no PEXPIRE.
+
+-- bucket_hms returns H in ms for dur(Burst) ns (a decimal string).
+local function bucket_hms(bns)
+  local h, l = P(bns)
+  return h * 1000 + math.floor(l / 1000000) + 1
+end
+
+-- bucket_epoch returns the start (ms) of the epoch of the instant (h, l).
+local function bucket_epoch(h, l, hms)
+  local ms = h * 1000 + math.floor(l / 1000000)
+  return ms - math.fmod(ms, hms)
+end
+
+-- bucket_ms returns the instant B ms as a pair.
+local function bucket_ms(b)
+  local h = math.floor(b / 1000)
+  return h, (b - h * 1000) * 1000000
+end
 
 local function bucket_load(key, lkey, den)
-  local s = {key = key, d = den}
-  local v = redis.call('HMGET', key, 't', 'f', 'd')
-  s.th, s.tl = P(v[1] or "0")
-  s.fh, s.fl = P(v[2] or "0")
-  if v[3] and v[3] ~= den and (s.fh > 0 or s.fl > 0) then
+  local s = {key = key, d = den, old = {}, th = 0, tl = 0, fh = 0, fl = 0}
+  local v = redis.call('HGETALL', key)
+  local b, d, val
+  for i = 1, #v, 2 do
+    local fb, fd = string.match(v[i], '^(%d+):(%d+)$')
+    if fb then
+      fb = tonumber(fb)
+      if not b or fb > b then
+        if s.f then s.old[#s.old + 1] = s.f end
+        s.f, b, d, val = v[i], fb, fd, v[i + 1]
+      else
+        s.old[#s.old + 1] = v[i]
+      end
+    end
+  end
+  if not s.f then return s end
+  s.sd, s.B = d, b -- the stored denominator and epoch (give.lua)
+  -- v / d: the quotient is ns after B, the remainder the fraction.
+  local qh, ql
+  local dn = tonumber(d)
+  if #val <= 15 and dn < EXACT then
+    local n = tonumber(val)
+    local q = math.floor(n / dn)
+    local r = n - q * dn
+    if r < 0 then q, r = q - 1, r + dn elseif r >= dn then q, r = q + 1, r - dn end
+    qh = math.floor(q / G)
+    ql = q - qh * G
+    s.fh = math.floor(r / G)
+    s.fl = r - s.fh * G
+  else
+    local q, r = bdivmod(big(val), big(d))
+    qh, ql = P(str(q))
+    s.fh, s.fl = P(str(r))
+  end
+  local bh, bl = bucket_ms(b)
+  s.th, s.tl = add(bh, bl, qh, ql)
+  if d ~= den and (s.fh > 0 or s.fl > 0) then
     -- Stored by a policy of the same name with another emission
     -- interval: move the fraction up to the new grid, never earlier.
-    local d = big(den)
-    local q, r = bdivmod(bmul(pbig(s.fh, s.fl), d), big(v[3]))
+    local nd = big(den)
+    local q, r = bdivmod(bmul(pbig(s.fh, s.fl), nd), big(d))
     if #r > 0 then q = badd(q, {1}) end
-    if bcmp(q, d) == 0 then
+    if bcmp(q, nd) == 0 then
       s.th, s.tl = add(s.th, s.tl, 0, 1)
       s.fh, s.fl = 0, 0
     else
@@ -23,6 +82,17 @@ local function bucket_load(key, lkey, den)
     end
   end
   return s
+end
+
+-- bucket_expire records that s is written (its TAT, rounded up to a whole
+-- ns, is xh, xl) in the epoch of now: the key expires at the later of the
+-- TAT and that epoch's start plus 2H.
+local function bucket_expire(s, r, xh, xl)
+  local hms = bucket_hms(ARGV[r.a + 7])
+  s.B = bucket_epoch(r.nh, r.nl, hms)
+  local eh, el = bucket_ms(s.B + 2 * hms)
+  s.xh, s.xl = maxp(xh, xl, eh, el)
+  s.dirty = true
 end
 
 -- take decides r on s: admitted, and the state it saw (t, f).
@@ -43,13 +113,25 @@ local function bucket_take(s, r)
   if r.costpos then
     s.th, s.tl, s.fh, s.fl, s.d = xh, xl, xfh, xfl, ARGV[a + 9]
     if xfh > 0 or xfl > 0 then xh, xl = add(xh, xl, 0, 1) end
-    s.xh, s.xl = xh, xl -- the expiry: the TAT rounded up to a whole ns
-    s.dirty = true
+    bucket_expire(s, r, xh, xl)
   end
   return true, seen1, seen2
 end
 
--- (e is bucket.lua's record of the key's expiry, which this write moves.)
+-- bucket_save writes s in the field of its epoch B (v = (TAT - B ms) * d
+-- + f) and deletes the others.
 local function bucket_save(s, x)
-  redis.call('HSET', s.key, 't', S(s.th, s.tl), 'f', S(s.fh, s.fl), 'd', s.d, 'x', x, 'e', '')
+  local bh, bl = bucket_ms(s.B)
+  local xh, xl = sub(s.th, s.tl, bh, bl)
+  local X, dn, f = xh * G + xl, tonumber(s.d), s.fh * G + s.fl
+  local val
+  if X < EXACT and dn < EXACT and f < EXACT and X * dn < EXACT - f then
+    val = string.format('%d', X * dn + f)
+  else
+    val = str(badd(bmul(pbig(xh, xl), big(s.d)), pbig(s.fh, s.fl)))
+  end
+  local field = string.format('%d:', s.B) .. s.d
+  if s.f and s.f ~= field then s.old[#s.old + 1] = s.f end
+  if #s.old > 0 then redis.call('HDEL', s.key, unpack(s.old)) end
+  redis.call('HSET', s.key, field, val)
 end

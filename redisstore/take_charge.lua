@@ -33,7 +33,7 @@ local function charge_bucket(s, r)
   if rless(TATH, TATL, 0, 0, xh, xl, xfh, xfl) then xh, xl, xfh, xfl = TATH, TATL, 0, 0 end
   s.th, s.tl, s.fh, s.fl, s.d = xh, xl, xfh, xfl, ARGV[r.a + 9]
   if xfh > 0 or xfl > 0 then xh, xl = add(xh, xl, 0, 1) end
-  s.xh, s.xl, s.dirty = xh, xl, true
+  bucket_expire(s, r, xh, xl)
   return o1, o2, "", ""
 end
 
