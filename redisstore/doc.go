@@ -31,10 +31,9 @@
 // the atomic part: it reads each key's state, evaluates the algorithm's admission
 // predicate exactly, and, if the request (or every request of a TakeAll
 // batch) is admitted, writes the new state and sets the key to expire at
-// the instant its state becomes idle (model.Model.ExpiresAt); bucket.lua
-// sets it later, to that instant plus the burst's duration, and then leaves
-// it alone while the new states stay within it, so a busy key costs no
-// PEXPIRE per decision (a bucket key lives at most twice its longest state).
+// the instant its state becomes idle (model.Model.ExpiresAt). A bucket
+// kind's key is the exception: it expires at the end of its epoch plus
+// one more (see the state below), so that a decision needs no PEXPIRE.
 // It returns the instant it used and the state each request saw (the
 // one-request scripts: one number per request, the count or the debt it
 // read, and whether it admitted); the Go side then
@@ -52,9 +51,11 @@
 //	               until the year 2255; the window boundaries are whole
 //	               microseconds, so the decisions are the model's in
 //	               nanoseconds)
-//	bucket kinds   Burst×Period/Limit < 2⁵² ns (52 days) and the
-//	               denominator Limit/gcd(Period, Limit) < 2⁵²; the script
-//	               works relative to now (the debt TAT − now, below 2⁵³ ns)
+//	bucket kinds   H × den < 2⁵² / 10⁶ and Burst × num < 2⁵², where
+//	               den = Limit/gcd(Period, Limit), num = Period/gcd (the
+//	               emission interval is num/den ns) and H the epoch below
+//	               (for den 1, a burst lasting up to 52 days); the script
+//	               works in 1/den ns relative to the epoch's start
 //
 // Every envoy-format rule (a whole second, minute, hour or day, and any
 // limit below 2⁵²) is inside it. A policy outside it is not refused: take.lua
@@ -118,17 +119,23 @@
 // escaped is replaced by # and its SHA-256. No key is longer than the prefix
 // plus MaxKeyLen.
 //
-// The state is a hash: for the bucket kinds the theoretical arrival time as
-// nanoseconds and a fraction (t, f) with the fraction's denominator (d; a
-// named policy whose emission interval changes reads the fraction on its own
-// grid, rounded up, as memstore does); for
-// the sliding window the window start and counts (t, c, p); for the fixed
-// window one field per window, named "start:end" (nanoseconds), holding its
-// count (so that a decision is one HINCRBY; the keys name this layout,
-// fixed-window.2, apart from the earlier t and c); for the sliding log
-// the units in the log and the last entry's time (u, a), with the entries
-// ("time cost") in a list. Every other hash also records the instant its
-// state becomes idle (x); a bucket's, the key's expiry (e). A sliding-log call costs O(1) plus the entries that have
+// The state is a hash. For the fixed window, one field per window, named
+// "start:end" (nanoseconds), holding its count. For the bucket kinds, one
+// field per epoch, named "B:d", holding v = (TAT − B ms) × d: the
+// theoretical arrival time is B ms + v/d ns, d is the denominator, and B
+// the start of an epoch of H = floor(dur(Burst)/1ms) + 1 ms, aligned to
+// multiples of H since the Unix epoch (a named policy whose emission
+// interval changes reads the fraction on its own grid, rounded up, as
+// memstore does). So a decision is one HINCRBY: a refusal is taken back in
+// the script, and a key's expiry is set once an epoch, to B + 2H (the
+// last TAT an admission in the epoch can reach is before it; a charge that
+// puts the TAT later sets it there): a bucket key lives at most 2H after
+// its last write (or to its TAT), a fixed window's to its window's end. The keys name these layouts (fixed-window.2, token-bucket.2, gcra.2,
+// leaky-bucket.2), apart from the earlier t, c, f and d. For the sliding
+// window the window start and counts (t, c, p); for the sliding log the
+// units in the log and the last entry's time (u, a), with the entries
+// ("time cost") in a list; both also record the instant their state
+// becomes idle (x). A sliding-log call costs O(1) plus the entries that have
 // left the window, plus, for a rejected request, the entries that must leave
 // before it fits (at most its cost).
 //
