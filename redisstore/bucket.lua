@@ -37,7 +37,9 @@ end
 
 -- bucket_reply is the reply for a debt (TAT - now, in 1/d ns, 0 if the TAT
 -- is before now) and the outcome: 2n+1 if admitted and 2n if not, for n the
--- debt in whole ns, or "n a f" (a 1 or 0) when it has a fraction f/d.
+-- debt in whole ns, or "n a f" (a 1 or 0) when it has a fraction f/d. (A
+-- debt is below 2^53; one of 2^52 or more is always refused, and 2n is
+-- exact.)
 local function bucket_reply(debt, ok, g)
   local n = math.floor(debt / g.den)
   local f = debt - n * g.den

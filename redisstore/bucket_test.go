@@ -185,3 +185,44 @@ func bucketTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketHugeDebt: a TAT far ahead (a charge's debt near 2⁵² ns, and
+// one whose HINCRBY would pass 2⁵³, left to take.lua) is refused, and the
+// state reported is exact: the model's decision on it.
+func TestBucketHugeDebt(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clock := sluicetest.NewClock(t0)
+	s := newStore(t, c, WithClock(clock))
+	p := sluice.Policy{Name: "huge", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second} // den 1, H = 1001 ms
+	cp, err := s.compile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := stateKey(s.prefix, s.slot, policyTag(p), "k")
+	b := t0.UnixMilli() - t0.UnixMilli()%1001
+	ctx := t.Context()
+	for _, v := range []int64{1<<52 + 5, 1<<53 - 10} {
+		f := strconv.FormatInt(b, 10) + ":1"
+		if err := c.Do(ctx, c.B().Del().Key(key).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Do(ctx, c.B().Hset().Key(key).FieldValue().FieldValue(f, strconv.FormatInt(v, 10)).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Do(ctx, c.B().Pexpire().Key(key).Milliseconds(3_600_000).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		stored := model.State{Time: b*1_000_000 + v}
+		for _, cost := range []int64{1, 0} {
+			d, st, err := s.TakeStamped(ctx, p, "k", cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, want := cp.model.Take(stored, t0.UnixNano(), cost)
+			if d != want || !reflect.DeepEqual(st, stored) {
+				t.Fatalf("v %d, cost %d: %+v, state %+v; want %+v, %+v", v, cost, d, st, want, stored)
+			}
+		}
+	}
+}
