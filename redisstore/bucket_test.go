@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,12 +89,7 @@ func TestBucketTrace(t *testing.T) { bucketTrace(t) }
 // before Redis 7.0, so that bucket.lua's other way to find a new key
 // decides.
 func TestBucketTraceRedis6(t *testing.T) {
-	if !strings.Contains(singlesText, "'NX'") {
-		t.Fatal("singles.lua no longer uses PEXPIRE ... NX")
-	}
-	saved := singlesScript
-	singlesScript = rueidis.NewLuaScript(strings.ReplaceAll(singlesText, "'NX'", "'NO-SUCH-OPTION'"))
-	t.Cleanup(func() { singlesScript = saved })
+	asRedis6(t)
 	bucketTrace(t)
 }
 
