@@ -19,6 +19,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -29,8 +30,9 @@ import (
 // separate serve process, and a Go gRPC load client (in the benchmark's
 // process) keeping 16 or 64 ShouldRateLimit calls in flight over 100,000
 // distinct descriptor values, on the memory store and on Redis. Reported:
-// requests/s, p50 and p99 latency as the client sees it, and the serve
-// process's CPU time (user + system, from /proc) per request.
+// requests/s, p50 and p99 latency as the client sees it, the serve
+// process's CPU time (user + system, from /proc) per request, and on Redis
+// redis-server's (INFO cpu) per request.
 //
 // It runs every case twice. With cpus=shared all three processes (load
 // client, redis-server, sluice serve) may run on every CPU, as the machine
@@ -61,8 +63,10 @@ func BenchmarkServe(b *testing.B) {
 				for _, sockets := range []string{"plain", "raw"} {
 					b.Run("store="+store+"/sockets="+sockets, func(b *testing.B) {
 						args := []string{"--store", "memory", "--config", dir}
+						var redisAddr string
 						if store == "redis" {
-							args = []string{"--store", "redis://" + sluicetest.StartRedis(b), "--config", dir}
+							redisAddr = sluicetest.StartRedis(b)
+							args = []string{"--store", "redis://" + redisAddr, "--config", dir}
 						}
 						if sockets == "raw" {
 							args = append(args, "--raw-sockets")
@@ -70,7 +74,7 @@ func BenchmarkServe(b *testing.B) {
 						addr, httpAddr, cmd, _ := startServeProcessOn(b, serveCPU, args...)
 						pid := cmd.Process.Pid
 						for _, inflight := range []int{16, 64} {
-							b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, httpAddr, pid, inflight) })
+							b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, httpAddr, redisAddr, pid, inflight) })
 						}
 					})
 				}
@@ -102,7 +106,10 @@ func splitCPUs(b *testing.B) string {
 	return strconv.Itoa(n - 1)
 }
 
-func loadServe(b *testing.B, addr, httpAddr string, pid, inflight int) {
+// loadServe sends b.N requests to the serve process pid at addr, inflight
+// at a time, and reports them; with redisAddr (its store) not "", also
+// Redis's CPU per request (INFO cpu: user + system).
+func loadServe(b *testing.B, addr, httpAddr, redisAddr string, pid, inflight int) {
 	const values = 100000
 	conns := make([]rls.RateLimitServiceClient, 4)
 	for i := range conns {
@@ -130,6 +137,7 @@ func loadServe(b *testing.B, addr, httpAddr string, pid, inflight int) {
 	var wg sync.WaitGroup
 	storeErrors0 := storeErrors(b, httpAddr)
 	cpu0 := procCPU(b, pid)
+	redis0 := redisCPU(b, redisAddr)
 	b.ResetTimer()
 	start := time.Now()
 	for w := 0; w < inflight; w++ {
@@ -155,6 +163,7 @@ func loadServe(b *testing.B, addr, httpAddr string, pid, inflight int) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cpu := procCPU(b, pid) - cpu0
+	redis := redisCPU(b, redisAddr) - redis0
 	// A request the store failed (a timeout) is answered by the rule's
 	// failure mode without Redis, so its cost is not a decision's: the
 	// figures stand only if there were none.
@@ -166,6 +175,38 @@ func loadServe(b *testing.B, addr, httpAddr string, pid, inflight int) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-cpu-µs/req")
+	if redisAddr != "" {
+		b.ReportMetric(float64(redis.Microseconds())/float64(b.N), "redis-cpu-µs/req")
+	}
+}
+
+// redisCPU returns the CPU time (user + system) the redis-server at addr
+// has used (INFO cpu), or 0 for addr "".
+func redisCPU(b *testing.B, addr string) time.Duration {
+	if addr == "" {
+		return 0
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.Do(context.Background(), c.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpu time.Duration
+	for line := range strings.Lines(info) {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_user" || name == "used_cpu_sys" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %q: %v", line, err)
+			}
+			cpu += time.Duration(f * float64(time.Second))
+		}
+	}
+	return cpu
 }
 
 // storeErrors returns the sum of serve's sluice_store_errors_total
