@@ -4,7 +4,7 @@
 -- emission interval T, a request of cost c at now is admitted iff
 -- max(TAT, now) + c*T - now <= Burst*T, and then TAT = max(TAT, now) + c*T.
 --
--- In Redis the TAT is one field of the hash, "B:d", holding v = (TAT - B
+-- In Redis the TAT is one field of the hash, "B:d:H", holding v = (TAT - B
 -- ms) * d: B is the start of now's epoch (ms since the Unix epoch; epochs
 -- last H = floor(dur(Burst) / 1ms) + 1 ms), d the denominator
 -- (take_bucket.lua keeps the same). Everything here is in units of 1/d ns
@@ -30,7 +30,8 @@ local function bucket_group(ns, nl, i, slack)
   local b = nms - math.fmod(nms, hms)
   return {cv = tonumber(ARGV[i]), cvs = ARGV[i], ncvs = '-' .. ARGV[i],
     den = den, dens = ARGV[i + 1], bv = tonumber(ARGV[i + 2]),
-    write = ARGV[i + 4] ~= '0', b = b, f = string.format('%d:', b) .. ARGV[i + 1],
+    write = ARGV[i + 4] ~= '0', b = b, hmss = ARGV[i + 3],
+    f = string.format('%d:', b) .. ARGV[i + 1] .. ':' .. ARGV[i + 3],
     nowv = ((nms - b) * 1000000 + math.fmod(nl, 1000000)) * den,
     ttl = b + 2 * hms - nms + slack}
 end
@@ -53,7 +54,7 @@ end
 -- says whether the request's HINCRBY made the field (a peek, or a cost
 -- past the burst, writes nothing). An earlier epoch's TAT is carried into
 -- this one; anything else (a later epoch, another denominator, a number too
--- large) is left to take.lua (-1), with the HINCRBY taken back.
+-- large, another H) is left to take.lua (-1), with the HINCRBY taken back.
 local function bucket_rest(key, g, wrote)
   local v = redis.call('HGETALL', key)
   local other, ov, many
@@ -65,9 +66,9 @@ local function bucket_rest(key, g, wrote)
   end
   local old = 0 -- the TAT, relative to B
   if other then
-    local ob, od = string.match(other, '^(%d+):(%d+)$')
+    local ob, od, oh = string.match(other, '^(%d+):(%d+):(%d+)$')
     ob = tonumber(ob)
-    if many or not ob or od ~= g.dens or ob >= g.b or #ov > 15
+    if many or not ob or od ~= g.dens or oh ~= g.hmss or ob >= g.b or #ov > 15
       or (g.b - ob) * 1000000 * g.den >= TWO53 then
       if wrote then redis.call('HDEL', key, g.f) end
       return -1

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -50,8 +51,8 @@ func TestBucketEpochExpiry(t *testing.T) {
 		t.Helper()
 		fields, err := c.Do(t.Context(), c.B().Hkeys().Key(key).Build()).AsStrSlice()
 		b := epoch(at)
-		if err != nil || len(fields) != 1 || fields[0] != strconv.FormatInt(b, 10)+":1" {
-			t.Fatalf("%s: fields %q, %v; want one, %d:1", what, fields, err, b)
+		if err != nil || len(fields) != 1 || fields[0] != strconv.FormatInt(b, 10)+":1:3001" {
+			t.Fatalf("%s: fields %q, %v; want one, %d:1:3001", what, fields, err, b)
 		}
 		end := b + 2*h - at.UnixMilli()
 		if got := pttl(t, c, key); got > end || got <= end-1000 {
@@ -197,7 +198,7 @@ func TestBucketHugeDebt(t *testing.T) {
 	b := t0.UnixMilli() - t0.UnixMilli()%1001
 	ctx := t.Context()
 	for _, v := range []int64{1<<52 + 5, 1<<53 - 10} {
-		f := strconv.FormatInt(b, 10) + ":1"
+		f := strconv.FormatInt(b, 10) + ":1:1001"
 		if err := c.Do(ctx, c.B().Del().Key(key).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
@@ -217,6 +218,70 @@ func TestBucketHugeDebt(t *testing.T) {
 			if d != want || !reflect.DeepEqual(st, stored) {
 				t.Fatalf("v %d, cost %d: %+v, state %+v; want %+v, %+v", v, cost, d, st, want, stored)
 			}
+		}
+	}
+}
+
+// TestBucketBurstChange: a named policy whose burst grows (another epoch
+// length H, one denominator) does not trust the expiry the old H set: the
+// key still outlives its TAT.
+func TestBucketBurstChange(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	const h2 = 2002 // the new H; the old one, 1001, shares its epochs' starts
+	b0 := int64(1_700_000_000_000) - 1_700_000_000_000%h2
+	clock := sluicetest.NewClock(time.UnixMilli(b0 + 1000))
+	s := newStore(t, c, WithClock(clock), WithExpirySlack(0))
+	p1 := sluice.Policy{Name: "x", Algorithm: sluice.GCRA, Limit: 1000, Period: time.Second, Burst: 1000} // H 1001 ms
+	p2 := p1
+	p2.Burst = 2001 // H 2002 ms
+	take(t, s, p1, "k", 1000)
+	if d := take(t, s, p2, "k", 1001); !d.Allowed {
+		t.Fatalf("the take under the larger burst: %+v, want admitted", d)
+	}
+	key, _ := stateKey(s.prefix, s.slot, policyTag(p2), "k")
+	h, err := c.Do(t.Context(), c.B().Hgetall().Key(key).Build()).AsStrMap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := time.Duration(new(big.Int).Sub(stateExpiry(t, key, h), big.NewInt(clock.Now().UnixNano())).Int64())
+	if got := time.Duration(pttl(t, c, key)) * time.Millisecond; got < idle-100*time.Millisecond {
+		t.Fatalf("the key expires in %v, before its state is idle (%v)", got, idle)
+	}
+}
+
+// TestBucketBatchOfTwoRates: a batch holding two rates of one name on one
+// key (two denominators) decides and stores as memstore does: the second
+// request reads the first's TAT on its own grid.
+func TestBucketBatchOfTwoRates(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clock := sluicetest.NewClock(t0)
+	s := newStore(t, c, WithClock(clock))
+	ms := memstore.New(memstore.WithClock(clock))
+	defer ms.Close()
+	p7 := sluice.Policy{Name: "b", Algorithm: sluice.TokenBucket, Limit: 7, Period: 2 * time.Second, Burst: 2}
+	p5 := sluice.Policy{Name: "b", Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second, Burst: 5}
+	ctx := t.Context()
+	batch := []sluice.Request{{Policy: p7, Key: "k", Cost: 1}, {Policy: p5, Key: "k", Cost: 1}}
+	got, want := make([]sluice.Decision, 2), make([]sluice.Decision, 2)
+	if err := s.TakeAll(ctx, batch, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms.TakeAll(ctx, batch, want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the batch: %+v, want %+v", got, want)
+	}
+	clock.Advance(482 * time.Millisecond)
+	for _, cost := range []int64{2, 0} {
+		g := take(t, s, p5, "k", cost)
+		w, err := ms.Take(ctx, p5, "k", cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g != w {
+			t.Fatalf("cost %d after the batch: %+v, want %+v", cost, g, w)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func liveKeys(t testing.TB, c rueidis.Client, prefix string, now int64) int {
 
 // stateExpiry returns when the state in hash h (of key k) becomes idle, in
 // ns: a fixed window's end (its field start:end); a bucket's TAT, rounded
-// up to a whole ns (its field B:d holds (TAT - B ms) × d); else the x field.
+// up to a whole ns (its field B:d:H holds (TAT - B ms) × d); else the x field.
 func stateExpiry(t testing.TB, k string, h map[string]string) *big.Int {
 	t.Helper()
 	x, ok := new(big.Int).SetString(h["x"], 10)
@@ -79,11 +79,12 @@ func stateExpiry(t testing.TB, k string, h map[string]string) *big.Int {
 			x, ok = new(big.Int).SetString(b, 10)
 			break
 		}
+		ds, _, _ := strings.Cut(b, ":") // B:d:H
 		epoch, ok1 := new(big.Int).SetString(a, 10)
-		den, ok2 := new(big.Int).SetString(b, 10)
+		den, ok2 := new(big.Int).SetString(ds, 10)
 		val, ok3 := new(big.Int).SetString(v, 10)
 		if !ok1 || !ok2 || !ok3 || den.Sign() <= 0 {
-			t.Fatalf("%s: field %s = %s: not a bucket's B:d", k, f, v)
+			t.Fatalf("%s: field %s = %s: not a bucket's B:d:H", k, f, v)
 		}
 		// ceil(B×10⁶ + v/d)
 		q, r := new(big.Int).QuoRem(val, den, new(big.Int))

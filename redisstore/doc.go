@@ -121,7 +121,7 @@
 //
 // The state is a hash. For the fixed window, one field per window, named
 // "start:end" (nanoseconds), holding its count. For the bucket kinds, one
-// field per epoch, named "B:d", holding v = (TAT − B ms) × d: the
+// field per epoch, named "B:d:H", holding v = (TAT − B ms) × d: the
 // theoretical arrival time is B ms + v/d ns, d is the denominator, and B
 // the start of an epoch of H = floor(dur(Burst)/1ms) + 1 ms, aligned to
 // multiples of H since the Unix epoch (a named policy whose emission

@@ -60,9 +60,8 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp mod
 		if !ok {
 			return false, nil
 		}
-		ns, _ := c.dur(c.cap)
 		args = []string{"b", strconv.FormatInt(stamp.Time, 10), strconv.FormatInt(stamp.Frac, 10), c.denS,
-			strconv.FormatInt(next.Time, 10), strconv.FormatInt(next.Frac, 10), strconv.FormatUint(ns/1_000_000+1, 10)}
+			strconv.FormatInt(next.Time, 10), strconv.FormatInt(next.Frac, 10)}
 	case c.kind == "f" && units > 0:
 		args = []string{"f", strconv.FormatInt(stamp.Time, 10), strconv.FormatInt(units, 10)}
 	default:

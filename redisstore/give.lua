@@ -3,8 +3,9 @@
 --
 -- KEYS[1]: the state hash.
 -- Bucket kinds, ARGV: "b", the stamp's TAT and fraction, the denominator,
---   then the TAT and fraction to write, and the epoch H in ms
---   (take_bucket.lua): only if the key still holds exactly the stamp
+--   then the TAT and fraction to write (in the stored epoch's field, or an
+--   earlier one of the same H: take_bucket.lua): only if the key still
+--   holds exactly the stamp
 --   (nothing else changed it since the lease's take). The key's expiry is
 --   left as it was: it covers the stored epoch, and the earlier TAT.
 -- Fixed window, ARGV: "f", the stamp's window start, units: the count (the
@@ -23,7 +24,7 @@ if ARGV[1] == "b" then
   -- The field of the stored epoch, or of the new TAT's if that is earlier
   -- (v stays >= 0); the key's expiry stays (it covers that epoch).
   local bh, bl = bucket_ms(s.B)
-  if cmp(s.th, s.tl, bh, bl) < 0 then s.B = bucket_epoch(s.th, s.tl, tonumber(ARGV[7])) end
+  if cmp(s.th, s.tl, bh, bl) < 0 then s.B = bucket_epoch(s.th, s.tl, s.hms) end
   bucket_save(s, '')
   return 1
 end

@@ -4,14 +4,16 @@
 -- now + Burst*T, and then TAT = max(TAT, now) + c*T. Go sends c*T and
 -- Burst*T as whole ns and a fraction (dur(1) for a peek, judged as cost 1).
 --
--- In Redis the state is one field of the hash, named "B:d" (bucket.lua
+-- In Redis the state is one field of the hash, named "B:d:H" (bucket.lua
 -- keeps the same): B is the start of an epoch in ms since the Unix epoch, d
--- the denominator, and the value v = (TAT - B ms) * d, so TAT = B ms + v/d
--- ns (v >= 0). Epochs last H = floor(dur(Burst) / 1ms) + 1 ms, aligned to
--- multiples of H. A write goes to the field of now's epoch and deletes the
--- others; the key then expires at the later of the TAT and B + 2H, so that
--- bucket.lua's admissions in that epoch (a TAT at most now + dur(Burst),
--- below B + 2H) need no PEXPIRE.
+-- the denominator, H the epoch's length, and the value v = (TAT - B ms) *
+-- d, so TAT = B ms + v/d ns (v >= 0). Epochs last H = floor(dur(Burst) /
+-- 1ms) + 1 ms, aligned to multiples of H. A write goes to the field of
+-- now's epoch and deletes the others; the key then expires at the later of
+-- the TAT and B + 2H, so that bucket.lua's admissions in that epoch (a TAT
+-- at most now + dur(Burst), below B + 2H) need no PEXPIRE. (H is in the
+-- name so that a policy whose burst changes never trusts another H's
+-- expiry.)
 
 -- bucket_hms returns H in ms for dur(Burst) ns (a decimal string).
 local function bucket_hms(bns)
@@ -31,24 +33,42 @@ local function bucket_ms(b)
   return h, (b - h * 1000) * 1000000
 end
 
+-- bucket_grid moves s's fraction to the grid of denominator den (a named
+-- policy whose emission interval changed), rounded up: never earlier.
+local function bucket_grid(s, den)
+  if s.d ~= den and (s.fh > 0 or s.fl > 0) then
+    local nd = big(den)
+    local q, r = bdivmod(bmul(pbig(s.fh, s.fl), nd), big(s.d))
+    if #r > 0 then q = badd(q, {1}) end
+    if bcmp(q, nd) == 0 then
+      s.th, s.tl = add(s.th, s.tl, 0, 1)
+      s.fh, s.fl = 0, 0
+    else
+      s.fh, s.fl = P(str(q))
+    end
+  end
+  s.d = den
+end
+
 local function bucket_load(key, lkey, den)
   local s = {key = key, d = den, old = {}, th = 0, tl = 0, fh = 0, fl = 0}
   local v = redis.call('HGETALL', key)
-  local b, d, val
+  local b, d, hms, val
   for i = 1, #v, 2 do
-    local fb, fd = string.match(v[i], '^(%d+):(%d+)$')
+    local fb, fd, fh = string.match(v[i], '^(%d+):(%d+):(%d+)$')
     if fb then
       fb = tonumber(fb)
       if not b or fb > b then
         if s.f then s.old[#s.old + 1] = s.f end
-        s.f, b, d, val = v[i], fb, fd, v[i + 1]
+        s.f, b, d, hms, val = v[i], fb, fd, tonumber(fh), v[i + 1]
       else
         s.old[#s.old + 1] = v[i]
       end
     end
   end
   if not s.f then return s end
-  s.sd, s.B = d, b -- the stored denominator and epoch (give.lua)
+  -- The stored denominator, epoch and its length (give.lua writes there).
+  s.sd, s.B, s.hms = d, b, hms
   -- v / d: the quotient is ns after B, the remainder the fraction.
   local qh, ql
   local dn = tonumber(d)
@@ -68,19 +88,8 @@ local function bucket_load(key, lkey, den)
   end
   local bh, bl = bucket_ms(b)
   s.th, s.tl = add(bh, bl, qh, ql)
-  if d ~= den and (s.fh > 0 or s.fl > 0) then
-    -- Stored by a policy of the same name with another emission
-    -- interval: move the fraction up to the new grid, never earlier.
-    local nd = big(den)
-    local q, r = bdivmod(bmul(pbig(s.fh, s.fl), nd), big(d))
-    if #r > 0 then q = badd(q, {1}) end
-    if bcmp(q, nd) == 0 then
-      s.th, s.tl = add(s.th, s.tl, 0, 1)
-      s.fh, s.fl = 0, 0
-    else
-      s.fh, s.fl = P(str(q))
-    end
-  end
+  s.d = d
+  bucket_grid(s, den)
   return s
 end
 
@@ -89,7 +98,7 @@ end
 -- TAT and that epoch's start plus 2H.
 local function bucket_expire(s, r, xh, xl)
   local hms = bucket_hms(ARGV[r.a + 7])
-  s.B = bucket_epoch(r.nh, r.nl, hms)
+  s.B, s.hms = bucket_epoch(r.nh, r.nl, hms), hms
   local eh, el = bucket_ms(s.B + 2 * hms)
   s.xh, s.xl = maxp(xh, xl, eh, el)
   s.dirty = true
@@ -97,6 +106,7 @@ end
 
 -- take decides r on s: admitted, and the state it saw (t, f).
 local function bucket_take(s, r)
+  bucket_grid(s, ARGV[r.a + 9]) -- a batch may hold two rates of one name
   local seen1, seen2 = S(s.th, s.tl), S(s.fh, s.fl)
   if cmp(r.ch, r.cl, r.kh, r.kl) > 0 then return false, seen1, seen2 end
   local a = r.a
@@ -130,7 +140,7 @@ local function bucket_save(s, x)
   else
     val = str(badd(bmul(pbig(xh, xl), big(s.d)), pbig(s.fh, s.fl)))
   end
-  local field = string.format('%d:', s.B) .. s.d
+  local field = string.format('%d:%s:%d', s.B, s.d, s.hms)
   if s.f and s.f ~= field then s.old[#s.old + 1] = s.f end
   if #s.old > 0 then redis.call('HDEL', s.key, unpack(s.old)) end
   redis.call('HSET', s.key, field, val)

@@ -23,6 +23,7 @@ local TATH, TATL = 5764607523, 34234880 -- 2^62 + 2^60 ns
 local MXH, MXL = 9223372036, 854775807  -- 2^63 - 1
 
 local function charge_bucket(s, r)
+  bucket_grid(s, ARGV[r.a + 9])
   local o1, o2 = S(s.th, s.tl), S(s.fh, s.fl)
   local th, tl, fh, fl = s.th, s.tl, s.fh, s.fl
   if rless(th, tl, fh, fl, r.nh, r.nl, 0, 0) then th, tl, fh, fl = r.nh, r.nl, 0, 0 end
