@@ -78,13 +78,14 @@ func (c *compiled) fastArgs(a []string, cost int64) []string {
 	if cost == 0 {
 		write = "0"
 	}
-	cv := c.bv + 1
-	if judged <= c.cap {
-		cv = uint64(judged) * c.num
-	} else {
-		write = "0"
+	cv := c.numS // judged 1: no formatting on the common path
+	switch {
+	case judged > c.cap:
+		cv, write = c.overS, "0"
+	case judged > 1:
+		cv = strconv.FormatUint(uint64(judged)*c.num, 10)
 	}
-	return append(a, "b", strconv.FormatUint(cv, 10), c.denS, c.bvS, c.hmsS, write)
+	return append(a, "b", cv, c.denS, c.bvS, c.hmsS, write)
 }
 
 // takeFast decides one request with singles.lua. done is false when the
@@ -157,8 +158,7 @@ func (c *compiled) fastState(r rueidis.RedisMessage, now int64) (st model.State,
 		return st, admitted, true, nil // no state, or one the model reads as none
 	}
 	if c.kind == "f" {
-		period := c.model.Policy().Period.Nanoseconds()
-		return model.State{Time: now - now%period, Count: n}, admitted, true, nil
+		return model.State{Time: now - now%c.perNS, Count: n}, admitted, true, nil
 	}
 	return model.State{Time: now + n, Frac: frac}, admitted, true, nil
 }

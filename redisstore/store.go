@@ -124,6 +124,9 @@ type compiled struct {
 	bv    uint64
 	bvS   string
 	hmsS  string
+	numS  string // num: cost 1 (and a peek) in 1/den ns
+	overS string // bv + 1: a cost past the burst
+	perNS int64  // the period in ns (fixed-window's window)
 	// calKind is the script's kind for a calendar policy's windows ("F"
 	// or "W"; calendar.go), "" for any other.
 	calKind string
@@ -235,7 +238,7 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	c = &compiled{model: m, tag: policyTag(p), cap: p.Limit, perS: strconv.FormatInt(int64(p.Period), 10)}
+	c = &compiled{model: m, tag: policyTag(p), cap: p.Limit, perS: strconv.FormatInt(int64(p.Period), 10), perNS: int64(p.Period)}
 	switch p.Algorithm {
 	case sluice.FixedWindow:
 		c.kind = "f"
@@ -264,6 +267,7 @@ func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 		c.hmsS = strconv.FormatUint(ns/1_000_000+1, 10)
 		if hi, lo := bits.Mul64(uint64(c.cap), c.num); hi == 0 {
 			c.bv, c.bvS = lo, strconv.FormatUint(lo, 10)
+			c.numS, c.overS = strconv.FormatUint(c.num, 10), strconv.FormatUint(lo+1, 10)
 		}
 	}
 	c.fast = c.fastKind(p)
