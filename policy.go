@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"time"
+
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // Algorithm names a rate-limiting algorithm. The names are the ones used in
@@ -90,8 +92,8 @@ type Policy struct {
 	// Calendar, if set, aligns the windows of fixed-window and
 	// sliding-window to calendar days, weeks, months or years in a time
 	// zone; Period must then be the unit's nominal length
-	// (CalendarUnit.Nominal). The zero Calendar keeps windows Period long.
-	Calendar Calendar
+	// (calendar.Unit.Nominal). The zero Calendar keeps windows Period long.
+	Calendar calendar.Calendar
 }
 
 // Capacity returns the most units one request can ever be admitted for, the
@@ -115,7 +117,7 @@ func (p Policy) Validate() error {
 	if p.Period <= 0 || p.Period > MaxPeriod {
 		return fmt.Errorf("sluice: policy %q: period %v: must be positive and at most %v", p.Name, p.Period, MaxPeriod)
 	}
-	if err := p.Calendar.validate(p.Algorithm, p.Period); err != nil {
+	if err := p.validateCalendar(); err != nil {
 		return fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 	}
 	if !p.Algorithm.IsBucket() {
@@ -147,6 +149,22 @@ func (p Policy) String() string {
 		s = p.Name + ": " + s
 	}
 	return s
+}
+
+// validateCalendar checks p.Calendar, and that it suits p: a window kind
+// whose Period is the calendar unit's nominal length.
+func (p Policy) validateCalendar() error {
+	c := p.Calendar
+	if err := c.Validate(); err != nil || c.Unit == 0 {
+		return err
+	}
+	if p.Algorithm != FixedWindow && p.Algorithm != SlidingWindow {
+		return fmt.Errorf("calendar %s: %s has no windows to align (calendar periods are for fixed-window and sliding-window)", c.Unit, p.Algorithm)
+	}
+	if p.Period != c.Unit.Nominal() {
+		return fmt.Errorf("period %v: a calendar %s's period must be its nominal length, %v", p.Period, c.Unit, c.Unit.Nominal())
+	}
+	return nil
 }
 
 // quotient returns ⌊(hi,lo)/d⌋ for hi < d.

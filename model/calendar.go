@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
-// Calendar windows. A policy with a sluice.Calendar counts its fixed or
+// Calendar windows. A policy with a calendar.Calendar counts its fixed or
 // sliding windows in calendar days, weeks, months or years of a time zone
-// (sluice.Calendar.Window draws them) instead of multiples of Period since
+// (calendar.Calendar.Window draws them) instead of multiples of Period since
 // the epoch. The sliding window weighs the previous window by the part of
 // the current one still to come, (P−e)/P with P the current window's own
 // length, and its RetryAfter and ResetAfter span windows of different
@@ -21,9 +22,9 @@ import (
 // scripts count microseconds) represents them exactly; a store that cannot
 // evaluate time-zone rules is given the boundaries (Model.Window).
 
-// calendar is a sluice.Calendar ready for evaluation.
-type calendar struct {
-	cal sluice.Calendar
+// calWindows is a calendar.Calendar ready for evaluation.
+type calWindows struct {
+	cal calendar.Calendar
 	// last is the most recent window found: most decisions fall into it.
 	last atomic.Pointer[Window]
 }
@@ -35,14 +36,14 @@ type Window struct {
 	Prev, Start, End, Next int64
 }
 
-func newCalendar(c sluice.Calendar) *calendar {
+func newCalendar(c calendar.Calendar) *calWindows {
 	if c.Unit == 0 {
 		return nil
 	}
 	if c.Location == nil {
 		c.Location = time.UTC
 	}
-	return &calendar{cal: c}
+	return &calWindows{cal: c}
 }
 
 // Window returns the calendar window that holds now (nanoseconds since the
@@ -57,7 +58,7 @@ func (m *Model) Window(now int64) (w Window, ok bool) {
 }
 
 // window returns the window that holds t.
-func (c *calendar) window(t int64) Window {
+func (c *calWindows) window(t int64) Window {
 	if w := c.last.Load(); w != nil && w.Start <= t && t < w.End {
 		return *w
 	}
@@ -81,7 +82,7 @@ func ns(t time.Time) int64 {
 }
 
 // longest returns an upper bound on the length of one window.
-func (c *calendar) longest() int64 {
+func (c *calWindows) longest() int64 {
 	// A month or year is at most a day longer than its nominal length,
 	// and a DST change moves a midnight by at most two hours.
 	return int64(c.cal.Unit.Nominal() + 24*time.Hour + 2*time.Hour)

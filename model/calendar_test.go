@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 func zone(t *testing.T, name string) *time.Location {
@@ -21,8 +22,8 @@ func zone(t *testing.T, name string) *time.Location {
 }
 
 func monthly(loc *time.Location, alg sluice.Algorithm, limit int64, day int) sluice.Policy {
-	return sluice.Policy{Algorithm: alg, Limit: limit, Period: sluice.CalendarMonth.Nominal(),
-		Calendar: sluice.Calendar{Unit: sluice.CalendarMonth, Location: loc, Day: day}}
+	return sluice.Policy{Algorithm: alg, Limit: limit, Period: calendar.Month.Nominal(),
+		Calendar: calendar.Calendar{Unit: calendar.Month, Location: loc, Day: day}}
 }
 
 // TestCalendarWindows pins the windows to the wall clock: months of 28, 29
@@ -33,28 +34,28 @@ func TestCalendarWindows(t *testing.T) {
 	berlin := zone(t, "Europe/Berlin")
 	d := func(y int, mo time.Month, day, h int) time.Time { return time.Date(y, mo, day, h, 0, 0, 0, berlin) }
 	cases := []struct {
-		cal        sluice.Calendar
+		cal        calendar.Calendar
 		at         time.Time
 		start, end time.Time
 		length     time.Duration
 	}{
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin}, d(2026, 2, 14, 12), d(2026, 2, 1, 0), d(2026, 3, 1, 0), 28 * 24 * time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin}, d(2028, 2, 29, 23), d(2028, 2, 1, 0), d(2028, 3, 1, 0), 29 * 24 * time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin}, d(2026, 3, 29, 3), d(2026, 3, 1, 0), d(2026, 4, 1, 0), 31*24*time.Hour - time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin}, d(2026, 10, 31, 23), d(2026, 10, 1, 0), d(2026, 11, 1, 0), 31*24*time.Hour + time.Hour},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin}, d(2026, 2, 14, 12), d(2026, 2, 1, 0), d(2026, 3, 1, 0), 28 * 24 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin}, d(2028, 2, 29, 23), d(2028, 2, 1, 0), d(2028, 3, 1, 0), 29 * 24 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin}, d(2026, 3, 29, 3), d(2026, 3, 1, 0), d(2026, 4, 1, 0), 31*24*time.Hour - time.Hour},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin}, d(2026, 10, 31, 23), d(2026, 10, 1, 0), d(2026, 11, 1, 0), 31*24*time.Hour + time.Hour},
 		// Billing day 15: the window that holds March 10 began February 15.
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin, Day: 15}, d(2026, 3, 10, 0), d(2026, 2, 15, 0), d(2026, 3, 15, 0), 28 * 24 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin, Day: 15}, d(2026, 3, 10, 0), d(2026, 2, 15, 0), d(2026, 3, 15, 0), 28 * 24 * time.Hour},
 		// Billing day 31: February's window begins on its last day.
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin, Day: 31}, d(2026, 3, 1, 0), d(2026, 2, 28, 0), d(2026, 3, 31, 0), 31*24*time.Hour - time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin, Day: 31}, d(2026, 2, 27, 0), d(2026, 1, 31, 0), d(2026, 2, 28, 0), 28 * 24 * time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarDay, Location: berlin}, d(2026, 3, 29, 12), d(2026, 3, 29, 0), d(2026, 3, 30, 0), 23 * time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarDay, Location: berlin}, d(2026, 10, 25, 1), d(2026, 10, 25, 0), d(2026, 10, 26, 0), 25 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin, Day: 31}, d(2026, 3, 1, 0), d(2026, 2, 28, 0), d(2026, 3, 31, 0), 31*24*time.Hour - time.Hour},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin, Day: 31}, d(2026, 2, 27, 0), d(2026, 1, 31, 0), d(2026, 2, 28, 0), 28 * 24 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Day, Location: berlin}, d(2026, 3, 29, 12), d(2026, 3, 29, 0), d(2026, 3, 30, 0), 23 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Day, Location: berlin}, d(2026, 10, 25, 1), d(2026, 10, 25, 0), d(2026, 10, 26, 0), 25 * time.Hour},
 		// Weeks from Monday (2026-03-23 is a Monday) and from Sunday.
-		{sluice.Calendar{Unit: sluice.CalendarWeek, Location: berlin}, d(2026, 3, 29, 12), d(2026, 3, 23, 0), d(2026, 3, 30, 0), 7*24*time.Hour - time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarWeek, Location: berlin, Day: 7}, d(2026, 3, 29, 12), d(2026, 3, 29, 0), d(2026, 4, 5, 0), 7*24*time.Hour - time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarYear, Location: berlin, Month: time.February, Day: 29}, d(2027, 1, 5, 0), d(2026, 2, 28, 0), d(2027, 2, 28, 0), 365 * 24 * time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarYear, Location: berlin, Month: time.February, Day: 29}, d(2028, 2, 29, 0), d(2028, 2, 29, 0), d(2029, 2, 28, 0), 365 * 24 * time.Hour},
-		{sluice.Calendar{Unit: sluice.CalendarYear}, time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), 365 * 24 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Week, Location: berlin}, d(2026, 3, 29, 12), d(2026, 3, 23, 0), d(2026, 3, 30, 0), 7*24*time.Hour - time.Hour},
+		{calendar.Calendar{Unit: calendar.Week, Location: berlin, Day: 7}, d(2026, 3, 29, 12), d(2026, 3, 29, 0), d(2026, 4, 5, 0), 7*24*time.Hour - time.Hour},
+		{calendar.Calendar{Unit: calendar.Year, Location: berlin, Month: time.February, Day: 29}, d(2027, 1, 5, 0), d(2026, 2, 28, 0), d(2027, 2, 28, 0), 365 * 24 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Year, Location: berlin, Month: time.February, Day: 29}, d(2028, 2, 29, 0), d(2028, 2, 29, 0), d(2029, 2, 28, 0), 365 * 24 * time.Hour},
+		{calendar.Calendar{Unit: calendar.Year}, time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), 365 * 24 * time.Hour},
 	}
 	for _, c := range cases {
 		m, err := New(sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 1, Period: c.cal.Unit.Nominal(), Calendar: c.cal})
@@ -77,15 +78,15 @@ func TestCalendarTiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, name := range []string{"UTC", "Europe/Berlin", "America/Havana", "America/Santiago", "Asia/Beirut", "Australia/Lord_Howe", "Pacific/Apia"} {
 		loc := zone(t, name)
-		for u := sluice.CalendarDay; u <= sluice.CalendarYear; u++ {
+		for u := calendar.Day; u <= calendar.Year; u++ {
 			for _, day := range []int{0, 5, 29, 31} {
-				c := sluice.Calendar{Unit: u, Location: loc, Day: day}
+				c := calendar.Calendar{Unit: u, Location: loc, Day: day}
 				switch {
-				case u == sluice.CalendarDay:
+				case u == calendar.Day:
 					c.Day = 0
-				case u == sluice.CalendarWeek:
+				case u == calendar.Week:
 					c.Day = day % 8
-				case u == sluice.CalendarYear:
+				case u == calendar.Year:
 					c.Month = time.Month(1 + day%12)
 					c.Day = min(day, 28)
 				}
@@ -198,24 +199,24 @@ func TestCalendarSlidingWeighs(t *testing.T) {
 
 func TestCalendarValidate(t *testing.T) {
 	berlin := zone(t, "Europe/Berlin")
-	month := sluice.CalendarMonth.Nominal()
+	month := calendar.Month.Nominal()
 	cases := []struct {
 		p    sluice.Policy
 		want string
 	}{
-		{sluice.Policy{Name: "b", Algorithm: sluice.TokenBucket, Limit: 1, Period: month, Calendar: sluice.Calendar{Unit: sluice.CalendarMonth}},
+		{sluice.Policy{Name: "b", Algorithm: sluice.TokenBucket, Limit: 1, Period: month, Calendar: calendar.Calendar{Unit: calendar.Month}},
 			`sluice: policy "b": calendar month: token-bucket has no windows to align (calendar periods are for fixed-window and sliding-window)`},
-		{sluice.Policy{Name: "l", Algorithm: sluice.SlidingLog, Limit: 1, Period: month, Calendar: sluice.Calendar{Unit: sluice.CalendarMonth}},
+		{sluice.Policy{Name: "l", Algorithm: sluice.SlidingLog, Limit: 1, Period: month, Calendar: calendar.Calendar{Unit: calendar.Month}},
 			`sluice: policy "l": calendar month: sliding-log has no windows to align (calendar periods are for fixed-window and sliding-window)`},
-		{sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Hour, Calendar: sluice.Calendar{Unit: sluice.CalendarMonth}},
+		{sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Hour, Calendar: calendar.Calendar{Unit: calendar.Month}},
 			`sluice: policy "p": period 1h0m0s: a calendar month's period must be its nominal length, 720h0m0s`},
-		{sluice.Policy{Name: "d", Algorithm: sluice.FixedWindow, Limit: 1, Period: month, Calendar: sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin, Day: 32}},
+		{sluice.Policy{Name: "d", Algorithm: sluice.FixedWindow, Limit: 1, Period: month, Calendar: calendar.Calendar{Unit: calendar.Month, Location: berlin, Day: 32}},
 			`sluice: policy "d": calendar day 32: a month's anchor day must be between 1 and 31`},
-		{sluice.Policy{Name: "y", Algorithm: sluice.FixedWindow, Limit: 1, Period: sluice.CalendarYear.Nominal(), Calendar: sluice.Calendar{Unit: sluice.CalendarYear, Month: time.April, Day: 31}},
+		{sluice.Policy{Name: "y", Algorithm: sluice.FixedWindow, Limit: 1, Period: calendar.Year.Nominal(), Calendar: calendar.Calendar{Unit: calendar.Year, Month: time.April, Day: 31}},
 			`sluice: policy "y": calendar day 31: April has at most 30 days`},
-		{sluice.Policy{Name: "w", Algorithm: sluice.FixedWindow, Limit: 1, Period: sluice.CalendarWeek.Nominal(), Calendar: sluice.Calendar{Unit: sluice.CalendarWeek, Day: 8}},
+		{sluice.Policy{Name: "w", Algorithm: sluice.FixedWindow, Limit: 1, Period: calendar.Week.Nominal(), Calendar: calendar.Calendar{Unit: calendar.Week, Day: 8}},
 			`sluice: policy "w": calendar day 8: a week's anchor is an ISO weekday, 1 (Monday) to 7 (Sunday)`},
-		{sluice.Policy{Name: "z", Algorithm: sluice.FixedWindow, Limit: 1, Period: month, Calendar: sluice.Calendar{Location: berlin}},
+		{sluice.Policy{Name: "z", Algorithm: sluice.FixedWindow, Limit: 1, Period: month, Calendar: calendar.Calendar{Location: berlin}},
 			`sluice: policy "z": calendar unit: must be set with a time zone or an anchor`},
 	}
 	for _, c := range cases {
@@ -251,7 +252,7 @@ func BenchmarkCalendarTake(b *testing.B) {
 }
 
 // FuzzCalendar checks the calendar window models against an exact
-// reference: the window from sluice.Calendar.Window (whose tiling
+// reference: the window from calendar.Calendar.Window (whose tiling
 // TestCalendarTiles checks), and admission computed in rationals from the
 // semantics: cur + c + prev·(P−e)/P ≤ Limit for sliding-window with P the
 // current window's own length, cur + c ≤ Limit for fixed-window. Each
@@ -270,10 +271,10 @@ func FuzzCalendar(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which, unit uint8, limit int64, ops []byte) {
 		alg := []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow}[which%2]
-		u := sluice.CalendarUnit(1 + unit%4)
+		u := calendar.Unit(1 + unit%4)
 		limit = 1 + (limit&0xffff)%50
-		c := sluice.Calendar{Unit: u, Location: locs[int(which/2)%len(locs)]}
-		if u == sluice.CalendarMonth {
+		c := calendar.Calendar{Unit: u, Location: locs[int(which/2)%len(locs)]}
+		if u == calendar.Month {
 			c.Day = 1 + int(unit/4)%31
 		}
 		m, err := New(sluice.Policy{Algorithm: alg, Limit: limit, Period: u.Nominal(), Calendar: c})

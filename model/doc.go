@@ -47,7 +47,7 @@
 // request of the last Period (an entry exactly Period old has left);
 // sliding-window weighs the previous aligned window by how much of it the
 // sliding window still overlaps: prev·(P−e)/P + cur + c ≤ Limit, compared
-// exactly in integers. With a sluice.Calendar the two window kinds count
+// exactly in integers. With a calendar.Calendar the two window kinds count
 // calendar days, weeks, months or years of a time zone instead, each as
 // long as the wall clock makes it (Model.Window; calendar.go).
 //

@@ -58,7 +58,7 @@ type Model struct {
 	numDiv, periodDiv divisor
 	// cal draws the windows for a policy with a Calendar; nil otherwise
 	// (calendar.go).
-	cal *calendar
+	cal *calWindows
 }
 
 // New validates p and returns its model.

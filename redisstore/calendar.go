@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // Calendar windows on Redis. The script cannot evaluate time-zone rules, so
@@ -30,7 +30,7 @@ const maxCalendarTries = 3
 
 // calendarTag is what an unnamed calendar policy adds to its tag, so that it
 // shares no state with the same policy in fixed-length windows.
-func calendarTag(c sluice.Calendar) string {
+func calendarTag(c calendar.Calendar) string {
 	if c.Unit == 0 {
 		return ""
 	}

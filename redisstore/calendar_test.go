@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -29,8 +30,8 @@ func TestCalendarRedisTime(t *testing.T) {
 		guesses++
 		return time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC).UnixNano()
 	}
-	p := sluice.Policy{Name: "daily", Algorithm: sluice.FixedWindow, Limit: 3, Period: sluice.CalendarDay.Nominal(),
-		Calendar: sluice.Calendar{Unit: sluice.CalendarDay}}
+	p := sluice.Policy{Name: "daily", Algorithm: sluice.FixedWindow, Limit: 3, Period: calendar.Day.Nominal(),
+		Calendar: calendar.Calendar{Unit: calendar.Day}}
 	m, err := model.New(p)
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +81,8 @@ func TestCalendarClockBack(t *testing.T) {
 	clock := sluicetest.NewClock(time.Date(2026, 3, 1, 0, 0, 0, 0, berlin))
 	s := newStore(t, c, WithClock(clock), WithPrefix("back:"))
 	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow} {
-		p := sluice.Policy{Name: "monthly", Algorithm: alg, Limit: 5, Period: sluice.CalendarMonth.Nominal(),
-			Calendar: sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin}}
+		p := sluice.Policy{Name: "monthly", Algorithm: alg, Limit: 5, Period: calendar.Month.Nominal(),
+			Calendar: calendar.Calendar{Unit: calendar.Month, Location: berlin}}
 		m, err := model.New(p)
 		if err != nil {
 			t.Fatal(err)

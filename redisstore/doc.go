@@ -98,7 +98,7 @@
 // expiry; the state itself is judged by the clock, so decisions do not
 // depend on the slack.
 //
-// A policy with a sluice.Calendar has windows that only time-zone rules can
+// A policy with a calendar.Calendar has windows that only time-zone rules can
 // draw, and the script has none: Go draws the window for its guess of the
 // time (this process's clock, or WithClock's) and passes its boundaries; the
 // script decides with them only if they hold the time it decides at, and

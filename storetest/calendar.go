@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/model"
 )
 
@@ -26,14 +27,14 @@ func testCalendar(t *testing.T, newHarness func(t *testing.T) Harness) {
 	}
 	in := func(mo time.Month, d int) int64 { return time.Date(2026, mo, d, 0, 0, 0, 0, berlin).UnixNano() }
 	cals := []struct {
-		cal      sluice.Calendar
+		cal      calendar.Calendar
 		from, to int64
 	}{
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin}, in(1, 20), in(11, 5)},
-		{sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin, Day: 31}, in(1, 20), in(11, 5)},
-		{sluice.Calendar{Unit: sluice.CalendarDay, Location: berlin}, in(3, 27), in(4, 1)},
-		{sluice.Calendar{Unit: sluice.CalendarDay, Location: berlin}, in(10, 23), in(10, 28)},
-		{sluice.Calendar{Unit: sluice.CalendarWeek, Location: berlin, Day: 7}, in(3, 10), in(4, 20)},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin}, in(1, 20), in(11, 5)},
+		{calendar.Calendar{Unit: calendar.Month, Location: berlin, Day: 31}, in(1, 20), in(11, 5)},
+		{calendar.Calendar{Unit: calendar.Day, Location: berlin}, in(3, 27), in(4, 1)},
+		{calendar.Calendar{Unit: calendar.Day, Location: berlin}, in(10, 23), in(10, 28)},
+		{calendar.Calendar{Unit: calendar.Week, Location: berlin, Day: 7}, in(3, 10), in(4, 20)},
 	}
 	costs := []int64{3, 0, 4, 5, 1, 2, 0, 7}
 	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow} {
@@ -65,8 +66,8 @@ func testCalendar(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 	}
 	t.Run("TakeAll", func(t *testing.T) {
-		month := sluice.Policy{Name: "cal-budget", Algorithm: sluice.FixedWindow, Limit: 5, Period: sluice.CalendarMonth.Nominal(),
-			Calendar: sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin, Day: 15}}
+		month := sluice.Policy{Name: "cal-budget", Algorithm: sluice.FixedWindow, Limit: 5, Period: calendar.Month.Nominal(),
+			Calendar: calendar.Calendar{Unit: calendar.Month, Location: berlin, Day: 15}}
 		second := sluice.Policy{Name: "cal-rate", Algorithm: sluice.TokenBucket, Limit: 2, Period: time.Second}
 		r := newRig(t, newHarness, in(2, 14))
 		for i, at := range []time.Duration{0, 0, 0, time.Second, time.Second, 2 * time.Second, 24 * time.Hour, 24*time.Hour + time.Second} {

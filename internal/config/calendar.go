@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/calendar"
 	"gopkg.in/yaml.v3"
-
-	"github.com/sluicehq/sluice"
 )
 
 // Calendar periods. envoyproxy/ratelimit's day, week, month and year are
@@ -28,7 +27,7 @@ import (
 //	  anchor_weekday: sunday     # week only (default monday)
 //
 // for the window algorithms (fixed-window, the default, and
-// sliding-window); see sluice.Calendar.
+// sliding-window); see calendar.Calendar.
 
 // rawCalendar is a rate_limit's calendar fields as written.
 type rawCalendar struct {
@@ -55,7 +54,7 @@ func (c *rawCalendar) fields(p *parser) map[string]func(*yaml.Node, string) {
 // calendar compiles r's calendar fields for a rule of the given unit and
 // unit_multiplier, reporting errors on field (the rate_limit's path). The
 // zero Calendar means fixed lengths.
-func (p *parser) calendar(r *rawLimit, field string, at func(*yaml.Node) *yaml.Node) sluice.Calendar {
+func (p *parser) calendar(r *rawLimit, field string, at func(*yaml.Node) *yaml.Node) calendar.Calendar {
 	c := &r.calendar
 	if !c.on {
 		for _, x := range []struct {
@@ -66,63 +65,63 @@ func (p *parser) calendar(r *rawLimit, field string, at func(*yaml.Node) *yaml.N
 				p.errorf(x.n, field+"."+x.name, "goes with calendar: true")
 			}
 		}
-		return sluice.Calendar{}
+		return calendar.Calendar{}
 	}
-	unit, err := sluice.ParseCalendarUnit(strings.ToLower(r.unit))
+	unit, err := calendar.ParseUnit(strings.ToLower(r.unit))
 	switch {
 	case r.unit == "":
 		p.errorf(at(c.onNode), field+".calendar", "needs unit: day, week, month or year")
-		return sluice.Calendar{}
+		return calendar.Calendar{}
 	case err != nil:
 		p.errorf(at(r.unitNode), field+".unit", "%q: a calendar unit is day, week, month or year", r.unit)
-		return sluice.Calendar{}
+		return calendar.Calendar{}
 	case r.multiplierNode != nil && r.multiplier != 1:
 		p.errorf(at(r.multiplierNode), field+".unit_multiplier", "%d: a calendar period is one %s", r.multiplier, unit)
-		return sluice.Calendar{}
+		return calendar.Calendar{}
 	}
-	cal := sluice.Calendar{Unit: unit}
+	cal := calendar.Calendar{Unit: unit}
 	if c.zoneNode != nil {
 		loc, err := location(c.zone)
 		if err != nil {
 			p.errorf(c.zoneNode, field+".time_zone", "%q: unknown time zone (want an IANA name such as Europe/Berlin, or UTC)", c.zone)
-			return sluice.Calendar{}
+			return calendar.Calendar{}
 		}
 		cal.Location = loc
 	}
 	if c.weekdayNode != nil {
-		if unit != sluice.CalendarWeek {
+		if unit != calendar.Week {
 			p.errorf(c.weekdayNode, field+".anchor_weekday", "%q: only a calendar week has an anchor weekday", c.weekday)
-			return sluice.Calendar{}
+			return calendar.Calendar{}
 		}
 		d, ok := isoWeekday(c.weekday)
 		if !ok {
 			p.errorf(c.weekdayNode, field+".anchor_weekday", "%q: want monday, tuesday, wednesday, thursday, friday, saturday or sunday", c.weekday)
-			return sluice.Calendar{}
+			return calendar.Calendar{}
 		}
 		cal.Day = d
 	}
 	if c.dayNode != nil {
 		switch {
-		case unit == sluice.CalendarWeek:
+		case unit == calendar.Week:
 			p.errorf(c.dayNode, field+".anchor_day", "%d: a calendar week's anchor is anchor_weekday", c.day)
-			return sluice.Calendar{}
-		case unit == sluice.CalendarDay:
+			return calendar.Calendar{}
+		case unit == calendar.Day:
 			p.errorf(c.dayNode, field+".anchor_day", "%d: a calendar day has no anchor day", c.day)
-			return sluice.Calendar{}
+			return calendar.Calendar{}
 		case c.day < 1 || c.day > 31:
 			p.errorf(c.dayNode, field+".anchor_day", "%d: must be between 1 and 31", c.day)
-			return sluice.Calendar{}
+			return calendar.Calendar{}
 		}
 		cal.Day = int(c.day)
 	}
 	if c.monthNode != nil {
 		switch {
-		case unit != sluice.CalendarYear:
+		case unit != calendar.Year:
 			p.errorf(c.monthNode, field+".anchor_month", "%d: only a calendar year has an anchor month", c.month)
-			return sluice.Calendar{}
+			return calendar.Calendar{}
 		case c.month < 1 || c.month > 12:
 			p.errorf(c.monthNode, field+".anchor_month", "%d: must be between 1 and 12", c.month)
-			return sluice.Calendar{}
+			return calendar.Calendar{}
 		}
 		cal.Month = time.Month(c.month)
 	}

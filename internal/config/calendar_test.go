@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 func TestCalendar(t *testing.T) {
@@ -32,15 +32,15 @@ descriptors:
 	}
 	for _, tc := range []struct {
 		key  string
-		want sluice.Calendar
+		want calendar.Calendar
 		zone string
 	}{
-		{"billing", sluice.Calendar{Unit: sluice.CalendarMonth, Day: 15}, "Europe/Berlin"},
-		{"fixed", sluice.Calendar{}, ""},
-		{"weekly", sluice.Calendar{Unit: sluice.CalendarWeek, Day: 7}, ""},
-		{"yearly", sluice.Calendar{Unit: sluice.CalendarYear, Month: time.April, Day: 6}, "America/New_York"},
-		{"daily", sluice.Calendar{Unit: sluice.CalendarDay}, ""},
-		{"off", sluice.Calendar{}, ""},
+		{"billing", calendar.Calendar{Unit: calendar.Month, Day: 15}, "Europe/Berlin"},
+		{"fixed", calendar.Calendar{}, ""},
+		{"weekly", calendar.Calendar{Unit: calendar.Week, Day: 7}, ""},
+		{"yearly", calendar.Calendar{Unit: calendar.Year, Month: time.April, Day: 6}, "America/New_York"},
+		{"daily", calendar.Calendar{Unit: calendar.Day}, ""},
+		{"off", calendar.Calendar{}, ""},
 	} {
 		r := c.Match("d", []Entry{{tc.key, "x"}})
 		if r == nil {

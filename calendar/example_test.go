@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice_test
+package calendar_test
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // A monthly quota that renews on the 15th in Berlin: the window that holds
@@ -20,8 +21,8 @@ func ExampleCalendar_Window() {
 	}
 	p := sluice.Policy{
 		Name: "tenant-budget", Algorithm: sluice.FixedWindow,
-		Limit: 1_000_000, Period: sluice.CalendarMonth.Nominal(),
-		Calendar: sluice.Calendar{Unit: sluice.CalendarMonth, Location: berlin, Day: 15},
+		Limit: 1_000_000, Period: calendar.Month.Nominal(),
+		Calendar: calendar.Calendar{Unit: calendar.Month, Location: berlin, Day: 15},
 	}
 	if err := p.Validate(); err != nil {
 		fmt.Println(err)

@@ -1,60 +1,63 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package sluice
+// Package calendar draws rate-limit windows on a wall clock: calendar days,
+// weeks, months or years in a time zone (a monthly quota that renews on a
+// tenant's billing day), for sluice.Policy.Calendar.
+package calendar
 
 import (
 	"fmt"
 	"time"
 )
 
-// CalendarUnit is the length of a calendar period: a day, a week, a month
+// Unit is the length of a calendar period: a day, a week, a month
 // or a year, as a wall clock in a time zone counts them.
-type CalendarUnit uint8
+type Unit uint8
 
-// The calendar units. The zero CalendarUnit means no calendar.
+// The calendar units. The zero Unit means no calendar.
 const (
-	CalendarDay CalendarUnit = iota + 1
-	CalendarWeek
-	CalendarMonth
-	CalendarYear
+	Day Unit = iota + 1
+	Week
+	Month
+	Year
 )
 
-var calendarUnits = [...]string{CalendarDay: "day", CalendarWeek: "week", CalendarMonth: "month", CalendarYear: "year"}
+var unitNames = [...]string{Day: "day", Week: "week", Month: "month", Year: "year"}
 
 // String returns the unit's name: day, week, month or year ("" for none).
-func (u CalendarUnit) String() string {
-	if int(u) < len(calendarUnits) {
-		return calendarUnits[u]
+func (u Unit) String() string {
+	if int(u) < len(unitNames) {
+		return unitNames[u]
 	}
-	return fmt.Sprintf("CalendarUnit(%d)", uint8(u))
+	return fmt.Sprintf("calendar.Unit(%d)", uint8(u))
 }
 
 // Nominal returns the fixed length that stands for the unit where one
 // length is needed (a Policy's Period, a RateLimit-Policy header): 24 hours,
 // 7 days, 30 days, 365 days; 0 for none.
-func (u CalendarUnit) Nominal() time.Duration {
+func (u Unit) Nominal() time.Duration {
 	const day = 24 * time.Hour
 	switch u {
-	case CalendarDay:
+	case Day:
 		return day
-	case CalendarWeek:
+	case Week:
 		return 7 * day
-	case CalendarMonth:
+	case Month:
 		return 30 * day
-	case CalendarYear:
+	case Year:
 		return 365 * day
 	}
 	return 0
 }
 
-// ParseCalendarUnit returns the unit with the given name.
-func ParseCalendarUnit(name string) (CalendarUnit, error) {
-	for u, n := range calendarUnits {
+// ParseUnit returns the unit with the given name.
+func ParseUnit(name string) (Unit, error) {
+	for u, n := range unitNames {
 		if n != "" && n == name {
-			return CalendarUnit(u), nil
+			return Unit(u), nil
 		}
 	}
-	return 0, fmt.Errorf("sluice: unknown calendar unit %q (want day, week, month or year)", name)
+	return 0, fmt.Errorf("calendar: unknown unit %q (want day, week, month or year)", name)
 }
 
 // Calendar aligns a window policy's windows to a wall clock: each window is
@@ -63,25 +66,25 @@ func ParseCalendarUnit(name string) (CalendarUnit, error) {
 // hours, February is 28 or 29 days). The zero Calendar means none: windows
 // are Period long, aligned to multiples of Period since the Unix epoch.
 //
-// A Calendar is a comparable value, so Policy stays usable as a map key;
+// A Calendar is a comparable value, so a sluice.Policy stays usable as a map key;
 // two policies with calendars in the same zone compare equal only if they
 // hold the same *time.Location (load each zone once and share it).
 type Calendar struct {
 	// Unit is the length of each window. The zero Unit means no calendar.
-	Unit CalendarUnit
+	Unit Unit
 	// Location is the time zone whose wall clock draws the windows. nil
 	// means UTC.
 	Location *time.Location
 	// Day is the anchor: each window begins at midnight of that day. For
-	// CalendarMonth it is the day of the month, 1 to 31 (0 means 1); in a
+	// Month it is the day of the month, 1 to 31 (0 means 1); in a
 	// month with fewer days the window begins on the month's last day
 	// (a billing day of 31 begins February's window on the 28th or 29th).
-	// For CalendarYear it is the day of Month, 1 to that month's longest
+	// For Year it is the day of Month, 1 to that month's longest
 	// (0 means 1; February 29 begins on the 28th in other years). For
-	// CalendarWeek it is the ISO weekday, 1 (Monday) to 7 (Sunday), 0
-	// meaning Monday. For CalendarDay it must be 0.
+	// Week it is the ISO weekday, 1 (Monday) to 7 (Sunday), 0
+	// meaning Monday. For Day it must be 0.
 	Day int
-	// Month is, for CalendarYear, the month of the anchor (0 means
+	// Month is, for Year, the month of the anchor (0 means
 	// January). For the other units it must be 0.
 	Month time.Month
 }
@@ -94,11 +97,11 @@ func (c Calendar) String() string {
 	s := c.Unit.String()
 	day := max(c.Day, 1)
 	switch c.Unit {
-	case CalendarWeek:
+	case Week:
 		s += " from " + time.Weekday(day%7).String()
-	case CalendarMonth:
+	case Month:
 		s += fmt.Sprintf(" from day %d", day)
-	case CalendarYear:
+	case Year:
 		s += fmt.Sprintf(" from %s %d", time.Month(max(int(c.Month), 1)), day)
 	}
 	return s + " in " + c.zone()
@@ -112,41 +115,38 @@ func (c Calendar) zone() string {
 	return c.Location.String()
 }
 
-// validate reports the first problem with c on a policy of algorithm a and
-// period p, naming the field and its value.
-func (c Calendar) validate(a Algorithm, p time.Duration) error {
+// Validate reports the first problem with c, naming the field and its
+// value: a zone or an anchor without a Unit, an unknown Unit, or an anchor
+// the Unit does not have. The zero Calendar is valid. (sluice.Policy's
+// Validate also checks that the policy is a window kind whose Period is
+// the Unit's Nominal length.)
+func (c Calendar) Validate() error {
 	if c.Unit == 0 {
 		if c != (Calendar{}) {
 			return fmt.Errorf("calendar unit: must be set with a time zone or an anchor")
 		}
 		return nil
 	}
-	if int(c.Unit) >= len(calendarUnits) {
+	if int(c.Unit) >= len(unitNames) {
 		return fmt.Errorf("calendar unit %d: want day, week, month or year", uint8(c.Unit))
 	}
-	if a != FixedWindow && a != SlidingWindow {
-		return fmt.Errorf("calendar %s: %s has no windows to align (calendar periods are for fixed-window and sliding-window)", c.Unit, a)
-	}
-	if p != c.Unit.Nominal() {
-		return fmt.Errorf("period %v: a calendar %s's period must be its nominal length, %v", p, c.Unit, c.Unit.Nominal())
-	}
-	if c.Month != 0 && c.Unit != CalendarYear {
+	if c.Month != 0 && c.Unit != Year {
 		return fmt.Errorf("calendar month %d: only a calendar year has an anchor month", int(c.Month))
 	}
 	switch c.Unit {
-	case CalendarDay:
+	case Day:
 		if c.Day != 0 {
 			return fmt.Errorf("calendar day %d: a calendar day has no anchor day", c.Day)
 		}
-	case CalendarWeek:
+	case Week:
 		if c.Day < 0 || c.Day > 7 {
 			return fmt.Errorf("calendar day %d: a week's anchor is an ISO weekday, 1 (Monday) to 7 (Sunday)", c.Day)
 		}
-	case CalendarMonth:
+	case Month:
 		if c.Day < 0 || c.Day > 31 {
 			return fmt.Errorf("calendar day %d: a month's anchor day must be between 1 and 31", c.Day)
 		}
-	case CalendarYear:
+	case Year:
 		if c.Month < 0 || c.Month > 12 {
 			return fmt.Errorf("calendar month %d: must be between 1 and 12", int(c.Month))
 		}
@@ -192,7 +192,7 @@ func (c Calendar) Window(t time.Time) (start, end time.Time) {
 
 // step returns the number of the window n windows after window k.
 func (c Calendar) step(k, n int64) int64 {
-	if c.Unit == CalendarWeek {
+	if c.Unit == Week {
 		return k + 7*n
 	}
 	return k + n
@@ -203,16 +203,16 @@ func (c Calendar) index(t time.Time) int64 {
 	y, mo, d := t.In(c.Location).Date()
 	day := max(c.Day, 1)
 	switch c.Unit {
-	case CalendarDay:
+	case Day:
 		return dayNumber(y, mo, d)
-	case CalendarWeek:
+	case Week:
 		dn := dayNumber(y, mo, d)
 		iso := (dn+3)%7 + 1 // 1970-01-01 was a Thursday, ISO 4
 		if iso < 1 {
 			iso += 7
 		}
 		return dn - (iso-int64(day)+7)%7
-	case CalendarMonth:
+	case Month:
 		k := int64(y)*12 + int64(mo-1)
 		if d < anchorDay(y, mo, day) {
 			k--
@@ -229,9 +229,9 @@ func (c Calendar) index(t time.Time) int64 {
 // bound returns the instant window k begins: midnight on its anchor date.
 func (c Calendar) bound(k int64) time.Time {
 	switch c.Unit {
-	case CalendarDay, CalendarWeek:
+	case Day, Week:
 		return time.Date(1970, time.January, 1+int(k), 0, 0, 0, 0, c.Location)
-	case CalendarMonth:
+	case Month:
 		y := k / 12
 		if k%12 < 0 {
 			y--
