@@ -4,7 +4,6 @@ package sluice
 
 import (
 	"context"
-	"time"
 )
 
 // Store holds the per-key state of policies and applies the models to it
@@ -80,39 +79,4 @@ type Request struct {
 	// Force makes the request a charge: Cost is recorded even past the
 	// limit (see Store.TakeAll).
 	Force bool
-}
-
-// Clock supplies the current time to a store. Stores convert it to
-// nanoseconds since the Unix epoch with UnixNano.
-type Clock interface {
-	Now() time.Time
-}
-
-// NanoClock is a Clock that can also read the time directly as nanoseconds
-// since the Unix epoch, which is cheaper than Now().UnixNano(). Stores use
-// UnixNano when their clock has it.
-type NanoClock interface {
-	Clock
-	UnixNano() int64
-}
-
-// MonotonicClock returns a clock that reads the wall clock once and then
-// advances with the monotonic clock, so it never steps back when the system
-// time is adjusted. It is a NanoClock.
-func MonotonicClock() NanoClock {
-	now := time.Now()
-	return monotonic{start: now, base: now.UnixNano()}
-}
-
-type monotonic struct {
-	start time.Time
-	base  int64 // start.UnixNano()
-}
-
-func (c monotonic) Now() time.Time {
-	return c.start.Add(time.Since(c.start))
-}
-
-func (c monotonic) UnixNano() int64 {
-	return c.base + int64(time.Since(c.start))
 }

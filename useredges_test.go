@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -260,7 +261,7 @@ func TestUserEdges(t *testing.T) {
 // admitting decision, Allowed true, beside the error).
 func TestWaitCancelledInDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()))
+		store := memstore.New(memstore.WithClock(clock.Monotonic()))
 		defer store.Close()
 		l, err := sluice.NewLimiter(store, sluice.Policy{Name: "q", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 5})
 		if err != nil {

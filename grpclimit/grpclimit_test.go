@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -336,7 +337,7 @@ func TestMetadataLongKeyHashed(t *testing.T) {
 // interceptor is called directly, in a synctest bubble.
 func TestLeakyDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
+		store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
 		defer store.Close()
 		l := newLimiter(t, store, sluice.Policy{Name: "ingest", Algorithm: sluice.LeakyBucket, Limit: 2, Period: time.Second, Burst: 10})
 		i, err := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}), WithMaxDelay(time.Second))

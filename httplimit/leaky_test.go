@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -20,7 +21,7 @@ import (
 // one that would wait longer is refused and takes no place in the queue.
 func TestLeakyBucketDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
+		store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
 		defer store.Close()
 		ip, _ := clientip.New()
 		// A queue of 5 draining 1 per second.
@@ -74,7 +75,7 @@ func TestLeakyBucketDelay(t *testing.T) {
 // A held request whose client goes away never reaches the handler.
 func TestLeakyBucketCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
+		store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
 		defer store.Close()
 		ip, _ := clientip.New()
 		lim := newLimiter(t, store, sluice.Policy{Name: "ingest", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 5})

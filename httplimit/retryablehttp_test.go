@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -25,7 +26,7 @@ import (
 // retry made when told was admitted.
 func TestRetryableHTTPClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := memstore.New(memstore.WithClock(sluice.MonotonicClock()), memstore.WithSweepInterval(0))
+		store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
 		defer store.Close()
 		ip, _ := clientip.New()
 		perIP := newLimiter(t, store, sluice.Policy{Name: "per-ip", Algorithm: sluice.TokenBucket, Limit: 2, Period: 3 * time.Second, Burst: 3})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/nostore"
 	"github.com/sluicehq/sluice/model"
 )
@@ -56,9 +57,9 @@ func WithTarget(d time.Duration) Option {
 }
 
 // WithClock sets the clock leases are measured with (default:
-// sluice.MonotonicClock()). It must advance at the rate of the store's
+// clock.Monotonic()). It must advance at the rate of the store's
 // clock.
-func WithClock(c sluice.Clock) Option { return func(s *Store) { s.clock = c } }
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithPolicies leases only the policies for which use returns true (and
 // Supported); the others go straight to the wrapped store. By default every
@@ -72,7 +73,7 @@ type Store struct {
 	next   sluice.Store
 	giver  Giver // next as a Giver, or nil
 	target time.Duration
-	clock  sluice.Clock
+	clock  clock.Clock
 	use    func(sluice.Policy) bool
 	tables sync.Map // sluice.Policy → *table
 }
@@ -97,7 +98,7 @@ func New(store sluice.Store, opts ...Option) *Store {
 		o(s)
 	}
 	if s.clock == nil {
-		s.clock = sluice.MonotonicClock()
+		s.clock = clock.Monotonic()
 	}
 	return s
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -24,7 +25,7 @@ type leased struct {
 	ls *lease.Store
 }
 
-func newLeased(store sluice.Store, p sluice.Policy, target time.Duration, clock sluice.Clock) (leased, error) {
+func newLeased(store sluice.Store, p sluice.Policy, target time.Duration, clock clock.Clock) (leased, error) {
 	ls := lease.New(store, lease.WithTarget(target), lease.WithClock(clock))
 	l, err := sluice.NewLimiter(ls, p)
 	return leased{l, ls}, err

@@ -54,6 +54,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/model"
 )
 
@@ -64,10 +65,10 @@ var ErrClosed = sluice.ErrStoreClosed
 // Store is an in-memory sluice.Store. It is safe for concurrent use. The zero
 // Store is not usable; call New.
 type Store struct {
-	clock sluice.Clock
-	nano  sluice.NanoClock // clock, when it reads nanoseconds directly
+	clock clock.Clock
+	nano  clock.Nano // clock, when it reads nanoseconds directly
 	// The default clock, read inline (no interface call): base +
-	// time.Since(start), as sluice.MonotonicClock reads it.
+	// time.Since(start), as clock.Monotonic reads it.
 	mono   bool
 	start  time.Time
 	base   int64 // start.UnixNano()
@@ -101,7 +102,7 @@ type compiled struct {
 type Option func(*options)
 
 type options struct {
-	clock       sluice.Clock
+	clock       clock.Clock
 	maxKeys     int
 	maxPolicies int
 	interval    time.Duration
@@ -109,8 +110,8 @@ type options struct {
 }
 
 // WithClock makes the store read the time from c (as c.Now().UnixNano()).
-// The default is sluice.MonotonicClock().
-func WithClock(c sluice.Clock) Option {
+// The default is clock.Monotonic().
+func WithClock(c clock.Clock) Option {
 	return func(o *options) { o.clock = c }
 }
 
@@ -175,7 +176,7 @@ func New(opts ...Option) *Store {
 	}
 	mono := o.clock == nil
 	if mono {
-		o.clock = sluice.MonotonicClock()
+		o.clock = clock.Monotonic()
 	}
 	n := o.shards
 	if n <= 0 {
@@ -194,7 +195,7 @@ func New(opts ...Option) *Store {
 		shards: make([]shard, n),
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 	}
-	s.nano, _ = o.clock.(sluice.NanoClock)
+	s.nano, _ = o.clock.(clock.Nano)
 	if mono {
 		s.mono, s.start = true, time.Now()
 		s.base = s.start.UnixNano()

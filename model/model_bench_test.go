@@ -4,6 +4,7 @@ package model
 
 import (
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func BenchmarkModelTake(b *testing.B) {
 
 // BenchmarkClock measures reading the default clock.
 func BenchmarkClock(b *testing.B) {
-	c := sluice.MonotonicClock()
+	c := clock.Monotonic()
 	var sink int64
 	for b.Loop() {
 		sink += c.Now().UnixNano()

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/model"
 )
 
@@ -58,7 +59,7 @@ type Store struct {
 	conn    atomic.Pointer[conn] // nil until Open's first connection succeeds
 	owned   bool                 // Close closes the client
 	dial    *dialer              // for Open: connects on demand
-	clock   sluice.Clock
+	clock   clock.Clock
 	prefix  string
 	slot    string
 	slack   time.Duration
@@ -142,7 +143,7 @@ type Option func(*Store)
 //
 // By default the time is the Redis server's TIME, read inside the script, so
 // that replicas whose clocks disagree still make identical decisions.
-func WithClock(c sluice.Clock) Option { return func(s *Store) { s.clock = c } }
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithExpirySlack sets how much real time, beyond the moment a key's state
 // becomes idle, Redis keeps it when the store uses WithClock. The default is

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 )
 
 // Config says what to replay a trace through.
@@ -193,4 +194,4 @@ func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()) }
 // Set moves the clock to t.
 func (c *Clock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
 
-var _ sluice.Clock = (*Clock)(nil)
+var _ clock.Clock = (*Clock)(nil)

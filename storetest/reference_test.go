@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/storetest"
@@ -21,7 +22,7 @@ import (
 // models, and states dropped at the instant they expire. It shows that the
 // suite can be passed.
 type reference struct {
-	clock sluice.Clock
+	clock clock.Clock
 
 	mu     sync.Mutex
 	states map[refKey]refEntry
@@ -40,7 +41,7 @@ type refEntry struct {
 	expires int64
 }
 
-func newReference(clock sluice.Clock) *reference {
+func newReference(clock clock.Clock) *reference {
 	return &reference{clock: clock, states: map[refKey]refEntry{}}
 }
 

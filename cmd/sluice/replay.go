@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/replay"
@@ -178,7 +179,7 @@ func algorithmNames() string {
 
 // openStore returns the store that --store names, on clock, and a function
 // that closes it.
-func openStore(raw string, clock sluice.Clock) (sluice.Store, func() error, error) {
+func openStore(raw string, clock clock.Clock) (sluice.Store, func() error, error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
 		// No background sweeper: it would run on wall-clock ticks, and
