@@ -70,7 +70,7 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 	var store Store
 	for i, c := range checks {
 		if c.Limiter == nil || c.Limiter.bound == nil {
-			return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: %w", i, ErrNoLimiter)
+			return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: %w", i, errNoLimiter)
 		}
 		if i == 0 {
 			store = c.Limiter.store

@@ -27,7 +27,7 @@ import (
 // charge its local share).
 func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Decision, error) {
 	if l == nil || l.bound == nil {
-		return Decision{}, ErrNoLimiter
+		return Decision{}, errNoLimiter
 	}
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: charge %d: must be >= 0", l.policy.Name, key, n)
@@ -90,7 +90,7 @@ var ErrSettled = errors.New("sluice: reservation already settled")
 // AllowN's; r is never nil.
 func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Reservation, error) {
 	if l == nil || l.bound == nil {
-		return &Reservation{lim: l, key: key, settled: true}, ErrNoLimiter
+		return &Reservation{lim: l, key: key, settled: true}, errNoLimiter
 	}
 	r := &Reservation{lim: l, key: key, estimate: estimate}
 	var err error
@@ -116,7 +116,7 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Res
 // Charge reports it.
 func (r *Reservation) Commit(ctx context.Context, actual int64) (Decision, error) {
 	if r == nil || r.lim == nil || r.lim.bound == nil {
-		return Decision{}, ErrNoLimiter
+		return Decision{}, errNoLimiter
 	}
 	l := r.lim
 	if actual < 0 {

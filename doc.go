@@ -34,7 +34,7 @@
 // "limited". When the store fails, the Limiter's FailureMode decides:
 // FailOpen (the default) admits, FailClosed refuses, FailLocal decides on
 // an in-process store with this replica's share of the limit
-// (WithLocalStore, WithReplicas; the bound it keeps is in docs/design.md).
+// (WithLocalStore; the bound it keeps is in docs/design.md).
 // Two errors are never a reason to admit, whatever the mode: the caller's
 // context ended, and ErrStoreClosed. Every waiting call (Wait, a lease
 // waiting for its key, an in-flight acquire) returns when its context ends.

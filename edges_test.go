@@ -23,7 +23,7 @@ func TestClosedStoreNeverAdmits(t *testing.T) {
 	defer local.Close()
 	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
 		store := memstore.New()
-		l, err := sluice.NewLimiter(store, p, sluice.WithFailureMode(mode), sluice.WithLocalStore(local))
+		l, err := sluice.NewLimiter(store, p, sluice.WithFailureMode(mode), sluice.WithLocalStore(local, nil))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,15 +2,21 @@
 
 package sluice
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors of the Store contract and the Limiter. Stores wrap them with
 // context (fmt.Errorf("memstore: take %q: %w", key, ErrStoreClosed)), so
 // test for them with errors.Is.
 var (
-	// ErrStoreClosed is returned by every Store method called after Close.
-	// A Limiter never admits because of it, whatever its failure mode: a
-	// closed store is a programming error, not an outage to ride out.
+	// ErrStoreClosed is returned by every Store method called after Close,
+	// and wrapped by the methods of a Limiter that has no store (the zero
+	// Limiter, a nil *Limiter, one not made by NewLimiter) and by AllowAll
+	// for a Check holding one. A Limiter never admits because of it,
+	// whatever its failure mode: a closed or missing store is a
+	// programming error, not an outage to ride out.
 	ErrStoreClosed = errors.New("sluice: store is closed")
 
 	// ErrStoreFull is returned by a Store that refuses to create state for
@@ -19,13 +25,11 @@ var (
 	// failure: the Limiter's failure mode decides the request.
 	ErrStoreFull = errors.New("sluice: store is full")
 
-	// ErrNoLimiter is returned by the methods of a Limiter that was not
-	// made by NewLimiter (the zero Limiter, a nil *Limiter) and by AllowAll
-	// for a Check holding one: such a Limiter refuses every request.
-	ErrNoLimiter = errors.New("sluice: Limiter has no store (make it with NewLimiter)")
-
 	// ErrImpossible is returned by Limiter.Wait for a cost that can never be
 	// admitted: it exceeds the policy's capacity (Policy.Capacity), so
 	// waiting would never end.
 	ErrImpossible = errors.New("sluice: cost exceeds the policy's capacity and can never be admitted")
 )
+
+// errNoLimiter is every answer of a Limiter that has no store.
+var errNoLimiter = fmt.Errorf("sluice: the Limiter has no store (make it with NewLimiter): %w", ErrStoreClosed)

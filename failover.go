@@ -25,14 +25,14 @@ func (n FixedReplicas) Replicas() int { return max(int(n), 1) }
 
 // WithLocalStore sets the in-process store (typically a memstore.Store,
 // which runs the same models) on which a FailLocal limiter decides while
-// its own store fails. It is required with FailLocal. Limiters may share
-// one local store: they keep their policies apart as any store does.
-func WithLocalStore(s Store) Option { return func(l *Limiter) { l.local = s } }
-
-// WithReplicas sets how a FailLocal limiter learns how many replicas share
-// its store; the default is FixedReplicas(1), which suits one process and
-// gives it the whole limit.
-func WithReplicas(c ReplicaCounter) Option { return func(l *Limiter) { l.replicas = c } }
+// its own store fails, and how it learns how many replicas share its
+// store: each decides on its share of the policy (Policy.Share). A nil
+// replicas is FixedReplicas(1), which suits one process and gives it the
+// whole limit. It is required with FailLocal. Limiters may share one local
+// store: they keep their policies apart as any store does.
+func WithLocalStore(s Store, replicas ReplicaCounter) Option {
+	return func(l *Limiter) { l.local, l.replicas = s, replicas }
+}
 
 // Share returns the policy that each of r replicas enforces locally so that
 // together they never exceed p: Limit ⌊N/r⌋ and, for the bucket kinds, Burst

@@ -121,7 +121,7 @@ func TestFailLocalBound(t *testing.T) {
 				local := memstore.New(memstore.WithClock(clock), memstore.WithSweepInterval(0))
 				t.Cleanup(func() { local.Close() })
 				l, err := sluice.NewLimiter(dead, p, sluice.WithFailureMode(sluice.FailLocal),
-					sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(replicas)))
+					sluice.WithLocalStore(local, sluice.FixedReplicas(replicas)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -170,7 +170,7 @@ func TestFailLocalAllowAll(t *testing.T) {
 	dead := deadStore(t)
 	mk := func(limit int64, mode sluice.FailureMode) *sluice.Limiter {
 		l, err := sluice.NewLimiter(dead, sluice.Policy{Name: fmt.Sprint("p", limit, mode), Algorithm: sluice.FixedWindow, Limit: limit, Period: time.Hour},
-			sluice.WithFailureMode(mode), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
+			sluice.WithFailureMode(mode), sluice.WithLocalStore(local, sluice.FixedReplicas(2)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func TestFailLocalRedisOutage(t *testing.T) {
 	defer local.Close()
 	p := sluice.Policy{Name: "outage", Algorithm: sluice.SlidingLog, Limit: 10, Period: time.Hour}
 	l, err := sluice.NewLimiter(store, p, sluice.WithFailureMode(sluice.FailLocal),
-		sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
+		sluice.WithLocalStore(local, sluice.FixedReplicas(2)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func ExampleWithLocalStore() {
 	local := memstore.New()
 	defer local.Close()
 	lim, _ := sluice.NewLimiter(store, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Hour},
-		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(3)))
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, sluice.FixedReplicas(3)))
 	for range 4 {
 		d, err := lim.Allow(context.Background(), "tenant-1")
 		fmt.Println(d.Allowed, d.Limit, err != nil)

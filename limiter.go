@@ -21,7 +21,7 @@ const (
 	FailClosed
 	// FailLocal decides requests while the store is failing with an
 	// in-process store (WithLocalStore) holding this replica's share of the
-	// policy (Policy.Share, for the count WithReplicas reports): the fleet
+	// policy (Policy.Share, for the replica count WithLocalStore is given): the fleet
 	// stays available and within a stated bound (docs/design.md, "When the
 	// store fails").
 	FailLocal
@@ -50,14 +50,14 @@ func WithFailureMode(m FailureMode) Option { return func(l *Limiter) { l.failure
 // and shards are chosen with the store: lease.New, shard.New.
 //
 // Make one with NewLimiter. The zero Limiter (and a nil *Limiter) has no
-// store and refuses every request with ErrNoLimiter, as
+// store and refuses every request with errNoLimiter, as
 // golang.org/x/time/rate's zero Limiter refuses every event.
 type Limiter struct {
 	store   Store
 	policy  Policy
 	bound   BoundPolicy // the store's binding of policy
 	failure FailureMode
-	observe Observer // WithObserver; nil: none
+	observe observer // WithObserver; nil: none
 	// FailLocal (failover.go): the local store, the replica count and the
 	// cached share.
 	local    Store
@@ -119,7 +119,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // an outage to ride out); the Decision is a rejection then.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if l == nil || l.bound == nil {
-		return Decision{}, ErrNoLimiter
+		return Decision{}, errNoLimiter
 	}
 	if n < 0 {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: cost %d: must be >= 0", l.policy.Name, key, n)

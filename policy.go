@@ -55,14 +55,10 @@ func (a Algorithm) IsBucket() bool {
 const (
 	// MaxLimit is the largest Limit and Burst.
 	MaxLimit = 1 << 62
-	// MaxPeriod is the longest Period, about 36 years.
+	// MaxPeriod is the longest Period, and the longest a full bucket may
+	// take to drain (Burst × Period / Limit): about 36 years. (The latest
+	// instant the models accept is model.MaxTime.)
 	MaxPeriod = time.Duration(1 << 60)
-	// MaxBurstDuration is the longest time a full bucket may take to drain
-	// (Burst × Period / Limit), about 36 years.
-	MaxBurstDuration = time.Duration(1 << 60)
-	// MaxTime is the latest instant, in nanoseconds since the Unix epoch (the
-	// year 2116), that the models accept; earlier than 0 counts as 0.
-	MaxTime = 1 << 62
 )
 
 // Policy is an algorithm with its parameters: Limit units per Period, and for
@@ -130,8 +126,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("sluice: policy %q: burst %d: must be between 1 and %d (0 means the limit)", p.Name, p.Burst, int64(MaxLimit))
 	}
 	// The time a full bucket takes to drain, Burst×Period/Limit, must fit.
-	if hi, lo := bits.Mul64(uint64(p.Capacity()), uint64(p.Period)); hi >= uint64(p.Limit) || quotient(hi, lo, uint64(p.Limit)) > uint64(MaxBurstDuration) {
-		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.Capacity(), p.Limit, p.Period, MaxBurstDuration)
+	if hi, lo := bits.Mul64(uint64(p.Capacity()), uint64(p.Period)); hi >= uint64(p.Limit) || quotient(hi, lo, uint64(p.Limit)) > uint64(MaxPeriod) {
+		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.Capacity(), p.Limit, p.Period, MaxPeriod)
 	}
 	return nil
 }

@@ -84,7 +84,7 @@ func TestUserEdges(t *testing.T) {
 		return map[string]*sluice.Limiter{
 			"open":   newLimiter(t, store, sluice.WithFailureMode(sluice.FailOpen)),
 			"closed": newLimiter(t, store, sluice.WithFailureMode(sluice.FailClosed)),
-			"local":  newLimiter(t, store, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local)),
+			"local":  newLimiter(t, store, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, nil)),
 		}
 	}
 	type call func(ctx context.Context, l *sluice.Limiter) (bool, error)
@@ -142,11 +142,11 @@ func TestUserEdges(t *testing.T) {
 
 	t.Run("zero Limiter", func(t *testing.T) {
 		var l sluice.Limiter
-		refuses(t, "a zero Limiter", bg, &l, nil)
+		refuses(t, "a zero Limiter", bg, &l, sluice.ErrStoreClosed)
 	})
 	t.Run("nil Limiter", func(t *testing.T) {
 		var l *sluice.Limiter
-		refuses(t, "a nil *Limiter", bg, l, nil)
+		refuses(t, "a nil *Limiter", bg, l, sluice.ErrStoreClosed)
 	})
 	t.Run("NewLimiter arguments", func(t *testing.T) {
 		store := memstore.New()
@@ -160,7 +160,7 @@ func TestUserEdges(t *testing.T) {
 			"zero Policy":              {store, sluice.Policy{}, nil, "algorithm"},
 			"nil store":                {nil, p, nil, "store is nil"},
 			"FailLocal, no local":      {store, p, []sluice.Option{sluice.WithFailureMode(sluice.FailLocal)}, "local store"},
-			"FailLocal, nil local":     {store, p, []sluice.Option{sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(nil)}, "local store"},
+			"FailLocal, nil local":     {store, p, []sluice.Option{sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(nil, nil)}, "local store"},
 			"unknown failure mode":     {store, p, []sluice.Option{sluice.WithFailureMode(sluice.FailureMode(9))}, "failure mode 9"},
 			"limit 0":                  {store, sluice.Policy{Algorithm: sluice.GCRA, Period: time.Second}, nil, "limit 0"},
 			"negative burst":           {store, sluice.Policy{Algorithm: sluice.GCRA, Limit: 1, Period: time.Second, Burst: -1}, nil, "burst -1"},
@@ -216,7 +216,7 @@ func TestUserEdges(t *testing.T) {
 	t.Run("store down, closed local store", func(t *testing.T) {
 		local := memstore.New()
 		local.Close()
-		l := newLimiter(t, failingStore{}, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local))
+		l := newLimiter(t, failingStore{}, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, nil))
 		refuses(t, "fail-local, local store closed", bg, l, errDown)
 	})
 	t.Run("negative cost", func(t *testing.T) {

@@ -35,7 +35,7 @@ import (
 // of the failure mode, as AllowN does.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
 	if l == nil || l.bound == nil {
-		return Decision{}, ErrNoLimiter
+		return Decision{}, errNoLimiter
 	}
 	if n > l.policy.Capacity() {
 		return Decision{Limit: l.policy.Limit, Impossible: true}, fmt.Errorf("sluice: policy %q: key %q: cost %d: %w", l.policy.Name, key, n, ErrImpossible)

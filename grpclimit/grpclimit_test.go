@@ -414,7 +414,7 @@ func TestStoreFailureLocal(t *testing.T) {
 	defer local.Close()
 	o := &outage{Store: store}
 	l := newLimiter(t, o, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
-		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, sluice.FixedReplicas(2)))
 	i, _ := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}))
 	c := serve(t, i, false)
 	o.down.Store(true)

@@ -501,7 +501,7 @@ func TestStoreFailureLocal(t *testing.T) {
 	defer local.Close()
 	o := &outage{Store: store}
 	l := newLimiter(t, o, sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 4, Period: time.Minute},
-		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local), sluice.WithReplicas(sluice.FixedReplicas(2)))
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, sluice.FixedReplicas(2)))
 	m := newMiddleware(t, Global(Limit{Limiter: l, Key: ip.Key}))
 	o.down.Store(true)
 	for i, want := range []int{200, 200, 429} {

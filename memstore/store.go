@@ -232,7 +232,7 @@ func (s *Store) now() int64 {
 	default:
 		ns = s.clock.Now().UnixNano()
 	}
-	return min(max(ns, 0), sluice.MaxTime)
+	return min(max(ns, 0), model.MaxTime)
 }
 
 func (s *Store) shardOf(h uint64) *shard { return &s.shards[h>>s.shift] }

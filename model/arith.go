@@ -106,7 +106,7 @@ func (m *Model) sub(a, b rtime) rtime {
 }
 
 // dur returns the exact time k units take to drain: k×Period/Limit.
-// k ≤ burst, so the whole part fits (it is at most MaxBurstDuration).
+// k ≤ burst, so the whole part fits (it is at most sluice.MaxPeriod).
 func (m *Model) dur(k int64) rtime {
 	if m.den == 1 { // a whole number of nanoseconds per unit
 		return rtime{k * m.num, 0}

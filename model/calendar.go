@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/calendar"
 )
 
@@ -54,7 +53,7 @@ func (m *Model) Window(now int64) (w Window, ok bool) {
 	if m.cal == nil {
 		return Window{}, false
 	}
-	return m.cal.window(min(max(now, 0), sluice.MaxTime)), true
+	return m.cal.window(min(max(now, 0), MaxTime)), true
 }
 
 // window returns the window that holds t.
@@ -75,8 +74,8 @@ func ns(t time.Time) int64 {
 	if t.Before(time.Unix(0, 0)) {
 		return 0
 	}
-	if t.After(time.Unix(0, sluice.MaxTime)) {
-		return sluice.MaxTime + 1
+	if t.After(time.Unix(0, MaxTime)) {
+		return MaxTime + 1
 	}
 	return t.UnixNano()
 }

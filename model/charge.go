@@ -28,7 +28,7 @@ import (
 //     the limit until enough entries have aged out.
 //
 // Costs are bounded so that no state overflows: a bucket's charge moves the
-// TAT by at most MaxBurstDuration and never past MaxTime + MaxBurstDuration;
+// TAT by at most sluice.MaxPeriod and never past MaxTime + sluice.MaxPeriod;
 // a window's count (or a log's live sum) saturates at math.MaxInt64. A cost
 // of 0 is a peek; a negative cost is rejected as Impossible, as by Take.
 //
@@ -38,7 +38,7 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 	if cost <= 0 {
 		return m.Take(s, now, cost)
 	}
-	now = min(max(now, 0), sluice.MaxTime)
+	now = min(max(now, 0), MaxTime)
 	switch m.kind {
 	case fixedKind:
 		start := max(now, s.Time) // a clock that stepped back stays in the newest window
@@ -80,7 +80,7 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 		}
 		ns, frac := m.ChargeSpan(cost)
 		tat = m.add(tat, rtime{ns, frac})
-		if limit := (rtime{sluice.MaxTime + int64(sluice.MaxBurstDuration), 0}); limit.less(tat) {
+		if limit := (rtime{MaxTime + int64(sluice.MaxPeriod), 0}); limit.less(tat) {
 			tat = limit
 		}
 		s.Time, s.Frac = tat.ns, tat.frac
@@ -91,11 +91,11 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 
 // ChargeSpan returns, for the bucket kinds, how far a charge of units moves
 // the TAT: units·Period/Limit as whole nanoseconds and a fraction in units
-// of 1/Denominator(), capped at MaxBurstDuration (with no fraction). A
+// of 1/Denominator(), capped at sluice.MaxPeriod (with no fraction). A
 // store that evaluates Charge itself (a script) moves the TAT by exactly
 // this much, and caps it as Charge documents.
 func (m *Model) ChargeSpan(units int64) (ns, frac int64) {
-	const most = int64(sluice.MaxBurstDuration)
+	const most = int64(sluice.MaxPeriod)
 	if units <= 0 {
 		return 0, 0
 	}

@@ -66,7 +66,7 @@ func checkCharge(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []
 	if len(ops) > 256 {
 		ops = ops[:256]
 	}
-	now := min(max(t0, 0), sluice.MaxTime)
+	now := min(max(t0, 0), MaxTime)
 	r := newRef(p)
 	var s State
 	charged := big.NewInt(0)
@@ -80,7 +80,7 @@ func checkCharge(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []
 		default:
 			now += int64(step&1+1) * period
 		}
-		if now > sluice.MaxTime {
+		if now > MaxTime {
 			return
 		}
 		force := ops[i+1]&0x80 != 0
@@ -94,7 +94,7 @@ func checkCharge(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []
 				return
 			}
 			if p.Algorithm.IsBucket() {
-				if span, _ := m.ChargeSpan(cost); span >= int64(sluice.MaxBurstDuration)/4 || now+4*int64(sluice.MaxBurstDuration) > math.MaxInt64/2 {
+				if span, _ := m.ChargeSpan(cost); span >= int64(sluice.MaxPeriod)/4 || now+4*int64(sluice.MaxPeriod) > math.MaxInt64/2 {
 					return
 				}
 			}
@@ -143,7 +143,7 @@ func checkCharge(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []
 			t.Fatalf("%v: refused at %d (cost %d, charge %v) with %+v", p, now, cost, force, d)
 		}
 		at := now + int64(d.RetryAfter)
-		if at > sluice.MaxTime {
+		if at > MaxTime {
 			continue
 		}
 		if !r.clone().admit(at, judged) {
@@ -230,12 +230,12 @@ func TestChargeCaps(t *testing.T) {
 		var s State
 		for range 5 {
 			var d sluice.Decision
-			s, d = m.Charge(s, sluice.MaxTime, math.MaxInt64)
+			s, d = m.Charge(s, MaxTime, math.MaxInt64)
 			if d.Allowed || d.Remaining != 0 || d.RetryAfter <= 0 || d.ResetAfter <= 0 {
 				t.Fatalf("%s: %+v", a, d)
 			}
 		}
-		if x := m.ExpiresAt(s); x <= sluice.MaxTime {
+		if x := m.ExpiresAt(s); x <= MaxTime {
 			t.Fatalf("%s: expires at %d", a, x)
 		}
 	}

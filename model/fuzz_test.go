@@ -100,7 +100,7 @@ func FuzzModels(f *testing.F) {
 	f.Add(uint8(0), int64(5), int64(time.Second), int64(10), int64(0), []byte("\x00\x01\x00\x01\x00\x01\x00\x01\x00\x01\x00\x01\x10\x01"))
 	f.Add(uint8(3), int64(100), int64(time.Minute), int64(0), int64(59e9), []byte("\x00\x64\xff\x01\x00\x01"))
 	f.Add(uint8(5), int64(50), int64(time.Minute), int64(0), int64(1<<61), []byte("\x30\x2a\x20\x12\x01\x01\x01\x01"))
-	f.Add(uint8(4), int64(7), int64(3), int64(0), int64(sluice.MaxTime-5), []byte("\x00\x03\x01\x04\x02\x07\x00\x01"))
+	f.Add(uint8(4), int64(7), int64(3), int64(0), int64(MaxTime-5), []byte("\x00\x03\x01\x04\x02\x07\x00\x01"))
 	f.Add(uint8(2), int64(3000), int64(time.Second), int64(5000), int64(0), []byte("\x00\xff\x00\xff\x80\xff\x00\x10"))
 	f.Add(uint8(1), int64(sluice.MaxLimit), int64(1), int64(sluice.MaxLimit), int64(7), []byte("\x01\x02\x03\x04"))
 	// Two takes of the whole MaxLimit at one instant: the second must be
@@ -123,7 +123,7 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 		if len(ops) > 256 {
 			ops = ops[:256]
 		}
-		now := min(max(t0, 0), sluice.MaxTime)
+		now := min(max(t0, 0), MaxTime)
 		r := newRef(p)
 		var s State
 		for i := 0; i+1 < len(ops); i += 2 {
@@ -138,7 +138,7 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 			default:
 				now += int64(step&1+1) * period
 			}
-			if now > sluice.MaxTime {
+			if now > MaxTime {
 				return
 			}
 			cost := int64(ops[i+1] & 0x7f)
@@ -180,7 +180,7 @@ func checkModel(t *testing.T, alg uint8, limit, period, burst, t0 int64, ops []b
 			cost = judged
 			// Rejected: exactly RetryAfter from now it fits, not 1ns earlier.
 			at := now + int64(d.RetryAfter)
-			if at > sluice.MaxTime {
+			if at > MaxTime {
 				continue // beyond the models' time domain
 			}
 			if d.RetryAfter <= 0 {

@@ -97,7 +97,7 @@ func (m *Model) Denominator() int64 { return m.den }
 // appends in place when there is room); a caller that keeps the new state
 // must not use s again.
 func (m *Model) Take(s State, now, cost int64) (State, sluice.Decision) {
-	now = min(max(now, 0), sluice.MaxTime)
+	now = min(max(now, 0), MaxTime)
 	if cost < 0 {
 		return s, sluice.Decision{Limit: m.limit, Impossible: true}
 	}
@@ -161,6 +161,12 @@ func (m *Model) slidingExpiry(start, count, prev int64) int64 {
 	}
 	return 0
 }
+
+// MaxTime is the latest instant, in nanoseconds since the Unix epoch (the
+// year 2116), that the models accept; stores clamp their clock to [0,
+// MaxTime]. With sluice.MaxPeriod and sluice.MaxLimit it keeps every
+// intermediate value of the models' arithmetic inside int64.
+const MaxTime = 1 << 62
 
 // kind groups the algorithms by the model that evaluates them.
 type kind uint8

@@ -115,7 +115,7 @@ func xrateTrace(t *testing.T, p sluice.Policy, seed uint64) (decisions, ties int
 	const start = 1_700_000_000_000_000_000
 	now := int64(start)
 	for i := range 5000 {
-		if now > sluice.MaxTime/2 {
+		if now > model.MaxTime/2 {
 			// Long periods run far ahead: start over, well inside the
 			// models' range.
 			now = start

@@ -28,7 +28,7 @@ func TestClosedNeverAdmits(t *testing.T) {
 		sluice.WithFailureMode(sluice.FailClosed),
 		func(l *sluice.Limiter) {
 			sluice.WithFailureMode(sluice.FailLocal)(l)
-			sluice.WithLocalStore(local)(l)
+			sluice.WithLocalStore(local, nil)(l)
 		},
 	}
 	up := sluicetest.StartRedis(t)

@@ -62,7 +62,7 @@
 // decides it, holding every number as a pair of exact doubles (h·10⁹ + l),
 // and a product or remainder that leaves 2⁵³ as 24-bit limbs, exact
 // over the models' whole parameter range (sluice.MaxLimit, sluice.MaxPeriod,
-// sluice.MaxTime), at a higher cost to Redis. A one-request script that
+// model.MaxTime), at a higher cost to Redis. A one-request script that
 // meets a state it cannot read exactly (written under another period or
 // denominator by a named policy that changed, or a TAT over 2⁵² ns ahead)
 // hands the request to take.lua before writing anything. What Go can work

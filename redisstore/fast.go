@@ -205,7 +205,7 @@ func (s *Store) exec(ctx context.Context, cn *conn, ms []*single) {
 	args := make([]string, 3, 16)
 	args[2] = s.ttlArg
 	if s.clock != nil {
-		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
+		now := min(max(s.clock.Now().UnixNano(), 0), model.MaxTime)
 		args[0], args[1] = strconv.FormatInt(now/1e9, 10), strconv.FormatInt(now%1e9, 10)
 	}
 	for i := 0; i < len(ms); {

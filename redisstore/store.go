@@ -424,7 +424,7 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		return err
 	}
 	if s.clock != nil {
-		now := min(max(s.clock.Now().UnixNano(), 0), sluice.MaxTime)
+		now := min(max(s.clock.Now().UnixNano(), 0), model.MaxTime)
 		args[0] = strconv.FormatInt(now, 10)
 	}
 	var reply []rueidis.RedisMessage

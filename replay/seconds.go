@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // MaxOffset is the latest offset from the trace start that a trace may use:
-// sluice.MaxTime, the latest instant the models accept, since the trace
+// model.MaxTime, the latest instant the models accept, since the trace
 // starts at the Unix epoch.
-const MaxOffset = time.Duration(sluice.MaxTime)
+const MaxOffset = time.Duration(model.MaxTime)
 
 const maxWholeSeconds = int64(MaxOffset / time.Second)
 

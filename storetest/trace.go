@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/model"
 )
 
 // traceParams are the policy parameters the Model subtests run every
@@ -116,7 +117,7 @@ func runTrace(t *testing.T, newHarness func(t *testing.T) Harness, p sluice.Poli
 		default:
 			next += rng.Int64N(2 * period)
 		}
-		now = max(now, min(next, sluice.MaxTime))
+		now = max(now, min(next, model.MaxTime))
 		var cost int64
 		switch x := rng.IntN(100); {
 		case x < 12:

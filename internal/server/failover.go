@@ -40,7 +40,7 @@ func (s *Server) setupFallback() {
 
 // limiterOptions are the options of a rule's Limiter with failure mode m.
 func (s *Server) limiterOptions(m sluice.FailureMode) []sluice.Option {
-	return []sluice.Option{sluice.WithFailureMode(m), sluice.WithLocalStore(s.local), sluice.WithReplicas(s.replicas)}
+	return []sluice.Option{sluice.WithFailureMode(m), sluice.WithLocalStore(s.local, s.replicas)}
 }
 
 // unavailableRetryAfter is the least wait a refusal decided by a failure
