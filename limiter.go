@@ -6,7 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+
+	"github.com/sluicehq/sluice/internal/line"
 )
 
 // FailureMode says what a Limiter answers when its store fails.
@@ -64,7 +65,7 @@ type Limiter struct {
 	replicas ReplicaCounter
 	shares   shareCache
 	// Wait's queues, per key (wait.go).
-	lines lines
+	lines line.Lines
 }
 
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
@@ -150,16 +151,4 @@ func (l *Limiter) finish(ctx context.Context, key string, n int64, d Decision, e
 // admission: the caller's context ended, or the store is closed.
 func refuses(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || errors.Is(err, ErrStoreClosed)
-}
-
-// lines is the Limiter's Wait queues: per key, the waiters in arrival
-// order. The head of a line asks the store; the others wait for their turn.
-type lines struct {
-	mu sync.Mutex
-	m  map[string]*line
-}
-
-type line struct {
-	busy    bool
-	waiting []chan struct{}
 }

@@ -5,7 +5,8 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"time"
+
+	"github.com/sluicehq/sluice/internal/line"
 )
 
 // Wait blocks until n units for key are admitted, or ctx ends, and returns
@@ -40,15 +41,15 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, erro
 	if n > l.policy.Capacity() {
 		return Decision{Limit: l.policy.Limit, Impossible: true}, fmt.Errorf("sluice: policy %q: key %q: cost %d: %w", l.policy.Name, key, n, ErrImpossible)
 	}
-	if err := l.lines.enter(ctx, key); err != nil {
+	if err := l.lines.Enter(ctx, key); err != nil {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting in line: %w", l.policy.Name, key, err)
 	}
 	d, err := l.wait(ctx, key, n)
-	l.lines.leave(key)
+	l.lines.Leave(key)
 	if err == nil && d.Delay > 0 {
 		// A leaky-bucket place: the next waiter may take the place
 		// behind it while this one waits for its release.
-		if err = sleep(ctx, d.Delay); err != nil {
+		if err = line.Sleep(ctx, d.Delay); err != nil {
 			// The caller has gone before its release: it must not
 			// proceed (the place stays taken; see above).
 			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting for the release: %w", l.policy.Name, key, err)
@@ -70,7 +71,7 @@ func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, erro
 			if err != nil {
 				return p, err
 			}
-			if !fits(ctx, p.Delay) {
+			if !line.Fits(ctx, p.Delay) {
 				return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: the queue delay %v would exceed the context deadline", l.policy.Name, key, p.Delay)
 			}
 		}
@@ -83,85 +84,11 @@ func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, erro
 		case d.Allowed:
 			return d, nil
 		}
-		if !fits(ctx, d.RetryAfter) {
+		if !line.Fits(ctx, d.RetryAfter) {
 			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting %v would exceed the context deadline", l.policy.Name, key, d.RetryAfter)
 		}
-		if err := sleep(ctx, d.RetryAfter); err != nil {
+		if err := line.Sleep(ctx, d.RetryAfter); err != nil {
 			return Decision{Limit: l.policy.Limit}, err
 		}
-	}
-}
-
-// enter waits for key's line to reach the caller, or for ctx to end.
-func (ls *lines) enter(ctx context.Context, key string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	ls.mu.Lock()
-	if ls.m == nil {
-		ls.m = make(map[string]*line)
-	}
-	q := ls.m[key]
-	if q == nil {
-		q = &line{}
-		ls.m[key] = q
-	}
-	if !q.busy {
-		q.busy = true
-		ls.mu.Unlock()
-		return nil
-	}
-	turn := make(chan struct{}, 1)
-	q.waiting = append(q.waiting, turn)
-	ls.mu.Unlock()
-	select {
-	case <-turn:
-		return nil
-	case <-ctx.Done():
-		ls.mu.Lock()
-		for i, w := range q.waiting {
-			if w == turn {
-				q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
-				ls.mu.Unlock()
-				return ctx.Err()
-			}
-		}
-		ls.mu.Unlock()
-		// The turn came as ctx ended: pass it on.
-		ls.leave(key)
-		return ctx.Err()
-	}
-}
-
-// leave ends the current turn of key's line: the next waiter's begins.
-func (ls *lines) leave(key string) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	q := ls.m[key]
-	if len(q.waiting) > 0 {
-		next := q.waiting[0]
-		q.waiting[0] = nil
-		q.waiting = q.waiting[1:]
-		next <- struct{}{}
-		return
-	}
-	delete(ls.m, key)
-}
-
-// fits reports whether waiting d ends before ctx's deadline.
-func fits(ctx context.Context, d time.Duration) bool {
-	deadline, ok := ctx.Deadline()
-	return !ok || !time.Now().Add(d).After(deadline)
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
