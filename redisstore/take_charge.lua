@@ -1,6 +1,6 @@
 -- take.lua's charge: a forced request (its cost prefixed "!" by Go)
 -- records cost c past the limit, as model.Model.Charge does, with its caps
--- (a bucket's TAT at most MaxTime + MaxBurstDuration; a window's count, a
+-- (a bucket's TAT at most model.MaxTime + sluice.MaxPeriod; a window's count, a
 -- log's live sum at most MaxInt64). Go sends a bucket's ChargeSpan as
 -- dur(cost). charge returns the four state strings of the request as take
 -- reports them (for a log, the oldest entries, the new one included, whose
