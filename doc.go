@@ -58,8 +58,8 @@
 // Every algorithm is exact and identical on every store; the semantics,
 // and why token-bucket, gcra and leaky-bucket admit the same requests, are
 // in package model. The two window kinds can count calendar days, weeks,
-// months or years in a time zone instead of fixed lengths (Policy.Calendar:
-// a monthly quota that renews on a tenant's billing day).
+// months or years in a time zone instead of fixed lengths (Policy.Calendar,
+// package calendar: a monthly quota that renews on a tenant's billing day).
 //
 // # Around the Limiter
 //

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/line"
 )
 
 // Outcome is what a front end does with a request.
@@ -169,7 +170,7 @@ func Decide(ctx context.Context, q Request) Verdict {
 		v.Wait += rand.N(q.Jitter)
 	}
 	if v.Outcome == Admit && v.Wait > 0 {
-		if err := hold(ctx, v.Wait); err != nil {
+		if err := line.Sleep(ctx, v.Wait); err != nil {
 			return Verdict{Outcome: Gone, Err: err}
 		}
 	}
@@ -247,16 +248,4 @@ func peekQueues(ctx context.Context, checks []sluice.Check, maxDelay time.Durati
 		return Verdict{Outcome: Refuse, Decisions: []sluice.Decision{d}, Offset: k, Wait: d.RetryAfter}, true
 	}
 	return Verdict{}, false
-}
-
-// hold waits d, or until ctx ends.
-func hold(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
