@@ -326,3 +326,39 @@ func FuzzCalendar(f *testing.F) {
 		}
 	})
 }
+
+// TestCalendarCharge: a charge on a calendar policy counts in the calendar
+// window that holds now, as an admission does: a monthly budget of 10 in
+// Berlin charged 8 on March 20 has 2 left that day and refuses a cost of 3,
+// until April 1 (local midnight); a sliding window carries the charge into
+// April weighted by its overlap.
+func TestCalendarCharge(t *testing.T) {
+	berlin := zone(t, "Europe/Berlin")
+	now := time.Date(2026, 3, 20, 12, 0, 0, 0, berlin).UnixNano()
+	april := time.Date(2026, 4, 1, 0, 0, 0, 0, berlin).UnixNano()
+	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow} {
+		m, err := New(monthly(berlin, alg, 10, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, d := m.Charge(State{}, now, 8)
+		if !d.Allowed || d.Remaining != 2 {
+			t.Errorf("%s: the charge's decision %+v, want Allowed with Remaining 2", alg, d)
+		}
+		if _, d = m.Take(s, now+int64(time.Hour), 3); d.Allowed || d.Remaining != 2 {
+			t.Errorf("%s: cost 3 an hour after charging 8 of 10: %+v, want refused with Remaining 2", alg, d)
+		}
+		if alg == sluice.FixedWindow {
+			if d.RetryAfter != time.Duration(april-now-int64(time.Hour)) {
+				t.Errorf("%s: RetryAfter %v, want %v (April 1, local midnight)", alg, d.RetryAfter, time.Duration(april-now-int64(time.Hour)))
+			}
+			if _, d = m.Take(s, april, 10); !d.Allowed {
+				t.Errorf("%s: a whole month's quota on April 1 after March's charge: %+v, want admitted", alg, d)
+			}
+		}
+		s, _ = m.Charge(s, now+int64(time.Hour), 5)
+		if _, d = m.Take(s, now+2*int64(time.Hour), 0); d.Allowed || d.Remaining != 0 {
+			t.Errorf("%s: a peek after charging 13 of 10: %+v, want refused (in debt)", alg, d)
+		}
+	}
+}

@@ -43,6 +43,9 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 	case fixedKind:
 		start := max(now, s.Time) // a clock that stepped back stays in the newest window
 		ws := m.periodDiv.div(start) * m.period
+		if m.cal != nil {
+			ws = m.cal.window(start).Start
+		}
 		n := int64(0)
 		if s.Time == ws {
 			n = s.Count
@@ -51,11 +54,16 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 	case slidingKind:
 		start := max(now, s.Time)
 		ws := m.periodDiv.div(start) * m.period
+		pws := ws - m.period
+		if m.cal != nil {
+			w := m.cal.window(start)
+			ws, pws = w.Start, w.Prev
+		}
 		var cur, prev int64
 		switch s.Time {
 		case ws:
 			cur, prev = s.Count, s.Prev
-		case ws - m.period:
+		case pws:
 			prev = s.Count
 		}
 		s = State{Time: ws, Count: satAdd(cur, cost), Prev: prev}

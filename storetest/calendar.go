@@ -18,8 +18,8 @@ import (
 // March day of 23 hours and the October day of 25. At every window
 // boundary, one nanosecond before it and after it, and in mid-window, the
 // store's decisions equal the model's; the last key's state expires
-// exactly at its window's end; and a TakeAll batch joins a calendar month
-// and a per-second limit.
+// exactly at its window's end; charges land in the calendar window, and a
+// TakeAll batch joins a calendar month and a per-second limit.
 func testCalendar(t *testing.T, newHarness func(t *testing.T) Harness) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -61,6 +61,38 @@ func testCalendar(t *testing.T, newHarness func(t *testing.T) Harness) {
 				}
 				r.at(r.now + 1)
 				r.check(p, "tenant", 1)
+				checkExpiry(r, p, "tenant")
+			})
+		}
+	}
+	// Charges count in the calendar window that holds now, as admissions
+	// do: a budget charged past its limit refuses until the window's end
+	// (fixed) or until the debt has weighed out (sliding).
+	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow} {
+		for i, c := range cals[:3] {
+			t.Run(fmt.Sprintf("Charge/%s/%s", alg, c.cal), func(t *testing.T) {
+				p := sluice.Policy{Name: fmt.Sprintf("cal-charge-%d", i), Algorithm: alg, Limit: 10, Period: c.cal.Unit.Nominal(), Calendar: c.cal}
+				m, err := model.New(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := newRig(t, newHarness, c.from)
+				charges := []int64{6, 0, 7, 3, 12, 1}
+				k := 0
+				for at := c.from; at < c.to; {
+					w, _ := m.Window(at)
+					for _, t := range []int64{w.Start + (w.End-w.Start)/3, w.End - 1, w.End} {
+						if t < at {
+							continue
+						}
+						r.at(t)
+						r.charge(p, "tenant", charges[k%len(charges)])
+						r.check(p, "tenant", 1)
+						r.peek(p, "tenant")
+						k++
+					}
+					at = w.End + 2
+				}
 				checkExpiry(r, p, "tenant")
 			})
 		}
