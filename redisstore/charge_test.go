@@ -22,7 +22,7 @@ func FuzzCharge(f *testing.F) {
 	c := newClient(f, sluicetest.StartRedis(f))
 	f.Fuzz(func(t *testing.T, alg uint8, ops []byte) {
 		clock := sluicetest.NewClock(time.Unix(0, 0))
-		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("f%d:", harnessSeq.Add(1))), WithTimeout(10*time.Second))
+		s, err := New(c, WithClock(clock), WithPrefix(fmt.Sprintf("f%d:", harnessSeq.Add(1))))
 		if err != nil {
 			t.Fatal(err)
 		}

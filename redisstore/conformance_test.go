@@ -104,7 +104,7 @@ func conformance(t *testing.T, c rueidis.Client, opts ...Option) {
 	storetest.Run(t, func(t *testing.T) storetest.Harness {
 		clock := sluicetest.NewClock(time.Unix(0, 0))
 		prefix := fmt.Sprintf("t%d:", harnessSeq.Add(1))
-		s, err := New(c, append([]Option{WithClock(clock), WithPrefix(prefix), WithTimeout(10 * time.Second)}, opts...)...)
+		s, err := New(c, append([]Option{WithClock(clock), WithPrefix(prefix)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -240,9 +240,10 @@ func TestGatherCancel(t *testing.T) {
 	s.gathering.mu.Lock()
 	s.gathering.flying = 1
 	s.gathering.mu.Unlock()
-	// With no margin, a caller's deadline before the store's timeout bounds
-	// the call with the caller's own context; a's is the later.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	// With no margin, a caller's deadline before the store's timeout
+	// (DefaultTimeout) bounds the call with the caller's own context; a's
+	// is the later.
+	ctx, cancel := context.WithTimeout(t.Context(), DefaultTimeout*5/6)
 	var cancelled, other error
 	var d sluice.Decision
 	left := make(chan struct{})
@@ -252,7 +253,7 @@ func TestGatherCancel(t *testing.T) {
 	}()
 	waitOpen(s, 1)
 	var wg sync.WaitGroup
-	ctxB, cancelB := context.WithTimeout(t.Context(), 3*time.Second)
+	ctxB, cancelB := context.WithTimeout(t.Context(), DefaultTimeout*2/3)
 	defer cancelB()
 	wg.Go(func() { d, other = s.Take(ctxB, p, "b", 1) })
 	waitOpen(s, 2)

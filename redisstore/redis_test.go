@@ -20,11 +20,10 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// newStore returns a store on c with a timeout generous enough for a loaded
-// machine under the race detector, unless opts set another.
+// newStore returns a store on c with the defaults a user gets, and opts.
 func newStore(t testing.TB, c rueidis.Client, opts ...Option) *Store {
 	t.Helper()
-	s, err := New(c, append([]Option{WithTimeout(10 * time.Second)}, opts...)...)
+	s, err := New(c, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
