@@ -902,6 +902,32 @@ func TestTakeAllReconfigured(t *testing.T) {
 	}
 }
 
+// TestTakeAllExpiryOfTheWriter: a batch's state expires when the policy
+// that wrote it says, not a later request of the batch that only read it:
+// a peek under a shorter period of the same name, which finds idle the
+// window a longer one just counted in, does not forget the admission (the
+// old code dropped it: Remaining 8).
+func TestTakeAllExpiryOfTheWriter(t *testing.T) {
+	clock := sluicetest.NewClock(t0.Add(2700 * time.Millisecond))
+	s := New(WithClock(clock), WithSweepInterval(0))
+	defer s.Close()
+	long := sluice.Policy{Name: "x", Algorithm: sluice.FixedWindow, Limit: 8, Period: 1500 * time.Millisecond} // [1.5 s, 3 s)
+	short := sluice.Policy{Name: "x", Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Second}            // idle at 2.5 s
+	out := make([]sluice.Decision, 2)
+	if err := s.TakeAll(context.Background(), []sluice.Request{req(long, "k", 2), req(short, "k", 0)}, out); err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Allowed || !out[1].Allowed {
+		t.Fatalf("refused: %+v", out)
+	}
+	m, _ := model.New(long)
+	st, _ := m.Take(model.State{}, clock.Now().UnixNano(), 2)
+	_, want := m.Take(st, clock.Now().UnixNano(), 0)
+	if got := must(s.Take(context.Background(), long, "k", 0)); got != want || got.Remaining != 6 {
+		t.Errorf("after the batch: %+v, want %+v", got, want)
+	}
+}
+
 // TestClosedEveryMethod: after Close every method that returns an error
 // returns one wrapping sluice.ErrStoreClosed, and a closed store admits
 // nothing. (Bind succeeded on the old code.)

@@ -25,6 +25,7 @@ type work struct {
 	st    model.State
 	den   int64     // st.Frac is in units of 1/den (bucket kind)
 	last  *compiled // the policy that last evaluated st
+	wrote *compiled // the policy that last changed st: its expiry is st's
 	dirty bool      // st consumed something
 
 	// For a sliding-log key whose log the store holds in a spill: the
@@ -196,6 +197,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		if (d.Allowed || r.Force) && r.Cost > 0 {
 			o.dirty = true
 			o.appended++
+			o.wrote = w.c
 		}
 		out[i] = d
 	}
@@ -227,6 +229,12 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 		sh := &s.shards[w.sh]
 		c := w.last
+		if w.dirty {
+			// Not a later request that only read it: a policy of the same
+			// name with a shorter period may see idle the state a longer
+			// one just wrote.
+			c = w.wrote
+		}
 		exp := c.model.ExpiresAt(w.st)
 		if t := sh.table(c.pt); t != nil {
 			if slot, e := t.find(w.h, r.Key); e >= 0 {

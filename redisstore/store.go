@@ -438,8 +438,8 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		if err := s.end(ctx, c, err); err != nil {
 			return err
 		}
-		if len(reply) != 2+4*len(reqs) {
-			return fmt.Errorf("script returned %d values, want %d", len(reply), 2+4*len(reqs))
+		if n := 2 + 4*len(reqs); len(reply) != n && (len(reply) != n+4*len(reqs) || str(reply[1]) != "0") {
+			return fmt.Errorf("script returned %d values, want %d", len(reply), n)
 		}
 		now, err = strconv.ParseInt(str(reply[0]), 10, 64)
 		if err != nil {
@@ -487,28 +487,24 @@ func (s *Store) take(ctx context.Context, reqs []sluice.Request, out []sluice.De
 		return fmt.Errorf("internal error: the script (committed %v) and the model (admitted %v) disagree", committed, all)
 	}
 	if !committed {
-		// Nothing was written: an admitted request's decision is on its
-		// key's stored state, which the key's first request saw.
-		var first map[string]int
-		if len(reqs) > 16 {
-			first = make(map[string]int, len(reqs))
-			for i := len(reqs) - 1; i >= 0; i-- {
-				first[keys[2*i]] = i
-			}
+		// Nothing was written: an admitted request's decision (and a
+		// charge's) is a peek on its key's stored state, which the script
+		// reported after the states seen, as the request's policy reads it
+		// (another policy of the same name, with another denominator or
+		// period, reads it otherwise).
+		if len(reply) != 2+8*len(reqs) {
+			return fmt.Errorf("script returned %d values for a refused batch, want %d", len(reply), 2+8*len(reqs))
 		}
 		for i, r := range reqs {
 			if !out[i].Allowed && !r.Force {
 				continue
 			}
-			j := 0
-			if first != nil {
-				j = first[keys[2*i]]
-			} else {
-				for keys[2*j] != keys[2*i] {
-					j++
-				}
+			f := reply[2+4*len(reqs)+4*i : 6+4*len(reqs)+4*i]
+			st, err := cs[i].state([4]string{str(f[0]), str(f[1]), str(f[2]), str(f[3])})
+			if err != nil {
+				return err
 			}
-			_, out[i] = cs[i].model.Take(states[j], now, 0)
+			_, out[i] = cs[i].model.Take(st, now, 0)
 		}
 	}
 	return nil

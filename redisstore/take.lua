@@ -23,7 +23,10 @@
 --   dur(burst) frac, denominator. For "F" and "W" the four dur fields are
 --   instead the calendar window computed in Go: its start, its end, the
 --   previous window's start and the next window's end (ns).
--- Returns {now, committed ("1"/"0"), then 4 strings per request}; committed
+-- Returns {now, committed ("1"/"0"), then 4 strings per request: the state
+-- it saw}; when committed is "0", 4 more per request follow: for an
+-- admitted request or a charge, its key's stored state as its policy reads
+-- it (as a peek would), else empty. committed
 -- is "2" when a calendar window given does not hold the instant decided at
 -- (max(now, the stored window start)): nothing is written, and Go sends the
 -- window that does.
@@ -60,7 +63,7 @@ else
   nh, nl = P(ARGV[1])
 end
 local slack, n = tonumber(ARGV[2]), tonumber(ARGV[3])
-local states, order, redo = {}, {}, {}
+local states, order, oks = {}, {}, {}
 local out, all = {S(nh, nl), "0"}, true
 -- The request being decided, passed to the algorithm's take (which keeps
 -- nothing of it): one table, made once.
@@ -84,7 +87,6 @@ for i = 1, n do
   r.cal = kind == "F" or kind == "W" -- a calendar window (calwin)
   if r.cal then kind = string.lower(kind) end
   local s = states[key]
-  local first = not s
   if not s then
     s = load(kind, key, KEYS[2 * i], ARGV[a + 9])
     s.kind = kind
@@ -93,33 +95,41 @@ for i = 1, n do
   end
   local ok, o1, o2, o3, o4
   if force and costpos then -- a charge never refuses the batch
-    local pre
-    o1, o2, o3, o4, pre = charge(s, kind, r)
+    o1, o2, o3, o4 = charge(s, kind, r)
     ok = true
-    if pre and first then
-      pre.s, pre.kh, pre.kl, pre.pos = s, kh, kl, #out + 3
-      redo[#redo + 1] = pre
-    end
   else
     ok, o1, o2, o3, o4 = take(kind, s, r)
     ok = ok or force -- a charge of nothing peeks, and never refuses the batch
   end
   all = all and ok
+  oks[i] = ok
   local m = #out
   out[m + 1], out[m + 2], out[m + 3], out[m + 4] = o1 or "", o2 or "", o3 or "", o4 or ""
 end
-if not all then
-  -- A sliding-log charge that was its key's first request reported the
-  -- oldest entries for the state after it; a refused batch writes nothing,
-  -- so Go decides a peek on the state before it: rewrite those two fields.
-  for _, p in ipairs(redo) do
-    local o3, o4 = "", ""
-    if cmp(p.uh, p.ul, p.kh, p.kl) >= 0 then
-      local needh, needl = sub(p.uh, p.ul, p.kh, p.kl)
-      o3, o4 = walk(p.s, p.trim, add(needh, needl, 0, 1))
+if not all and not r.retry then
+  -- A refused batch writes nothing, and Go decides each admitted request
+  -- and each charge as a peek on its key's stored state. Append, per
+  -- request, that state as the request's own policy reads it (a bucket's
+  -- TAT on its grid, a log's entries inside its window), which another
+  -- policy of the same name need not read alike.
+  for i = 1, n do
+    local _, o1, o2, o3, o4
+    if oks[i] then
+      local a = 3 + (i - 1) * 9
+      local kind = ARGV[a + 1]
+      r.a, r.ch, r.cl = a, 0, 0
+      r.kh, r.kl = P(ARGV[a + 3])
+      r.ph, r.pl = P(ARGV[a + 4])
+      r.costpos, r.jh, r.jl = false, 0, 1
+      r.cal = kind == "F" or kind == "W"
+      if r.cal then kind = string.lower(kind) end
+      local s = load(kind, KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 9])
+      _, o1, o2, o3, o4 = take(kind, s, r)
     end
-    out[p.pos], out[p.pos + 1] = o3, o4
+    local m = #out
+    out[m + 1], out[m + 2], out[m + 3], out[m + 4] = o1 or "", o2 or "", o3 or "", o4 or ""
   end
+  r.retry = false -- the windows held the instants decided at: the states read here need none
 end
 if r.retry then -- a calendar window given does not hold the instant
   out[2] = "2"

@@ -4,8 +4,7 @@
 -- log's live sum at most MaxInt64). Go sends a bucket's ChargeSpan as
 -- dur(cost). charge returns the four state strings of the request as take
 -- reports them (for a log, the oldest entries, the new one included, whose
--- leaving lets one unit in) and, for a log, what a refused batch rewrites
--- them with (redo in take.lua).
+-- leaving lets one unit in).
 
 -- walk returns the oldest entries of a log, from index j, whose costs add
 -- up to need, as (the last one's instant, their sum) strings.
@@ -70,16 +69,9 @@ local function charge_window(s, kind, r)
 end
 
 local function charge_log(s, r)
-  -- Drop (tentatively) the entries that have left, then append.
-  while s.trim < s.len + #s.pending do
-    local ah, al, eh, el = logentry(s, s.trim)
-    local lh, ll = add(ah, al, r.ph, r.pl)
-    if cmp(lh, ll, r.nh, r.nl) > 0 then break end
-    s.trim = s.trim + 1
-    s.uh, s.ul = sub(s.uh, s.ul, eh, el)
-  end
+  -- Drop the entries that have left (a charge always records), then append.
+  s.trim, s.uh, s.ul = slidinglog_live(s, r)
   local o1, o2, o3, o4 = S(s.uh, s.ul), S(s.ah, s.al), "", ""
-  local pre = {trim = s.trim, uh = s.uh, ul = s.ul} -- for redo
   local uh, ul = add(s.uh, s.ul, r.ch, r.cl)
   if cmp(uh, ul, MXH, MXL) > 0 then uh, ul = MXH, MXL end
   local ah, al = r.nh, r.nl
@@ -95,7 +87,7 @@ local function charge_log(s, r)
     local needh, needl = sub(uh, ul, r.kh, r.kl)
     o3, o4 = walk(s, s.trim, add(needh, needl, 0, 1))
   end
-  return o1, o2, o3, o4, pre
+  return o1, o2, o3, o4
 end
 
 local function charge(s, kind, r)

@@ -29,26 +29,37 @@ local function slidinglog_load(key, lkey)
   return s
 end
 
--- take decides r on s: admitted, and the state it saw (u, a; and on a
--- refusal that can succeed later, the entry whose leaving makes room and
--- the sum of the entries up to it).
-local function slidinglog_take(s, r)
-  -- Drop (tentatively) the entries that have left: at + P <= now.
-  while s.trim < s.len + #s.pending do
-    local ah, al, eh, el = logentry(s, s.trim)
+-- slidinglog_live returns where the entries inside r's window (at + P >
+-- now) begin and their sum: s's entries from s.trim on, without those that
+-- have left.
+local function slidinglog_live(s, r)
+  local trim, uh, ul = s.trim, s.uh, s.ul
+  while trim < s.len + #s.pending do
+    local ah, al, eh, el = logentry(s, trim)
     local lh, ll = add(ah, al, r.ph, r.pl)
     if cmp(lh, ll, r.nh, r.nl) > 0 then break end
-    s.trim = s.trim + 1
-    s.uh, s.ul = sub(s.uh, s.ul, eh, el)
+    trim = trim + 1
+    uh, ul = sub(uh, ul, eh, el)
   end
-  local seen1, seen2 = S(s.uh, s.ul), S(s.ah, s.al)
+  return trim, uh, ul
+end
+
+-- take decides r on s: admitted, and the state it saw (u, a; and on a
+-- refusal that can succeed later, the entry whose leaving makes room and
+-- the sum of the entries up to it). Like the model, only an admission
+-- drops the entries that have left r's window: a peek or a refusal leaves
+-- them to a later request of the batch, whose policy (a longer period of
+-- the same name) may still count them.
+local function slidinglog_take(s, r)
+  local trim, usedh, usedl = slidinglog_live(s, r)
+  local seen1, seen2 = S(usedh, usedl), S(s.ah, s.al)
   if cmp(r.ch, r.cl, r.kh, r.kl) > 0 then return false, seen1, seen2 end
-  local uh, ul = add(s.uh, s.ul, r.jh, r.jl)
+  local uh, ul = add(usedh, usedl, r.jh, r.jl)
   if cmp(uh, ul, r.kh, r.kl) > 0 then
     -- It fits once the oldest entries whose costs add up to used + cost -
     -- limit have left: report the last of them.
     local needh, needl = sub(uh, ul, r.kh, r.kl)
-    local acch, accl, j = 0, 0, s.trim
+    local acch, accl, j = 0, 0, trim
     local ah, al, eh, el
     while true do
       ah, al, eh, el = logentry(s, j)
@@ -60,7 +71,8 @@ local function slidinglog_take(s, r)
   end
   if r.costpos then
     local ah, al = r.nh, r.nl
-    if s.uh > 0 or s.ul > 0 then ah, al = maxp(ah, al, s.ah, s.al) end
+    if usedh > 0 or usedl > 0 then ah, al = maxp(ah, al, s.ah, s.al) end
+    s.trim = trim
     s.pending[#s.pending + 1] = {ah, al, r.ch, r.cl}
     s.uh, s.ul, s.ah, s.al = uh, ul, ah, al
     s.xh, s.xl = add(ah, al, r.ph, r.pl)
