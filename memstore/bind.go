@@ -54,5 +54,5 @@ func (b *bound) Take(ctx context.Context, key string, cost int64) (sluice.Decisi
 		b.c.Store(c)
 	}
 	var d sluice.Decision
-	return d, s.decide(b.p, c, key, cost, &d)
+	return d, s.decide(&b.p, c, key, cost, &d)
 }

@@ -208,7 +208,7 @@ func TestDeadPolicyRetries(t *testing.T) {
 		t.Fatalf("a take on the dropped policy: outcome %d, want stale", o)
 	}
 	// The successor holds "b" once a take made on the dropped one retries.
-	if err := s.decide(p, old, "b", 1, &d); err != nil || !d.Allowed {
+	if err := s.decide(&p, old, "b", 1, &d); err != nil || !d.Allowed {
 		t.Fatalf("a retried take: %+v, %v", d, err)
 	}
 	if d, err := s.Take(ctx, p, "b", 1); err != nil || d.Allowed {

@@ -42,7 +42,8 @@ type rowSet interface {
 	// model on the row in place, sets *d and returns the key's expiry. A
 	// pointer passed through an interface escapes: d must not point into
 	// the caller's stack, which would cost an allocation per decision
-	// (the shard passes its scratch decision, under its lock).
+	// (the shard passes its scratch decision, under its lock, to the
+	// layouts it does not call directly: see shard.takeInPlace).
 	take(c *compiled, e int, now, cost int64, d *sluice.Decision) int64
 	// publish copies entry e's state into a hot key's words, while its
 	// seq is odd (hot.go).

@@ -53,7 +53,8 @@ type shard struct {
 
 	// dec is a scratch decision for rowSet.take, which cannot be given
 	// one on the caller's stack without allocating it (the models set the
-	// whole of it on every take, so nothing of an earlier one shows).
+	// whole of it on every take, so nothing of an earlier one shows). The
+	// bucket layouts, called directly (takeInPlace), write the caller's.
 	dec sluice.Decision
 
 	keys                     atomic.Int64 // n, readable without the lock
@@ -222,8 +223,18 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 // on the row's fields in place. It reports whether the entry is kept: false
 // when its state expired, and it was removed.
 func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64, d *sluice.Decision) bool {
-	exp := t.rs.take(c, e, now, cost, &sh.dec)
-	*d = sh.dec
+	// The bucket layouts are called directly: no interface call, and the
+	// model writes the decision straight into *d.
+	var exp int64
+	switch rs := t.rs.(type) {
+	case *narrowRows:
+		exp = rs.take(c, e, now, cost, d)
+	case *wideRows:
+		exp = rs.take(c, e, now, cost, d)
+	default:
+		exp = rs.take(c, e, now, cost, &sh.dec)
+		*d = sh.dec
+	}
 	switch {
 	case exp <= now:
 		sh.remove(t, slot, e)

@@ -286,17 +286,17 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 		return sluice.Decision{}, fmt.Errorf("memstore: take %q: %w", key, err)
 	}
 	var d sluice.Decision
-	return d, s.decide(p, c, key, cost, &d)
+	return d, s.decide(&p, c, key, cost, &d)
 }
 
 // decide is Take once the policy is compiled as c; it sets *d.
-func (s *Store) decide(p sluice.Policy, c *compiled, key string, cost int64, d *sluice.Decision) error {
+func (s *Store) decide(p *sluice.Policy, c *compiled, key string, cost int64, d *sluice.Decision) error {
 	o := s.take(c, key, cost, d)
 	if o == stale {
 		// c's policy was dropped for having no keys: pinned, the current
 		// one cannot be (registry.go).
 		var err error
-		if c, err = s.reg.compile(p, true); err != nil {
+		if c, err = s.reg.compile(*p, true); err != nil {
 			return fmt.Errorf("memstore: take %q: %w", key, err)
 		}
 		o = s.take(c, key, cost, d)
