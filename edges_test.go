@@ -155,7 +155,8 @@ func TestWaitServesInOrder(t *testing.T) {
 }
 
 // TestWaitInLineReturnsWhenCtxEnds: a Wait queued behind another returns
-// when its own context ends, having taken nothing.
+// when its own context ends (here cancelled after 20 ms), having taken
+// nothing.
 func TestWaitInLineReturnsWhenCtxEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "p", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Hour})
@@ -165,12 +166,67 @@ func TestWaitInLineReturnsWhenCtxEnds(t *testing.T) {
 		defer stop()
 		go l.Wait(first, "k", 1)
 		synctest.Wait() // the first waiter sleeps at the head of the line
-		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		defer cancel()
+		gone, cancel := context.WithCancel(ctx)
+		time.AfterFunc(20*time.Millisecond, cancel)
 		start := time.Now()
-		_, err := l.Wait(short, "k", 1)
-		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 20*time.Millisecond {
-			t.Errorf("a queued Wait with a 20ms deadline: %v after %v", err, time.Since(start))
+		_, err := l.Wait(gone, "k", 1)
+		if !errors.Is(err, context.Canceled) || time.Since(start) != 20*time.Millisecond {
+			t.Errorf("a queued Wait cancelled after 20ms: %v after %v", err, time.Since(start))
+		}
+		if d, _ := l.AllowN(ctx, "k", 0); d.Remaining != 0 || d.RetryAfter != time.Hour-20*time.Millisecond {
+			t.Errorf("after the cancelled Wait: %+v, want the hour's unit still taken and nothing more", d)
+		}
+	})
+}
+
+// TestWaitInLineTooLate: a Wait whose deadline comes before the caller
+// ahead of it in line can be served returns at once, without waiting for
+// its deadline (before, it waited for its deadline). A waiter whose
+// deadline allows it stays in line and is served. (internal/line's
+// TestHold covers a waiter already in line when the head learns how long
+// it must sleep.)
+func TestWaitInLineTooLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := sluice.NewLimiter(newTestStore(), sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 2, Period: time.Second})
+		ctx := context.Background()
+		l.AllowN(ctx, "k", 2) // empty: the next unit comes in 500 ms
+		wait := func(d time.Duration) (time.Duration, error) {
+			c, cancel := context.WithTimeout(ctx, d)
+			defer cancel()
+			start := time.Now()
+			_, err := l.Wait(c, "k", 1)
+			return time.Since(start), err
+		}
+		// The head sleeps 500 ms for the next unit: behind it, a Wait with
+		// 100 ms leaves at once; one with 2 s stays, and is served after
+		// the head.
+		type result struct {
+			err  error
+			took time.Duration
+		}
+		early, patient := make(chan result, 1), make(chan result, 1)
+		head := make(chan error, 1)
+		go func() {
+			_, err := l.Wait(ctx, "k", 1)
+			head <- err
+		}()
+		synctest.Wait()
+		go func() { took, err := wait(2 * time.Second); patient <- result{err, took} }()
+		synctest.Wait()
+		go func() { took, err := wait(100 * time.Millisecond); early <- result{err, took} }()
+		synctest.Wait()
+		if r := <-early; r.err == nil || r.took != 0 || errors.Is(r.err, context.DeadlineExceeded) {
+			t.Errorf("a Wait with 100ms behind one that needs 500ms: %v after %v, want an error at once", r.err, r.took)
+		}
+		// Arriving behind the sleeping head: at once too.
+		if took, err := wait(300 * time.Millisecond); err == nil || took != 0 {
+			t.Errorf("a Wait with 300ms arriving behind one that needs 500ms: %v after %v, want an error at once", err, took)
+		}
+		if err := <-head; err != nil {
+			t.Errorf("the head: %v", err)
+		}
+		if r := <-patient; r.err != nil || r.took != time.Second {
+			t.Errorf("the patient Wait: %v after %v, want served after 1s (the head at 500ms, then itself)", r.err, r.took)
 		}
 	})
 }

@@ -118,6 +118,7 @@ func failedAll(ctx context.Context, checks []Check, batch []Request, decisions [
 	for i, c := range checks {
 		if c.Limiter.failure == FailLocal {
 			local = append(local, i)
+			refused = refused || !c.Limiter.share().ok // an empty share refuses
 			continue
 		}
 		decisions[i] = c.Limiter.failed(ctx, c.Key, batch[i].Cost)
@@ -126,52 +127,31 @@ func failedAll(ctx context.Context, checks []Check, batch []Request, decisions [
 	if len(local) == 0 {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
-	store := checks[local[0]].Limiter.local
-	reqs := make([]Request, 0, len(local))
-	for _, i := range local {
-		c := checks[i]
-		s := c.Limiter.share()
-		if !s.ok {
-			refused = true
-			decisions[i] = Decision{Limit: c.Limiter.policy.Limit}
-			continue
+	cost := func(i int) int64 {
+		if refused {
+			return 0 // peek
 		}
+		return batch[i].Cost
+	}
+	store := checks[local[0]].Limiter.local
+	reqs := make([]Request, len(local))
+	for j, i := range local {
+		c := checks[i]
 		if !sameStore(c.Limiter.local, store) {
 			store = nil
 		}
-		reqs = append(reqs, Request{Policy: s.policy, Key: c.Key, Cost: batch[i].Cost})
+		reqs[j] = Request{Policy: c.Limiter.share().policy, Key: c.Key, Cost: cost(i)}
 	}
-	if refused {
-		for j := range reqs {
-			reqs[j].Cost = 0
-		}
-	}
-	if len(reqs) != len(local) {
-		store = nil // some share is empty: decide the others one by one (peeks)
-	}
-	if store != nil {
+	if store != nil && !refused {
 		out := make([]Decision, len(reqs))
-		if err := store.TakeAll(ctx, reqs, out); err == nil {
+		if err := store.TakeAll(context.WithoutCancel(ctx), reqs, out); err == nil {
 			for j, i := range local {
 				decisions[i] = out[j]
 			}
 			return
 		}
 	}
-	j := 0
 	for _, i := range local {
-		c := checks[i]
-		s := c.Limiter.share()
-		if !s.ok {
-			continue
-		}
-		cost := reqs[j].Cost
-		j++
-		d, err := c.Limiter.local.Take(ctx, s.policy, c.Key, cost)
-		if err != nil {
-			d = Decision{Limit: c.Limiter.policy.Limit}
-		}
-		decisions[i] = d
+		decisions[i] = checks[i].Limiter.failed(ctx, checks[i].Key, cost(i))
 	}
 }

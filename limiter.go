@@ -92,14 +92,31 @@ func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-// Policy returns the limiter's policy.
-func (l *Limiter) Policy() Policy { return l.policy }
+// Policy returns the limiter's policy (the zero Policy for a nil
+// *Limiter).
+func (l *Limiter) Policy() Policy {
+	if l == nil {
+		return Policy{}
+	}
+	return l.policy
+}
 
 // FailureMode returns what the limiter answers when its store fails.
-func (l *Limiter) FailureMode() FailureMode { return l.failure }
+func (l *Limiter) FailureMode() FailureMode {
+	if l == nil {
+		return FailOpen
+	}
+	return l.failure
+}
 
-// Store returns the store the limiter asks.
-func (l *Limiter) Store() Store { return l.store }
+// Store returns the store the limiter asks (nil for a Limiter without
+// one).
+func (l *Limiter) Store() Store {
+	if l == nil {
+		return nil
+	}
+	return l.store
+}
 
 // Allow is AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {

@@ -147,6 +147,9 @@ func TestUserEdges(t *testing.T) {
 	t.Run("nil Limiter", func(t *testing.T) {
 		var l *sluice.Limiter
 		refuses(t, "a nil *Limiter", bg, l, sluice.ErrStoreClosed)
+		if p, s, m := l.Policy(), l.Store(), l.FailureMode(); p != (sluice.Policy{}) || s != nil || m != sluice.FailOpen {
+			t.Errorf("a nil *Limiter's Policy, Store, FailureMode: %v, %v, %v; want zero values", p, s, m)
+		}
 	})
 	t.Run("NewLimiter arguments", func(t *testing.T) {
 		store := memstore.New()

@@ -5,6 +5,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/line"
 )
@@ -20,7 +21,8 @@ import (
 //
 // Every Wait returns when ctx ends, wherever it is in the line, and
 // returns at once, with an error and without taking anything, when ctx's
-// deadline comes before the wait it would need. It returns ErrImpossible
+// deadline comes before the wait it would need: its own, or that of the
+// caller ahead of it in line, which it cannot be served before. It returns ErrImpossible
 // at once if n exceeds the policy's capacity.
 //
 // What a cancelled Wait consumes: for the window kinds, token-bucket and
@@ -87,6 +89,9 @@ func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, erro
 		if !line.Fits(ctx, d.RetryAfter) {
 			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting %v would exceed the context deadline", l.policy.Name, key, d.RetryAfter)
 		}
+		// The callers behind can begin no sooner: those whose deadline
+		// comes first leave the line now.
+		l.lines.Hold(key, time.Now().Add(d.RetryAfter))
 		if err := line.Sleep(ctx, d.RetryAfter); err != nil {
 			return Decision{Limit: l.policy.Limit}, err
 		}

@@ -6,6 +6,7 @@ package line
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -18,11 +19,28 @@ type Lines struct {
 }
 
 type line struct {
-	busy    bool
-	waiting []chan struct{}
+	busy bool
+	// notBefore is when the current turn may end at the earliest (Hold),
+	// or zero.
+	notBefore time.Time
+	waiting   []*waiter
 }
 
-// Enter waits for key's line to reach the caller, or for ctx to end.
+// waiter is a caller waiting for its turn.
+type waiter struct {
+	turn     chan error // nil: its turn; ErrTooLate: it left the line
+	deadline time.Time  // its context's, or zero
+}
+
+// ErrTooLate is Enter's error for a caller whose context's deadline comes
+// before the current turn can end (Hold): its own turn could only begin
+// after its deadline.
+var ErrTooLate = errors.New("the turn ahead in line ends after the context deadline")
+
+// Enter waits for key's line to reach the caller, or for ctx to end. It
+// returns ErrTooLate at once, without waiting, when ctx's deadline comes
+// before the current turn can end; a caller already waiting leaves with
+// ErrTooLate as soon as a Hold shows that.
 func (ls *Lines) Enter(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -41,26 +59,62 @@ func (ls *Lines) Enter(ctx context.Context, key string) error {
 		ls.mu.Unlock()
 		return nil
 	}
-	turn := make(chan struct{}, 1)
-	q.waiting = append(q.waiting, turn)
+	deadline, _ := ctx.Deadline()
+	if tooLate(deadline, q.notBefore) {
+		ls.mu.Unlock()
+		return ErrTooLate
+	}
+	w := &waiter{turn: make(chan error, 1), deadline: deadline}
+	q.waiting = append(q.waiting, w)
 	ls.mu.Unlock()
 	select {
-	case <-turn:
-		return nil
+	case err := <-w.turn:
+		return err
 	case <-ctx.Done():
 		ls.mu.Lock()
-		for i, w := range q.waiting {
-			if w == turn {
+		for i, o := range q.waiting {
+			if o == w {
 				q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
 				ls.mu.Unlock()
 				return ctx.Err()
 			}
 		}
 		ls.mu.Unlock()
-		// The turn came as ctx ended: pass it on.
-		ls.Leave(key)
+		// The turn (or ErrTooLate) came as ctx ended: pass a turn on.
+		if err := <-w.turn; err == nil {
+			ls.Leave(key)
+		}
 		return ctx.Err()
 	}
+}
+
+// tooLate reports whether a deadline (zero: none) comes before notBefore
+// (zero: unknown).
+func tooLate(deadline, notBefore time.Time) bool {
+	return !deadline.IsZero() && !notBefore.IsZero() && deadline.Before(notBefore)
+}
+
+// Hold records that the current turn of key's line cannot end before
+// until (its holder sleeps until then): the waiters whose deadline comes
+// before it leave the line with ErrTooLate.
+func (ls *Lines) Hold(key string, until time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	q := ls.m[key]
+	if q == nil {
+		return
+	}
+	q.notBefore = until
+	kept := q.waiting[:0]
+	for _, w := range q.waiting {
+		if tooLate(w.deadline, until) {
+			w.turn <- ErrTooLate
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(q.waiting[len(kept):])
+	q.waiting = kept
 }
 
 // Leave ends the current turn of key's line: the next waiter's begins.
@@ -68,11 +122,12 @@ func (ls *Lines) Leave(key string) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	q := ls.m[key]
+	q.notBefore = time.Time{}
 	if len(q.waiting) > 0 {
 		next := q.waiting[0]
 		q.waiting[0] = nil
 		q.waiting = q.waiting[1:]
-		next <- struct{}{}
+		next.turn <- nil
 		return
 	}
 	delete(ls.m, key)

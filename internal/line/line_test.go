@@ -93,3 +93,50 @@ func TestSleepFits(t *testing.T) {
 		}
 	})
 }
+
+// TestHold: once the current turn cannot end before a time (Hold), the
+// waiters whose deadline comes first leave the line at once with
+// ErrTooLate, whenever they arrived; a caller arriving later with such a
+// deadline does not wait at all; the others keep their places, and the
+// next turn forgets the bound.
+func TestHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ls Lines
+		if err := ls.Enter(t.Context(), "k"); err != nil {
+			t.Fatal(err)
+		}
+		enter := func(d time.Duration) chan error {
+			ctx, cancel := context.WithTimeout(t.Context(), d)
+			out := make(chan error, 1)
+			go func() {
+				defer cancel()
+				out <- ls.Enter(ctx, "k")
+			}()
+			synctest.Wait()
+			return out
+		}
+		short, long := enter(100*time.Millisecond), enter(time.Hour)
+		start := time.Now()
+		ls.Hold("k", start.Add(time.Second))
+		synctest.Wait()
+		select {
+		case err := <-short:
+			if !errors.Is(err, ErrTooLate) || time.Since(start) != 0 {
+				t.Errorf("a waiter with 100ms behind a 1s hold: %v after %v, want ErrTooLate at once", err, time.Since(start))
+			}
+		default:
+			t.Error("a waiter with 100ms is still in line behind a 1s hold")
+		}
+		if err := <-enter(500 * time.Millisecond); !errors.Is(err, ErrTooLate) || time.Since(start) != 0 {
+			t.Errorf("arriving with 500ms behind a 1s hold: %v after %v, want ErrTooLate at once", err, time.Since(start))
+		}
+		ls.Leave("k")
+		if err := <-long; err != nil {
+			t.Fatalf("the waiter with an hour: %v, want its turn", err)
+		}
+		if err := <-enter(10 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("behind a turn with no hold, a 10ms waiter: %v, want its deadline (the bound was the previous turn's)", err)
+		}
+		ls.Leave("k")
+	})
+}
