@@ -74,7 +74,7 @@ func BenchmarkServe(b *testing.B) {
 						addr, httpAddr, cmd, _ := startServeProcessOn(b, serveCPU, args...)
 						pid := cmd.Process.Pid
 						for _, inflight := range []int{16, 64} {
-							b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, httpAddr, redisAddr, pid, inflight) })
+							b.Run("inflight="+strconv.Itoa(inflight), func(b *testing.B) { loadServe(b, addr, httpAddr, redisAddr, pid, inflight, 100_000) })
 						}
 					})
 				}
@@ -107,10 +107,11 @@ func splitCPUs(b *testing.B) string {
 }
 
 // loadServe sends b.N requests to the serve process pid at addr, inflight
-// at a time, and reports them; with redisAddr (its store) not "", also
-// Redis's CPU per request (INFO cpu: user + system).
-func loadServe(b *testing.B, addr, httpAddr, redisAddr string, pid, inflight int) {
-	const values = 100000
+// at a time, over values distinct descriptor values, and reports them;
+// with redisAddr (its store) not "", also Redis's CPU per request (INFO
+// cpu: user + system). httpAddr is sluice serve's, whose metrics must show
+// no store error; "" for another server.
+func loadServe(b *testing.B, addr, httpAddr, redisAddr string, pid, inflight, values int) {
 	conns := make([]rls.RateLimitServiceClient, 4)
 	for i := range conns {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -135,9 +136,13 @@ func loadServe(b *testing.B, addr, httpAddr, redisAddr string, pid, inflight int
 	lat := make([]time.Duration, b.N)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	storeErrors0 := storeErrors(b, httpAddr)
+	var storeErrors0 int64
+	if httpAddr != "" {
+		storeErrors0 = storeErrors(b, httpAddr)
+	}
 	cpu0 := procCPU(b, pid)
 	redis0 := redisCPU(b, redisAddr)
+	calls0 := redisCalls(b, redisAddr)
 	b.ResetTimer()
 	start := time.Now()
 	for w := 0; w < inflight; w++ {
@@ -151,7 +156,7 @@ func loadServe(b *testing.B, addr, httpAddr, redisAddr string, pid, inflight int
 					return
 				}
 				t := time.Now()
-				if _, err := c.ShouldRateLimit(context.Background(), reqs[(i*7919)%values]); err != nil {
+				if _, err := c.ShouldRateLimit(context.Background(), reqs[(i*7919)%int64(values)]); err != nil {
 					b.Error(err)
 					return
 				}
@@ -164,10 +169,13 @@ func loadServe(b *testing.B, addr, httpAddr, redisAddr string, pid, inflight int
 	b.StopTimer()
 	cpu := procCPU(b, pid) - cpu0
 	redis := redisCPU(b, redisAddr) - redis0
+	calls := redisCalls(b, redisAddr)
 	// A request the store failed (a timeout) is answered by the rule's
 	// failure mode without Redis, so its cost is not a decision's: the
 	// figures stand only if there were none.
-	if n := storeErrors(b, httpAddr) - storeErrors0; n > 0 {
+	if httpAddr == "" {
+		// Not sluice: its metrics are not read.
+	} else if n := storeErrors(b, httpAddr) - storeErrors0; n > 0 {
 		b.Errorf("%d store errors during the run (sluice_store_errors_total): the figures are not of decisions made", n)
 	}
 	slices.Sort(lat)
@@ -177,7 +185,50 @@ func loadServe(b *testing.B, addr, httpAddr, redisAddr string, pid, inflight int
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-cpu-µs/req")
 	if redisAddr != "" {
 		b.ReportMetric(float64(redis.Microseconds())/float64(b.N), "redis-cpu-µs/req")
+		var all, scripts int64
+		for name, n := range calls {
+			n -= calls0[name]
+			all += n
+			if name == "evalsha" || name == "eval" || name == "evalsha_ro" || name == "eval_ro" {
+				scripts += n
+			}
+		}
+		b.ReportMetric(float64(all-scripts)/float64(b.N), "redis-cmds/req")
+		b.ReportMetric(float64(scripts)/float64(b.N), "redis-scripts/req")
 	}
+}
+
+// redisCalls returns the calls per command of the redis-server at addr
+// (INFO commandstats: a script's commands count as commands, the script as
+// an evalsha), or nil for addr "".
+func redisCalls(b *testing.B, addr string) map[string]int64 {
+	if addr == "" {
+		return nil
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.Do(context.Background(), c.B().Info().Section("commandstats").Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for line := range strings.Lines(info) {
+		// cmdstat_hincrby:calls=5,usec=...
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			b.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		calls[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return calls
 }
 
 // redisCPU returns the CPU time (user + system) the redis-server at addr
