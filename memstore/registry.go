@@ -144,7 +144,7 @@ func (r *registry) compileIf(p sluice.Policy, pin, create bool) (*compiled, erro
 		if r.n >= r.max {
 			r.collect()
 			if r.n >= r.max {
-				return nil, fmt.Errorf("policy %v: the store holds %d policies, the most it may (WithMaxPolicies): %w", id, r.n, sluice.ErrStoreFull)
+				return nil, fmt.Errorf("policy %v: the store holds %d policies, the most it may (WithMaxPolicies): %w", p, r.n, sluice.ErrStoreFull)
 			}
 		}
 		pt = &policyTable{ident: id}
