@@ -129,6 +129,9 @@ func descriptorsOf(req *CheckRequest) ([]descriptor, string) {
 	hits := int64(1)
 	if req.HitsAddend != nil {
 		hits = *req.HitsAddend
+		if hits < 0 {
+			return nil, fmt.Sprintf("hits_addend %d: must be >= 0", hits)
+		}
 	}
 	descs := make([]descriptor, len(req.Descriptors))
 	for i, d := range req.Descriptors {

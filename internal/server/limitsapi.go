@@ -47,7 +47,8 @@ func specOf(p sluice.Policy) LimitSpec {
 	return ls
 }
 
-// policy is the policy ls sets on rule r, or an error naming the field.
+// policy is the policy ls sets on rule r, or an error naming the field
+// (the caller names the rule).
 func (ls LimitSpec) policy(r *config.Rule) (sluice.Policy, error) {
 	p := sluice.Policy{Algorithm: r.Policy.Algorithm, Limit: ls.RequestsPerUnit, Period: r.Policy.Period, Burst: ls.Burst}
 	if ls.RequestsPerUnit < 1 {
@@ -86,7 +87,8 @@ func (ls LimitSpec) policy(r *config.Rule) (sluice.Policy, error) {
 		return p, errors.New("unit_multiplier: goes with unit")
 	}
 	if err := p.Validate(); err != nil {
-		return p, errors.New(strings.TrimPrefix(err.Error(), "sluice: "))
+		// The policy has no name yet: the caller names the rule.
+		return p, errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("sluice: policy %q: ", p.Name)))
 	}
 	return p, nil
 }
@@ -251,7 +253,7 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 		}
 		p, err := ls.policy(rule)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "body: %v", err)
+			writeError(w, http.StatusBadRequest, "body: limit for rule %s: %v", rule.FullKey, err)
 			return
 		}
 		o := LimitOverride{Domain: domain, Rule: rule.FullKey, Entries: entries, Limit: specOf(p), SetBy: who, SetAt: s.now().UTC()}
