@@ -124,6 +124,9 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	if o.headers || o.legacyHeaders {
 		opts = append(opts, server.WithResponseHeaders(o.legacyHeaders))
 	}
+	if len(o.allowedHosts) > 0 {
+		opts = append(opts, server.WithAllowedHosts(o.allowedHosts...))
+	}
 	tokens, err := adminTokens(o.adminTokenFile)
 	if err != nil {
 		return e.fail(exitUsage, prefix, "%v", err)

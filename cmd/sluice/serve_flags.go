@@ -26,7 +26,7 @@ const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-add
                     [--store-timeout D]
                     [--shutdown-timeout D] [--procs auto|N] [--raw-sockets]
                     [--response-headers] [--legacy-headers] [--merge-domains] [--shadow-mode]
-                    [--admin-token-file FILE]
+                    [--admin-token-file FILE] [--allowed-hosts NAMES]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
@@ -39,7 +39,10 @@ and a panel that runs a burst through a rule on a throwaway store).
 
 HTTP API: described in OpenAPI 3 at GET /v1/openapi.json. POST bodies are
 JSON (Content-Type: application/json, else 415); POSTs from another site's
-page (Sec-Fetch-Site or Origin) are refused with 403. A caller's deadline goes in the Sluice-Timeout header (a duration such
+page (Sec-Fetch-Site or Origin) are refused with 403, and so is a browser's
+request under a Host that is not an IP address, localhost or a name in
+--allowed-hosts (DNS rebinding). A caller's deadline goes in the
+Sluice-Timeout header (a duration such
 as 50ms, as Envoy's grpc-timeout does for RLS); without one a store call is
 bounded by --store-timeout (3s). POST /v1/simulate runs one at a time (503
 with Retry-After when busy). The HTTP server cuts off a request not read in
@@ -81,6 +84,19 @@ Flags:
                       name is who the change log says made a change.
                       SLUICE_ADMIN_TOKEN adds one more, named env
   --http-addr ADDR    the HTTP listen address (default 127.0.0.1:8080)
+  --allowed-hosts NAMES  comma-separated names a browser may reach the HTTP
+                      API and live page under, besides IP addresses,
+                      localhost and names under .localhost, which are
+                      always allowed: sluice.example.com, *.example.com
+                      (the names under it), or * (any). A request from a
+                      browser (one that sends Origin, Sec-Fetch-* or a
+                      Mozilla/ User-Agent) under another Host is refused
+                      with 403: a page that points its own name at this
+                      address (DNS rebinding) would otherwise be
+                      same-origin with the API. Clients that are not
+                      browsers (Envoy, Prometheus, probes, curl) send none
+                      of those headers and may use any name, such as a
+                      Kubernetes service's. Default: none
   --grpc-addr ADDR    the gRPC listen address (default 127.0.0.1:8081)
   --max-keys auto|N   the memory store (and the local fallback store) hold
                       at most N keys, evicting when full: first keys whose
@@ -208,10 +224,11 @@ type serveOptions struct {
 	shadowMode      bool // server.WithShadowMode
 	shutdownTimeout time.Duration
 	reloadDebounce  time.Duration
-	procs           int    // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
-	rawSockets      bool   // --raw-sockets: internal/rawconn on gRPC and Redis connections
-	adminTokenFile  string // --admin-token-file: the limits API's tokens
-	replicas        int    // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
+	procs           int      // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
+	rawSockets      bool     // --raw-sockets: internal/rawconn on gRPC and Redis connections
+	adminTokenFile  string   // --admin-token-file: the limits API's tokens
+	allowedHosts    []string // --allowed-hosts: server.WithAllowedHosts
+	replicas        int      // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
 
 	// For tests: called once both listeners are up, and when shutdown
 	// begins.
@@ -246,6 +263,7 @@ func runServe(e env, args []string) int {
 	procsFlag := fset.String("procs", "", "")
 	fset.BoolVar(&o.rawSockets, "raw-sockets", false, "")
 	fset.StringVar(&o.adminTokenFile, "admin-token-file", "", "")
+	allowedHosts := fset.String("allowed-hosts", "", "")
 	err := fset.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		io.WriteString(e.stdout, serveUsage)
@@ -274,6 +292,13 @@ func runServe(e env, args []string) int {
 		default:
 			o.maxKeys = n
 		}
+	}
+	if set["allowed-hosts"] {
+		hosts, err := server.ParseAllowedHosts(*allowedHosts)
+		if err != nil {
+			return e.fail(exitUsage, prefix, "--allowed-hosts: %v", err)
+		}
+		o.allowedHosts = hosts
 	}
 	if o.replicas < 0 {
 		return e.fail(exitUsage, prefix, "--replicas %d: must not be negative", o.replicas)

@@ -387,6 +387,8 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"--upstream", "ftp://x"}, exitUsage, []string{`sluice serve: --upstream "ftp://x": want an http:// or https:// URL`}},
 		{[]string{"--max-keys", "-5"}, exitUsage, []string{"sluice serve: --max-keys -5: must not be negative"}},
 		{[]string{"--max-keys", "lots"}, exitUsage, []string{`sluice serve: --max-keys "lots": want auto or a whole number (0: no bound)`}},
+		{[]string{"--allowed-hosts", "http://sluice.example.com"}, exitUsage, []string{`sluice serve: --allowed-hosts: allowed host "http://sluice.example.com": want a host name without scheme or port`}},
+		{[]string{"--allowed-hosts", "a,,b"}, exitUsage, []string{`sluice serve: --allowed-hosts: allowed host "": want a host name, *.domain or *`}},
 		{[]string{"--replicas", "-1"}, exitUsage, []string{"sluice serve: --replicas -1: must not be negative"}},
 		{[]string{"--store-timeout", "-1s"}, exitUsage, []string{"sluice serve: --store-timeout -1s: must not be negative"}},
 		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},

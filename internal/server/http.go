@@ -39,6 +39,11 @@ import (
 //
 // The page invites an operator to open this origin in a browser, so the API
 // refuses what another site's page could make that browser send or read:
+//   - a browser's request (Origin, Sec-Fetch-*, or a Mozilla/ User-Agent)
+//     whose Host is not an IP address, localhost (or a name under
+//     .localhost) or a name allowed by WithAllowedHosts is answered 403 on
+//     every path: a page that rebinds its own name to this address is
+//     same-origin, and only its Host gives it away (hosts.go);
 //   - a POST from another origin (Sec-Fetch-Site, else Origin against Host;
 //     http.CrossOriginProtection) is answered 403;
 //   - a POST body must be declared JSON (application/json or a +json
@@ -50,14 +55,16 @@ import (
 //     or read it) and may not be framed (frame-ancestors 'none',
 //     X-Frame-Options: DENY).
 //
-// Clients that are not browsers (Envoy, curl, scripts) send no
-// Sec-Fetch-Site or Origin and are not affected, beyond the content type.
+// Clients that are not browsers (Envoy, Prometheus, probes, curl, scripts)
+// send no Sec-Fetch-Site or Origin (nor a Mozilla/ User-Agent) and are not
+// affected, beyond the content type: they reach the API by any name, such
+// as a Kubernetes service's.
 func (s *Server) Handler() http.Handler {
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin %s refused: this API answers its own page and clients that are not browsers", r.Method)
 	}))
-	return secureHeaders(cop.Handler(s.mux().ServeMux))
+	return secureHeaders(s.hosts.checkHost(cop.Handler(s.mux().ServeMux)))
 }
 
 // secureHeaders sets the headers every API answer carries (Handler). The

@@ -213,10 +213,11 @@ func peak5(a []int64, now int64) int64 {
 	return peak
 }
 
-// newBrowser starts a headless Chromium for the test: its context, a
-// screenshot action that saves into arts, and the console errors,
-// warnings and exceptions the page has reported so far.
-func newBrowser(t *testing.T, bin, arts string) (context.Context, func(name string) chromedp.Action, func() []string) {
+// newBrowser starts a headless Chromium for the test, with extra options
+// after the usual ones: its context, a screenshot action that saves into
+// arts, and the console errors, warnings and exceptions the page has
+// reported so far.
+func newBrowser(t *testing.T, bin, arts string, extra ...chromedp.ExecAllocatorOption) (context.Context, func(name string) chromedp.Action, func() []string) {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
@@ -227,6 +228,7 @@ func newBrowser(t *testing.T, bin, arts string) (context.Context, func(name stri
 		chromedp.Flag("no-proxy-server", true),
 		chromedp.UserDataDir(profileDir(t)),
 	)
+	opts = append(opts, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)

@@ -24,6 +24,16 @@
 // are quota-mode descriptors. The RLS response's dynamic_metadata carries
 // the metadata of the descriptors under their limits and the quota-mode
 // verdict (quotaModeEnabled, quotaModeViolations).
+//
+// The HTTP API (Handler) refuses what a web page could make an operator's
+// browser do to it: a request from another origin, a body not declared
+// JSON, and, against DNS rebinding, a browser's request under a Host that
+// is not an IP address, localhost or a name allowed with WithAllowedHosts.
+// The Host check applies to requests that carry a browser's headers
+// (Origin, Sec-Fetch-*, a Mozilla/ User-Agent) only, because a rebinding
+// attack needs a browser while deployments reach the API by service names
+// (sluice:8080) from clients that send none of them: Envoy, Prometheus,
+// the kubelet's probes, curl. The reasons are in hosts.go.
 package server
 
 import (
@@ -86,6 +96,8 @@ type Server struct {
 	quota     quotaState  // limits.go, usage.go
 
 	holds reservations // POST /v1/reserve's, until committed (charge_http.go)
+
+	hosts hostPolicy // WithAllowedHosts (hosts.go)
 }
 
 // snapshot is one loaded configuration with a Limiter per rule. Immutable.
@@ -137,6 +149,9 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	s.store = s.stack(store)
 	for _, o := range opts {
 		o(s)
+	}
+	if err := s.hosts.compile(); err != nil {
+		return nil, err
 	}
 	s.started = s.now()
 	s.metrics.registry.MustRegister(newLiveCollector(s))
