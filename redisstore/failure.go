@@ -206,7 +206,8 @@ func (s *Store) call(parent context.Context, f func(ctx context.Context) error) 
 	if err != nil {
 		return err
 	}
-	return s.end(parent, c, f(ctx))
+	_, err = await(parent, func() (struct{}, error) { return struct{}{}, f(ctx) })
+	return s.end(parent, c, err)
 }
 
 // errCallerDeadline is begin's error when the caller has less than the
@@ -221,9 +222,9 @@ var errCallerDeadline = fmt.Errorf("redisstore: less than the deadline margin le
 // whichever is first; c records when the call began and whether its bound is
 // the caller's. The caller calls end once Redis has answered.
 //
-// A cancellation of parent during the call is not seen: the call still ends
-// within its bound. In exchange no call makes a context and a timer of its
-// own: calls that begin within the same deadlineGrain share one deadline
+// The context does not end when parent is cancelled: the caller stops
+// waiting then (await), and the call ends within its bound. In exchange no
+// call makes a context and a timer of its own: calls that begin within the same deadlineGrain share one deadline
 // context (one for the store's timeout, one for callers' deadlines), and the
 // store's timeout is exceeded by at most deadlineGrain; a caller's deadline
 // less the margin never is (its call may end up to deadlineGrain sooner).

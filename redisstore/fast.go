@@ -106,8 +106,8 @@ func (s *Store) takeFast(ctx context.Context, c *compiled, key string, cost int6
 		singlePool.Put(m)
 		return d, true, err
 	}
-	m.ctx = callCtx
-	err = s.gather(cn, m)
+	m.ctx, m.quit = callCtx, ctx.Done()
+	err = s.gather(cn, m, ctx)
 	if err := s.end(ctx, call, err); err != nil {
 		// m may still be in a batch in flight: it is not reused.
 		return d, true, err
@@ -183,6 +183,7 @@ type single struct {
 	key  string
 	args []string        // its kind and arguments
 	ctx  context.Context // begin's: bounds the wait, and the call
+	quit <-chan struct{} // the caller's Done: ends the wait, not the call
 	done chan struct{}   // gather's batch sends on it when it has an outcome
 	// The outcome: the script's time and the request's value; or err.
 	sec, nsec int64
@@ -193,7 +194,7 @@ type single struct {
 var singlePool = sync.Pool{New: func() any { return &single{done: make(chan struct{}, 1)} }}
 
 func (m *single) release() {
-	m.ctx, m.reply, m.err = nil, rueidis.RedisMessage{}, nil
+	m.ctx, m.quit, m.reply, m.err = nil, nil, rueidis.RedisMessage{}, nil
 	singlePool.Put(m)
 }
 

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package redisstore
+
+import "context"
+
+// await returns f's result, or parent's error as soon as parent ends,
+// whichever comes first: a caller that has gone (a client that hung up, a
+// cancelled Wait) stops waiting for Redis at once. f is a call to Redis
+// bounded by a context of its own (begin's), so when the caller stops
+// waiting f still ends within that bound; its result is then dropped, and
+// the request may or may not have been applied (the Store contract's
+// ctx.Err()). f must not write anything the caller reads after an error.
+// A parent that can never end (context.Background) runs f in the caller's
+// goroutine; any other runs it in a goroutine of its own.
+func await[T any](parent context.Context, f func() (T, error)) (T, error) {
+	done := parent.Done()
+	if done == nil {
+		return f()
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-done:
+		var zero T
+		return zero, parent.Err()
+	}
+}
