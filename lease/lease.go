@@ -5,6 +5,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -68,7 +69,10 @@ func WithPolicies(use func(sluice.Policy) bool) Option { return func(s *Store) {
 
 // Store is a sluice.Store that decides from local budgets (leases) taken
 // from the store it wraps: see the package documentation for the contract.
-// It is safe for concurrent use.
+// It is safe for concurrent use. The zero Store wraps no store: every
+// method that returns an error fails with one wrapping
+// sluice.ErrStoreClosed, Stats is zero and Close does nothing; make one
+// with New.
 type Store struct {
 	next   sluice.Store
 	giver  Giver // next as a Giver, or nil
@@ -82,6 +86,10 @@ var (
 	_ sluice.Store  = (*Store)(nil)
 	_ sluice.Binder = (*Store)(nil)
 )
+
+// errZero is every error of the zero Store: like a missing store, never a
+// reason to admit.
+var errZero = fmt.Errorf("lease: the zero Store wraps no store (make one with New): %w", sluice.ErrStoreClosed)
 
 // New returns a Store that leases capacity from store. Over a nil store
 // every call fails with an error wrapping sluice.ErrStoreClosed.
@@ -126,6 +134,9 @@ func (s *Store) table(p sluice.Policy) *table {
 // Errors: the wrapped store's, and the caller's context error when ctx
 // ends while the request waits for another request of the same key.
 func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	if s.next == nil {
+		return sluice.Decision{}, errZero
+	}
 	t := s.table(p)
 	if t == nil {
 		return s.next.Take(ctx, p, key, cost)
@@ -140,12 +151,18 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 // store: the key's debt is there for every replica at once, and a lease
 // spends only what it took before the charge.
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	if s.next == nil {
+		return errZero
+	}
 	return s.next.TakeAll(ctx, reqs, out)
 }
 
 // Reset forgets key's lease under p (its unspent units are not given back:
 // the store's state is dropped anyway) and resets the wrapped store.
 func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
+	if s.next == nil {
+		return errZero
+	}
 	if v, ok := s.tables.Load(p); ok {
 		v.(*table).forget(key)
 	}
@@ -155,6 +172,9 @@ func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 // Close gives back what the leases hold unspent (for at most a second) and
 // closes the wrapped store.
 func (s *Store) Close() error {
+	if s.next == nil {
+		return nil // the zero Store holds nothing
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := s.ReleaseAll(ctx)
@@ -165,6 +185,9 @@ func (s *Store) Close() error {
 // it once; a policy that is not leased is bound by the wrapped store, or
 // not at all.
 func (s *Store) Bind(p sluice.Policy) (sluice.BoundPolicy, error) {
+	if s.next == nil {
+		return nil, errZero
+	}
 	if t := s.table(p); t != nil {
 		return t, nil
 	}
@@ -215,6 +238,9 @@ func (s *Store) Stats(p sluice.Policy) Stats {
 // those units at once rather than after the blocks lapse. The Store stays
 // usable.
 func (s *Store) Release(ctx context.Context, p sluice.Policy) error {
+	if s.next == nil {
+		return errZero
+	}
 	v, ok := s.tables.Load(p)
 	if !ok {
 		return nil
@@ -224,6 +250,9 @@ func (s *Store) Release(ctx context.Context, p sluice.Policy) error {
 
 // ReleaseAll is Release of every policy: call it when the process stops.
 func (s *Store) ReleaseAll(ctx context.Context) error {
+	if s.next == nil {
+		return errZero
+	}
 	var err error
 	s.tables.Range(func(_, v any) bool {
 		err = v.(*table).release(ctx)

@@ -17,8 +17,11 @@ var _ sluice.Binder = (*Store)(nil)
 // table each time. Binding changes nothing in the store: p is compiled on
 // the first Take. Its errors: ErrClosed after Close; an invalid policy.
 func (s *Store) Bind(p sluice.Policy) (sluice.BoundPolicy, error) {
-	if s.closed.Load() {
+	switch {
+	case s.closed.Load():
 		return nil, fmt.Errorf("memstore: bind: %w", ErrClosed)
+	case s.clock == nil:
+		return nil, fmt.Errorf("memstore: bind: %w", errZero)
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("memstore: bind: %w", err)

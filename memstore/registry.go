@@ -128,6 +128,9 @@ func (r *registry) compile(p sluice.Policy, pin bool) (*compiled, error) {
 // identity the registry does not hold (and so holds no key of) rather than
 // create it.
 func (r *registry) compileIf(p sluice.Policy, pin, create bool) (*compiled, error) {
+	if r.max == 0 {
+		return nil, errZero // only the zero Store's registry has no room
+	}
 	m, err := model.New(p)
 	if err != nil {
 		return nil, err

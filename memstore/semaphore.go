@@ -72,8 +72,11 @@ func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.D
 }
 
 func (s *Store) semCheck(ctx context.Context, op, key string) error {
-	if s.closed.Load() {
+	switch {
+	case s.closed.Load():
 		return fmt.Errorf("memstore: %s %q: %w", op, key, ErrClosed)
+	case s.clock == nil:
+		return fmt.Errorf("memstore: %s %q: %w", op, key, errZero)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: %s %q: %w", op, key, err)

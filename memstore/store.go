@@ -62,8 +62,16 @@ import (
 // after Close.
 var ErrClosed = sluice.ErrStoreClosed
 
+// errZero is every error of the zero Store: like a closed store, never a
+// reason to admit (it was sluice.ErrStoreFull, on which a fail-open Limiter
+// admits). The registry returns it for every policy, so the calls that read
+// a policy pay nothing for the check.
+var errZero = fmt.Errorf("the zero Store holds nothing (make one with New): %w", ErrClosed)
+
 // Store is an in-memory sluice.Store. It is safe for concurrent use. The zero
-// Store is not usable; call New.
+// Store holds nothing and is not usable: every method that returns an error
+// fails with one wrapping ErrClosed, Sweep does nothing and Len, Stats and
+// Semaphores are 0; make one with New.
 type Store struct {
 	clock clock.Clock
 	nano  clock.Nano // clock, when it reads nanoseconds directly

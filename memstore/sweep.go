@@ -14,6 +14,9 @@ import (
 // Sweep drops every expired key now, and every policy left with no key. It
 // locks one shard at a time.
 func (s *Store) Sweep() {
+	if s.clock == nil {
+		return // the zero Store holds nothing
+	}
 	now := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]

@@ -164,6 +164,9 @@ func (s *Store) connection(ctx context.Context) (*conn, error) {
 	if cn := s.conn.Load(); cn != nil {
 		return cn, nil
 	}
+	if s.dial == nil {
+		return nil, errZero // neither a client (New) nor a dialer (Open): the zero Store
+	}
 	if err := s.call(ctx, s.connect); err != nil {
 		return nil, err
 	}

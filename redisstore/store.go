@@ -54,7 +54,9 @@ var (
 var ErrCrossSlot = errors.New("redisstore: the batch's keys are in more than one Redis Cluster hash slot")
 
 // Store is a sluice.Store on Redis or Redis Cluster. It is safe for
-// concurrent use.
+// concurrent use. The zero Store has no Redis: every method that returns
+// an error fails with one wrapping sluice.ErrStoreClosed, Stats is zero
+// and Close does nothing; make one with New or Open.
 type Store struct {
 	conn    atomic.Pointer[conn] // nil until Open's first connection succeeds
 	owned   bool                 // Close closes the client
@@ -93,6 +95,12 @@ type Store struct {
 }
 
 var _ sluice.Store = (*Store)(nil)
+
+// errZero is every error of the zero Store (one neither New nor Open
+// made): like a closed store, never a reason to admit. compile and
+// connection return it, and every method that reads a policy or calls
+// Redis passes through one of them first.
+var errZero = fmt.Errorf("the zero Store has no Redis (make one with New or Open): %w", sluice.ErrStoreClosed)
 
 // conn is a connected client.
 type conn struct {
@@ -229,6 +237,9 @@ func configure(opts []Option) (*Store, error) {
 }
 
 func (s *Store) compile(p sluice.Policy) (*compiled, error) {
+	if s.compiled == nil {
+		return nil, errZero
+	}
 	s.mu.RLock()
 	c, ok := s.compiled[p]
 	s.mu.RUnlock()
@@ -313,8 +324,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		return fmt.Errorf("redisstore: take all: %d requests but room for %d decisions", len(reqs), len(out))
 	}
 	if len(reqs) == 0 {
-		if s.closed.Load() {
+		switch {
+		case s.closed.Load():
 			return fmt.Errorf("redisstore: take all: %w", errClosed)
+		case s.compiled == nil:
+			return fmt.Errorf("redisstore: take all: %w", errZero)
 		}
 		return nil
 	}

@@ -65,6 +65,9 @@ var _ sluice.Refunder = (*Store)(nil)
 // policy that is not sharded; a sharded policy's take has no stamp, as
 // with TakeStamped.
 func (s *Store) TakeRefundable(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, any, error) {
+	if s.next == nil {
+		return sluice.Decision{}, nil, errZero
+	}
 	if r, ok := s.next.(sluice.Refunder); ok && s.set(p) == nil {
 		return r.TakeRefundable(ctx, p, key, cost)
 	}
@@ -75,6 +78,9 @@ func (s *Store) TakeRefundable(ctx context.Context, p sluice.Policy, key string,
 // Refund implements sluice.Refunder: the wrapped store's for a policy that
 // is not sharded, and nothing given back otherwise.
 func (s *Store) Refund(ctx context.Context, p sluice.Policy, key string, stamp any, units int64) (bool, error) {
+	if s.next == nil {
+		return false, errZero
+	}
 	if r, ok := s.next.(sluice.Refunder); ok && s.set(p) == nil && stamp != nil {
 		return r.Refund(ctx, p, key, stamp, units)
 	}

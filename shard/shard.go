@@ -76,7 +76,9 @@ func Count(p sluice.Policy, n int) int {
 
 // Store is a sluice.Store that splits every key over sub-keys (shards):
 // see the package documentation for the contract. It is safe for
-// concurrent use.
+// concurrent use. The zero Store wraps no store: every method that returns
+// an error fails with one wrapping sluice.ErrStoreClosed, and Close does
+// nothing; make one with New or NewFunc.
 type Store struct {
 	next  sluice.Store
 	keyer Keyer // next as a Keyer, or nil
@@ -88,6 +90,10 @@ var (
 	_ sluice.Store  = (*Store)(nil)
 	_ sluice.Binder = (*Store)(nil)
 )
+
+// errZero is every error of the zero Store: like a missing store, never a
+// reason to admit.
+var errZero = fmt.Errorf("shard: the zero Store wraps no store (make one with New): %w", sluice.ErrStoreClosed)
 
 // New returns a Store that splits every key of every policy over n shards
 // of store (as Count allows).
@@ -154,6 +160,9 @@ func (s *Store) set(p sluice.Policy) *set {
 // Take tries key's shards in turn from a round-robin start, each once,
 // until one admits. Errors are the wrapped store's.
 func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	if s.next == nil {
+		return sluice.Decision{}, errZero
+	}
 	if ss := s.set(p); ss != nil {
 		return ss.Take(ctx, key, cost)
 	}
@@ -165,6 +174,9 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 // policy is split over all its shards as the limit is (⌊c/n⌋ each, the
 // first c mod n one more), so each shard carries its part of the debt.
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	if s.next == nil {
+		return errZero
+	}
 	if s.shardsCharge(reqs) {
 		return s.takeCharges(ctx, reqs, out)
 	}
@@ -189,6 +201,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 
 // Reset resets every shard of key under p (and the key itself).
 func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
+	if s.next == nil {
+		return errZero
+	}
 	var errs []error
 	if ss := s.set(p); ss != nil {
 		for i, q := range ss.policies {
@@ -203,6 +218,9 @@ func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 // is not sharded; a sharded policy's decision has no stamp (leases and
 // shards are not combined).
 func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, model.State, error) {
+	if s.next == nil {
+		return sluice.Decision{}, model.State{}, errZero
+	}
 	if g, ok := s.next.(giver); ok && s.set(p) == nil {
 		return g.TakeStamped(ctx, p, key, cost)
 	}
@@ -213,6 +231,9 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 // Give is the wrapped store's (see lease.Giver) for a policy that is not
 // sharded, and gives nothing back otherwise.
 func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp model.State, units int64) (bool, error) {
+	if s.next == nil {
+		return false, errZero
+	}
 	if g, ok := s.next.(giver); ok && s.set(p) == nil {
 		return g.Give(ctx, p, key, stamp, units)
 	}
@@ -226,11 +247,19 @@ type giver interface {
 }
 
 // Close closes the wrapped store.
-func (s *Store) Close() error { return s.next.Close() }
+func (s *Store) Close() error {
+	if s.next == nil {
+		return nil // the zero Store holds nothing
+	}
+	return s.next.Close()
+}
 
 // Bind returns p's shards as a bound policy, so that a Limiter finds them
 // once.
 func (s *Store) Bind(p sluice.Policy) (sluice.BoundPolicy, error) {
+	if s.next == nil {
+		return nil, errZero
+	}
 	if ss := s.set(p); ss != nil {
 		return ss, nil
 	}
