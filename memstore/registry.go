@@ -32,6 +32,15 @@ import (
 // given it a table there), so the key's state is the zero state. Pins are
 // acquired under the registry's lock when the fast path met a dead policy,
 // where no collection can intervene, so a pinned call never retries.
+//
+// A creation at the bound that collection leaves at the bound makes room
+// (Store.freeExpired): it looks at the reclaimBatch policies held longest,
+// in a list kept in creation order and rotated as they are looked at, and
+// drops the expired keys of each from the start of its table in each shard
+// until one that has not expired. A policy whose keys have all expired so
+// loses its tables, its refs fall to 0 and the collection that follows
+// drops it. The shards' locks come before the registry's (a shard releases
+// a policy under its lock), so the registry's is released meanwhile.
 
 // policyTable is one policy identity: (Name, Algorithm) for a named policy,
 // the whole Policy otherwise.
@@ -42,6 +51,13 @@ type policyTable struct {
 	// collected.
 	refs   atomic.Int64
 	queued bool // in the registry's idle list; under the registry's lock
+	// older and newer link the held policies, oldest first, rotated as
+	// a creation at the bound looks at them; under the registry's lock.
+	older, newer *policyTable
+	// liveUntil is the expiry of a key that freeExpired found live (0
+	// before any): the policy keeps that key until then unless it is reset
+	// or reconfigured, so freeExpired skips it until then.
+	liveUntil atomic.Int64
 }
 
 const dead = -1
@@ -76,6 +92,10 @@ const DefaultMaxPolicies = 1 << 17
 // faster than hashing one.
 const fastTables = 8
 
+// reclaimBatch is the number of policies a creation at the bound looks at
+// for keys that have all expired (see WithMaxPolicies).
+const reclaimBatch = 4
+
 // registry maps policy identities to their tables.
 type registry struct {
 	m    sync.Map // identity → *policyTable; written under mu
@@ -86,6 +106,13 @@ type registry struct {
 	n    int // policies in m
 	max  int
 	idle []*policyTable // policies whose refs fell to 0, maybe collectable
+	// oldest and newest end the list of the policies in m (policyTable's
+	// older and newer), in the order a creation at the bound looks at them.
+	oldest, newest *policyTable
+	// free drops the expired keys of the policies it is given, so that
+	// those whose keys have all expired are collected (Store.freeExpired).
+	// It is called without mu.
+	free func(pts []*policyTable)
 }
 
 // identity returns the key of p's table: (Name, Algorithm) for a named
@@ -139,21 +166,35 @@ func (r *registry) compileIf(p sluice.Policy, pin, create bool) (*compiled, erro
 	defer r.mu.Unlock()
 	id := identity(p)
 	var pt *policyTable
-	if v, ok := r.m.Load(id); ok {
-		pt = v.(*policyTable)
-	} else if !create {
-		return nil, nil
-	} else {
+	for freed := false; ; freed = true {
+		if v, ok := r.m.Load(id); ok {
+			pt = v.(*policyTable)
+			break
+		}
+		if !create {
+			return nil, nil
+		}
 		if r.n >= r.max {
 			r.collect()
-			if r.n >= r.max {
-				return nil, fmt.Errorf("policy %v: the store holds %d policies, the most it may (WithMaxPolicies): %w", p, r.n, sluice.ErrStoreFull)
-			}
 		}
-		pt = &policyTable{ident: id}
-		r.m.Store(id, pt)
-		r.n++
-		r.queue(pt) // no table yet: collectable until one is made
+		if r.n < r.max {
+			pt = &policyTable{ident: id}
+			r.m.Store(id, pt)
+			r.n++
+			r.link(pt)
+			r.queue(pt) // no table yet: collectable until one is made
+			break
+		}
+		if freed || r.free == nil {
+			return nil, fmt.Errorf("policy %v: the store holds %d policies, the most it may (WithMaxPolicies): %w", p, r.n, sluice.ErrStoreFull)
+		}
+		// Make room once: free the longest held policies whose keys have
+		// all expired, without mu (the shards' locks come first), then
+		// look again (p may have been created meanwhile).
+		olds := r.rotate()
+		r.mu.Unlock()
+		r.free(olds[:])
+		r.mu.Lock()
 	}
 	// Under mu no policy in m dies: acquire succeeds.
 	if pin {
@@ -228,6 +269,7 @@ func (r *registry) collect() {
 			continue // in use again; queued again when it is not
 		}
 		r.m.Delete(pt.ident)
+		r.unlink(pt)
 		r.n--
 		c := pt.cur.Swap(nil)
 		fastDirty = fastDirty || c != nil && r.inFast(c)
@@ -240,6 +282,48 @@ func (r *registry) collect() {
 	if fastDirty {
 		r.refillFast()
 	}
+}
+
+// link appends pt to the list of held policies. The caller holds mu.
+func (r *registry) link(pt *policyTable) {
+	pt.older, pt.newer = r.newest, nil
+	if r.newest != nil {
+		r.newest.newer = pt
+	} else {
+		r.oldest = pt
+	}
+	r.newest = pt
+}
+
+// unlink removes pt from the list of held policies. The caller holds mu.
+func (r *registry) unlink(pt *policyTable) {
+	if pt.older != nil {
+		pt.older.newer = pt.newer
+	} else {
+		r.oldest = pt.newer
+	}
+	if pt.newer != nil {
+		pt.newer.older = pt.older
+	} else {
+		r.newest = pt.older
+	}
+	pt.older, pt.newer = nil, nil
+}
+
+// rotate returns the reclaimBatch policies held longest (fewer if fewer
+// are held), moving them to the end of the list, so that the next call
+// looks at the next ones. The caller holds mu.
+func (r *registry) rotate() (olds [reclaimBatch]*policyTable) {
+	for i := range min(r.n, reclaimBatch) {
+		pt := r.oldest
+		if pt == nil {
+			break
+		}
+		r.unlink(pt)
+		r.link(pt)
+		olds[i] = pt
+	}
+	return olds
 }
 
 func (r *registry) inFast(c *compiled) bool {

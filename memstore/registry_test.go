@@ -162,6 +162,131 @@ func TestMaxPolicies(t *testing.T) {
 	}
 }
 
+// TestMaxPoliciesFreesExpired: at the bound, a new policy frees the held
+// policies whose keys have all expired, at once, with no sweeper and no
+// Sweep (they kept it failing with sluice.ErrStoreFull until a Sweep); a
+// policy with a key that has not expired is never freed, and keeps its
+// state. One call frees at most reclaimBatch policies this way.
+func TestMaxPoliciesFreesExpired(t *testing.T) {
+	clock := sluicetest.NewClock(t0)
+	s := New(WithClock(clock), WithSweepInterval(0), WithMaxPolicies(3))
+	defer s.Close()
+	ctx := context.Background()
+	take := func(p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+		t.Helper()
+		return s.Take(ctx, p, key, cost)
+	}
+	minute := func(i int) sluice.Policy { // limit 2 per minute
+		return sluice.Policy{Name: fmt.Sprint("m", i), Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}
+	}
+	hour := sluice.Policy{Name: "h", Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
+	// Keys over many shards: the policies have tables in most of them.
+	for _, p := range []sluice.Policy{minute(0), minute(1), minute(2)} {
+		for k := range 200 {
+			if d, err := take(p, fmt.Sprint(k), 1); err != nil || !d.Allowed {
+				t.Fatalf("%s key %d: %+v, %v", p.Name, k, d, err)
+			}
+		}
+	}
+	if _, err := take(minute(3), "k", 1); !errors.Is(err, sluice.ErrStoreFull) {
+		t.Fatalf("a fourth policy of 3, no key expired: %v, want sluice.ErrStoreFull", err)
+	}
+	clock.Set(t0.Add(time.Minute)) // every window has passed
+	if d, err := take(hour, "k", 1); err != nil || !d.Allowed {
+		t.Fatalf("a new policy once every key has expired: %+v, %v; want admitted", d, err)
+	}
+	if st := s.Stats(); st.Policies != 1 || st.Keys != 1 || st.Expired != 600 {
+		t.Fatalf("Stats() = %+v, want the new policy's 1 key held and the 600 others expired", st)
+	}
+	// hour's key lives for an hour; the minute policies' for a minute.
+	for i := 3; i < 5; i++ {
+		if d, err := take(minute(i), "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("%s: %+v, %v", minute(i).Name, d, err)
+		}
+	}
+	clock.Set(t0.Add(2 * time.Minute))
+	for i := 5; i < 7; i++ { // m5 frees m3 and m4 (expired), never h
+		if d, err := take(minute(i), "k", 1); err != nil || !d.Allowed {
+			t.Fatalf("%s with %s and %s expired: %+v, %v; want admitted", minute(i).Name, minute(i-2).Name, minute(i-1).Name, d, err)
+		}
+	}
+	if _, err := take(minute(7), "k", 1); !errors.Is(err, sluice.ErrStoreFull) {
+		t.Fatalf("at the bound with no key expired: %v, want sluice.ErrStoreFull", err)
+	}
+	if d, err := take(hour, "k", 0); err != nil || d.Remaining != 1 {
+		t.Fatalf("the policy with a live key, peeked: %+v, %v; want 1 remaining (its state kept)", d, err)
+	}
+
+	// At most reclaimBatch policies are freed by one call.
+	const n = 4 * reclaimBatch
+	s2 := New(WithClock(clock), WithSweepInterval(0), WithMaxPolicies(n))
+	defer s2.Close()
+	for i := range n {
+		if _, err := s2.Take(ctx, minute(i), "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Set(t0.Add(3 * time.Minute))
+	if _, err := s2.Take(ctx, hour, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s2.Stats().Policies, n-reclaimBatch+1; got != want {
+		t.Fatalf("%d policies held after one new policy at the bound with %d expired; want %d", got, n, want)
+	}
+}
+
+// TestMaxPoliciesFreesExpiredRace: new policies at the bound free expired
+// ones while other goroutines take keys of held policies and sweep, and
+// the clock moves: a policy's key that has not expired is never dropped
+// (the keeper, limit 1 per hour, admits once), and creations succeed once
+// the flood's one-second keys have expired.
+func TestMaxPoliciesFreesExpiredRace(t *testing.T) {
+	clock := sluicetest.NewClock(t0)
+	s := New(WithClock(clock), WithSweepInterval(0), WithMaxPolicies(8), withShards(4))
+	defer s.Close()
+	ctx := context.Background()
+	keeper := sluice.Policy{Name: "keeper", Algorithm: sluice.GCRA, Limit: 1, Period: time.Hour}
+	second := func(g, i int) sluice.Policy {
+		return sluice.Policy{Name: fmt.Sprint(g, "/", i), Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Second}
+	}
+	rounds := 300
+	if testing.Short() {
+		rounds = 50
+	}
+	var admitted, created [4]int
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				if d, err := s.Take(ctx, keeper, "k", 1); err != nil {
+					t.Error(err)
+				} else if d.Allowed {
+					admitted[g]++
+				}
+				for k := range 3 {
+					if _, err := s.Take(ctx, second(g, r), fmt.Sprint(k), 1); err == nil {
+						created[g]++
+					} else if !errors.Is(err, sluice.ErrStoreFull) {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		if r%16 == 0 {
+			wg.Go(s.Sweep)
+		}
+		wg.Wait()
+		clock.Advance(time.Second) // every key of the flood expires
+	}
+	t.Logf("%d of %d flood takes stored", created[0]+created[1]+created[2]+created[3], 12*rounds)
+	if n := admitted[0] + admitted[1] + admitted[2] + admitted[3]; n != 1 {
+		t.Fatalf("the keeper (limit 1 per hour) admitted %d times: a live key was dropped", n)
+	}
+	if n := created[0] + created[1] + created[2] + created[3]; n < 3*rounds {
+		t.Errorf("only %d of %d flood takes were stored: expired policies did not make room", n, 12*rounds)
+	}
+}
+
 // TestResetHoldsNoPolicy: resets under policies the store never saw (a
 // flood of them) create nothing.
 func TestResetHoldsNoPolicy(t *testing.T) {
@@ -279,6 +404,50 @@ func BenchmarkNewPolicy(b *testing.B) {
 		i++
 	}
 	b.ReportMetric(float64(s.Stats().Policies), "policies")
+}
+
+// BenchmarkNewPolicyAtBound measures a take for a new policy at the
+// policy bound (1024 held, 8 keys each): refused when every held key is
+// live (keys=live: after the first pass each policy looked at is skipped
+// until its key's expiry), or stored once the policy it looks at first has
+// expired (keys=expired: the clock moves a window per op, so each op frees
+// the expired policies it looks at, dropping their keys).
+func BenchmarkNewPolicyAtBound(b *testing.B) {
+	for _, expired := range []bool{false, true} {
+		name := "keys=live"
+		if expired {
+			name = "keys=expired"
+		}
+		b.Run(name, func(b *testing.B) {
+			const n = 1024
+			clock := sluicetest.NewClock(t0)
+			s := New(WithClock(clock), WithSweepInterval(0), WithMaxPolicies(n))
+			defer s.Close()
+			ctx := context.Background()
+			p := func(i int) sluice.Policy {
+				return sluice.Policy{Algorithm: sluice.FixedWindow, Limit: int64(1 + i), Period: time.Second}
+			}
+			for i := range n {
+				for k := range 8 {
+					if _, err := s.Take(ctx, p(i), fmt.Sprint(k), 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			i := n
+			for b.Loop() {
+				if expired {
+					clock.Advance(time.Second)
+				}
+				_, err := s.Take(ctx, p(i), "k", 1)
+				if expired != (err == nil) {
+					b.Fatalf("take %d: %v", i, err)
+				}
+				i++
+			}
+		})
+	}
 }
 
 // TestPolicyMemory reports the heap a policy with one key costs (the

@@ -32,8 +32,9 @@
 // its first use until it holds no key, and then dropped by the sweeper, so a
 // flood of distinct policies (an RLS descriptor's limit override makes one
 // each) costs memory only while their keys live. WithMaxPolicies bounds how
-// many are held at once (DefaultMaxPolicies); past it, a take for a new
-// policy fails with sluice.ErrStoreFull. Creating a policy is O(1)
+// many are held at once (DefaultMaxPolicies); at the bound, a new policy
+// first frees held ones whose keys have all expired, and failing that a
+// take for it fails with sluice.ErrStoreFull. Creating a policy is O(1)
 // amortized.
 //
 // Errors are part of each method's contract, listed in its doc. After
@@ -138,8 +139,18 @@ func WithMaxKeys(n int) Option {
 // use until it holds no key and the sweeper (or Sweep, or the need for room)
 // drops it; a named policy counts once whatever its parameters (see
 // sluice.Policy). At the bound, a call for a policy the store does not hold
-// fails with an error wrapping sluice.ErrStoreFull: it is never admitted
-// silently, and the Limiter's failure mode decides.
+// first makes room: it drops the policies that hold no key, and looks at
+// the 4 policies held longest (in the order they were created, each then
+// moving to the back of that order) for keys that have all expired,
+// freeing those. Its work is bounded: one lock of each shard per policy it
+// looks at, and one key that has not expired (it skips a policy until that
+// key's expiry), besides the expired keys it drops, each of which it would
+// otherwise have left for the sweeper. So with every key of the held
+// policies expired a new policy is created at once, and a policy whose
+// keys have all expired is freed within ⌈n/4⌉ calls at the bound, or by
+// the sweeper. A call that finds no room fails with an error wrapping
+// sluice.ErrStoreFull: it is never admitted silently, and the Limiter's
+// failure mode decides.
 func WithMaxPolicies(n int) Option {
 	return func(o *options) {
 		if n > 0 {
@@ -223,6 +234,7 @@ func New(opts ...Option) *Store {
 		}
 	}
 	s.reg.gen, s.reg.max = &s.gen, o.maxPolicies
+	s.reg.free = s.freeExpired
 	if o.interval > 0 {
 		s.sweep = startSweeper(s, o.interval)
 	}
@@ -369,7 +381,8 @@ type Stats struct {
 	// including those whose keys are all gone until they are dropped.
 	Policies int
 	// Expired counts the keys dropped because their state had become
-	// equivalent to none: when touched, by the sweeper, or by Sweep.
+	// equivalent to none: when touched, by the sweeper, by Sweep, or to
+	// make room for a new policy (WithMaxPolicies).
 	Expired uint64
 	// Evicted counts the expired keys dropped to make room under WithMaxKeys.
 	Evicted uint64

@@ -28,6 +28,49 @@ func (s *Store) Sweep() {
 	s.sem.sweep(now)
 }
 
+// freeExpired frees, of the policies pts, those whose keys have all
+// expired: in each shard it drops the expired keys of the policy's table
+// from its first entry until one that has not expired, and stops at such a
+// key, skipping the policy until the key's expiry (policyTable.liveUntil).
+// A policy left with no table is collected by the registry. Its work per
+// policy is a lock of each shard and one look at a live key, besides the
+// expired keys it drops (each key is dropped once). The registry calls it
+// to make room for a new policy, without its lock (registry.go).
+func (s *Store) freeExpired(pts []*policyTable) {
+	now := s.now()
+	for _, pt := range pts {
+		if pt == nil || pt.liveUntil.Load() > now {
+			continue
+		}
+		for i := range s.shards {
+			sh := &s.shards[i]
+			sh.mu.Lock()
+			live := sh.dropExpired(pt, now)
+			sh.mu.Unlock()
+			if live > now {
+				pt.liveUntil.Store(live)
+				break
+			}
+		}
+	}
+}
+
+// dropExpired drops the expired keys of policy pt's table in the shard,
+// from its first entry, until one that has not expired, and returns that
+// one's expiry; it returns 0 when the shard is left with no key of pt (its
+// table freed). The caller holds the shard's lock.
+func (sh *shard) dropExpired(pt *policyTable, now int64) int64 {
+	t := sh.byPolicy[pt]
+	for t != nil && t.len() > 0 {
+		if exp := t.expiresAt(0); exp > now {
+			return exp
+		}
+		sh.remove(t, t.slotOf(0), 0) // the last entry moves to 0; an emptied table is freed
+		sh.expired.Add(1)
+	}
+	return 0
+}
+
 // sweeper is the background sweeper's control: the goroutine holds it and
 // a weak pointer to its Store, never the Store, so that a Store dropped
 // without Close is collected, and its cleanup stops the goroutine.
