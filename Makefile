@@ -9,7 +9,7 @@ FUZZTIME    ?= 200000x
 FUZZTIME_REDIS ?= 10000x
 BENCHTIME   ?= 1s
 
-.PHONY: test quick quick-check redis chromium fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve pictures image-binary bench-hotkey
+.PHONY: test quick quick-check redis chromium fmt-check spdx vet staticcheck unit fuzz bench bench-redis bench-serve bench-envoy pictures image-binary bench-hotkey
 
 test: redis chromium fmt-check spdx vet staticcheck unit fuzz
 
@@ -99,7 +99,13 @@ bench-redis: redis
 # sluice serve under gRPC load, memory and Redis, with the CPUs shared and
 # split (BenchmarkServe); needs taskset (util-linux) for the split cases.
 bench-serve: redis
-	$(GO) test -run '^$$' -bench 'BenchmarkServe' -benchtime 100000x -count 3 ./cmd/sluice/
+	$(GO) test -run '^$$' -bench 'BenchmarkServe(Memory)?$$' -benchtime 100000x -count 3 ./cmd/sluice/
+
+# sluice serve beside envoyproxy/ratelimit on one Redis load
+# (BenchmarkServeVsEnvoy; it builds envoy ratelimit with go install from the
+# Go module proxy on first use).
+bench-envoy: redis
+	$(GO) test -run '^$$' -bench 'BenchmarkServeVsEnvoy' -benchtime 100000x -count 2 ./cmd/sluice/
 
 # Leases and shards on a hot key (BENCHMARKS.md, "Leases and shards"): 3
 # sluice serve processes on one Redis with and without rate_limit.lease
