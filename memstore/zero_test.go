@@ -3,79 +3,19 @@
 package memstore_test
 
 import (
-	"context"
-	"errors"
-	"reflect"
-	"slices"
 	"testing"
-	"time"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/storetest"
 )
 
 // TestZeroStore: every exported method of the zero Store answers without
-// panicking (Acquire, Release, Extend and Sweep read its nil clock): those
-// with an error fail with one wrapping sluice.ErrStoreClosed (a take failed
-// with sluice.ErrStoreFull, on which a fail-open Limiter admitted), and the
-// others report nothing held. A Limiter over it refuses, fail-open too.
+// panicking (Acquire, Release, Extend and Sweep read its nil clock); a take
+// fails with an error wrapping sluice.ErrStoreClosed (it failed with
+// sluice.ErrStoreFull, on which a fail-open Limiter admitted); the others
+// report nothing held.
 func TestZeroStore(t *testing.T) {
-	ctx := context.Background()
-	p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
-	reqs := []sluice.Request{{Policy: p, Key: "k", Cost: 1}}
-	// Each call returns the method's error (nil for one without).
-	calls := map[string]func(s *memstore.Store) error{
-		"Take": func(s *memstore.Store) error {
-			d, err := s.Take(ctx, p, "k", 1)
-			if d.Allowed {
-				t.Errorf("Take admitted: %+v", d)
-			}
-			return err
-		},
-		"TakeAll": func(s *memstore.Store) error { return s.TakeAll(ctx, reqs, make([]sluice.Decision, 1)) },
-		"Reset":   func(s *memstore.Store) error { return s.Reset(ctx, p, "k") },
-		"Bind": func(s *memstore.Store) error {
-			_, err := s.Bind(p)
-			return err
-		},
-		"TakeStamped": func(s *memstore.Store) error {
-			d, _, err := s.TakeStamped(ctx, p, "k", 1)
-			if d.Allowed {
-				t.Errorf("TakeStamped admitted: %+v", d)
-			}
-			return err
-		},
-		"Give": func(s *memstore.Store) error {
-			_, err := s.Give(ctx, p, "k", model.State{}, 1)
-			return err
-		},
-		"TakeRefundable": func(s *memstore.Store) error {
-			d, _, err := s.TakeRefundable(ctx, p, "k", 1)
-			if d.Allowed {
-				t.Errorf("TakeRefundable admitted: %+v", d)
-			}
-			return err
-		},
-		"Refund": func(s *memstore.Store) error {
-			_, err := s.Refund(ctx, p, "k", model.State{}, 1)
-			return err
-		},
-		"Acquire": func(s *memstore.Store) error {
-			sl, err := s.Acquire(ctx, "c", "k", "h", 1, time.Second)
-			if sl.Acquired {
-				t.Errorf("Acquire acquired: %+v", sl)
-			}
-			return err
-		},
-		"Release": func(s *memstore.Store) error {
-			_, err := s.Release(ctx, "c", "k", "h")
-			return err
-		},
-		"Extend": func(s *memstore.Store) error {
-			_, err := s.Extend(ctx, "c", "k", "h", time.Second)
-			return err
-		},
+	storetest.ZeroStore(t, map[string]func(s *memstore.Store) error{
 		"Sweep": func(s *memstore.Store) error { s.Sweep(); return nil },
 		"Len": func(s *memstore.Store) error {
 			if n := s.Len(); n != 0 {
@@ -95,42 +35,5 @@ func TestZeroStore(t *testing.T) {
 			}
 			return nil
 		},
-		"Close": func(s *memstore.Store) error { return s.Close() },
-	}
-	noError := []string{"Sweep", "Len", "Stats", "Semaphores", "Close"}
-	typ := reflect.TypeFor[*memstore.Store]()
-	for i := range typ.NumMethod() {
-		if name := typ.Method(i).Name; calls[name] == nil {
-			t.Errorf("method %s is not in the table", name)
-		}
-	}
-	for name, call := range calls {
-		t.Run(name, func(t *testing.T) {
-			var s memstore.Store
-			var err error
-			func() {
-				defer func() {
-					if r := recover(); r != nil {
-						t.Fatalf("%s on the zero Store panicked: %v", name, r)
-					}
-				}()
-				err = call(&s)
-			}()
-			if slices.Contains(noError, name) {
-				if err != nil {
-					t.Errorf("%s: %v, want nil", name, err)
-				}
-			} else if !errors.Is(err, sluice.ErrStoreClosed) {
-				t.Errorf("%s: %v, want an error wrapping sluice.ErrStoreClosed", name, err)
-			}
-		})
-	}
-	var s memstore.Store
-	l, err := sluice.NewLimiter(&s, p, sluice.WithFailureMode(sluice.FailOpen))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d, err := l.Allow(ctx, "k"); d.Allowed || !errors.Is(err, sluice.ErrStoreClosed) {
-		t.Errorf("a fail-open Limiter over the zero Store: %+v, %v; want refused with sluice.ErrStoreClosed", d, err)
-	}
+	}, "Sweep", "Len", "Stats", "Semaphores")
 }

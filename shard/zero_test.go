@@ -3,100 +3,15 @@
 package shard_test
 
 import (
-	"context"
-	"errors"
-	"reflect"
-	"slices"
 	"testing"
-	"time"
 
-	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/model"
 	"github.com/sluicehq/sluice/shard"
+	"github.com/sluicehq/sluice/storetest"
 )
 
 // TestZeroStore: every exported method of the zero Store answers without
 // panicking (Take called the nil count function, Close the nil wrapped
-// store): those with an error fail with one wrapping
-// sluice.ErrStoreClosed, and Close does nothing. A Limiter over it
-// refuses, fail-open too.
+// store), and a Limiter over it refuses, fail-open too.
 func TestZeroStore(t *testing.T) {
-	ctx := context.Background()
-	p := sluice.Policy{Name: "p", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}
-	reqs := []sluice.Request{{Policy: p, Key: "k", Cost: 1}}
-	// Each call returns the method's error (nil for one without).
-	calls := map[string]func(s *shard.Store) error{
-		"Take": func(s *shard.Store) error {
-			d, err := s.Take(ctx, p, "k", 1)
-			if d.Allowed {
-				t.Errorf("Take admitted: %+v", d)
-			}
-			return err
-		},
-		"TakeAll": func(s *shard.Store) error { return s.TakeAll(ctx, reqs, make([]sluice.Decision, 1)) },
-		"Reset":   func(s *shard.Store) error { return s.Reset(ctx, p, "k") },
-		"Bind": func(s *shard.Store) error {
-			_, err := s.Bind(p)
-			return err
-		},
-		"TakeStamped": func(s *shard.Store) error {
-			d, _, err := s.TakeStamped(ctx, p, "k", 1)
-			if d.Allowed {
-				t.Errorf("TakeStamped admitted: %+v", d)
-			}
-			return err
-		},
-		"Give": func(s *shard.Store) error {
-			_, err := s.Give(ctx, p, "k", model.State{}, 1)
-			return err
-		},
-		"TakeRefundable": func(s *shard.Store) error {
-			d, _, err := s.TakeRefundable(ctx, p, "k", 1)
-			if d.Allowed {
-				t.Errorf("TakeRefundable admitted: %+v", d)
-			}
-			return err
-		},
-		"Refund": func(s *shard.Store) error {
-			_, err := s.Refund(ctx, p, "k", model.State{}, 1)
-			return err
-		},
-		"Close": func(s *shard.Store) error { return s.Close() },
-	}
-	noError := []string{"Close"}
-	typ := reflect.TypeFor[*shard.Store]()
-	for i := range typ.NumMethod() {
-		if name := typ.Method(i).Name; calls[name] == nil {
-			t.Errorf("method %s is not in the table", name)
-		}
-	}
-	for name, call := range calls {
-		t.Run(name, func(t *testing.T) {
-			var s shard.Store
-			var err error
-			func() {
-				defer func() {
-					if r := recover(); r != nil {
-						t.Fatalf("%s on the zero Store panicked: %v", name, r)
-					}
-				}()
-				err = call(&s)
-			}()
-			if slices.Contains(noError, name) {
-				if err != nil {
-					t.Errorf("%s: %v, want nil", name, err)
-				}
-			} else if !errors.Is(err, sluice.ErrStoreClosed) {
-				t.Errorf("%s: %v, want an error wrapping sluice.ErrStoreClosed", name, err)
-			}
-		})
-	}
-	var s shard.Store
-	l, err := sluice.NewLimiter(&s, p, sluice.WithFailureMode(sluice.FailOpen))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d, err := l.Allow(ctx, "k"); d.Allowed || !errors.Is(err, sluice.ErrStoreClosed) {
-		t.Errorf("a fail-open Limiter over the zero Store: %+v, %v; want refused with sluice.ErrStoreClosed", d, err)
-	}
+	storetest.ZeroStore[shard.Store](t, nil)
 }
