@@ -35,3 +35,16 @@ func await[T any](parent context.Context, f func() (T, error)) (T, error) {
 		return zero, parent.Err()
 	}
 }
+
+// callV is call for an f with a result: the result comes back through
+// await, so an f its caller stopped waiting for writes nothing the caller
+// reads (f must not assign the caller's variables).
+func callV[T any](s *Store, parent context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	ctx, c, err := s.begin(parent)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := await(parent, func() (T, error) { return f(ctx) })
+	return v, s.end(parent, c, err)
+}

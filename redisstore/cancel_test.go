@@ -9,7 +9,6 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,14 +21,22 @@ import (
 // the connections open: a Redis that has stopped answering (a stalled
 // host, a kill -STOP). Everything closes when t ends.
 func stallProxy(t *testing.T, addr string) (proxy string, stall func()) {
+	proxy, stall, _ = gateProxy(t, addr)
+	return proxy, stall
+}
+
+// gateProxy is stallProxy whose stall can end: release forwards what was
+// held, in order, and then everything again, until the next stall.
+func gateProxy(t *testing.T, addr string) (proxy string, stall, release func()) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stalled atomic.Bool
-	quit := make(chan struct{})
 	var mu sync.Mutex
+	open := make(chan struct{}) // closed while forwarding
+	close(open)
+	quit := make(chan struct{})
 	var conns []net.Conn
 	t.Cleanup(func() {
 		close(quit)
@@ -40,15 +47,21 @@ func stallProxy(t *testing.T, addr string) (proxy string, stall func()) {
 			c.Close()
 		}
 	})
+	gate := func() chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		return open
+	}
 	pipe := func(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
-			if n > 0 && stalled.Load() {
-				<-quit // held, never sent
-				return
-			}
 			if n > 0 {
+				select {
+				case <-gate(): // held until released
+				case <-quit:
+					return
+				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}
@@ -79,7 +92,17 @@ func stallProxy(t *testing.T, addr string) (proxy string, stall func()) {
 			go pipe(c, r)
 		}
 	}()
-	return l.Addr().String(), func() { stalled.Store(true) }
+	stall = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		open = make(chan struct{})
+	}
+	release = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		close(open)
+	}
+	return l.Addr().String(), stall, release
 }
 
 // cancelInFlight runs call with a context that is cancelled once the
@@ -160,5 +183,83 @@ func TestCancelWhileConnecting(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Take cancelled while connecting: %v, want context.Canceled", err)
+	}
+}
+
+// TestCancelledOverrideBarrier: callers of Override in one domain share
+// one barrier call; the one that began it hanging up must not fail the
+// others (before the fix, its context.Canceled was every waiter's
+// answer). SetOverride and Shares cancelled in flight return at once,
+// and their calls' replies, which come after their callers left, are
+// dropped. (Before the fix those calls wrote their callers' variables when
+// the reply came: a data race the race detector caught when the caller
+// did nothing in between, which a test cannot arrange without sleeping;
+// the results now come back through await's channel.)
+func TestCancelledOverrideBarrier(t *testing.T) {
+	proxy, stall, release := gateProxy(t, sluicetest.StartRedis(t))
+	s, err := Open("redis://" + proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	bg := context.Background()
+	if _, err := s.SetOverride(bg, "dom", "id", "spec", "rec"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ping(bg); err != nil {
+		t.Fatal(err)
+	}
+	stall()
+	// The first caller begins the domain's barrier (a new store's first
+	// Override in it), and hangs up while the call is held.
+	first, cancelFirst := context.WithCancel(bg)
+	firstErr := make(chan error, 1)
+	calls := s.Stats().Calls
+	go func() {
+		_, _, err := s.Override(first, "dom", "id")
+		firstErr <- err
+	}()
+	for s.Stats().Calls == calls {
+		runtime.Gosched()
+	}
+	type answer struct {
+		spec string
+		ok   bool
+		err  error
+	}
+	second := make(chan answer, 1)
+	go func() {
+		spec, ok, err := s.Override(bg, "dom", "id")
+		second <- answer{spec, ok, err}
+	}()
+	for range 1000 { // let the second caller reach the barrier's wait
+		runtime.Gosched()
+	}
+	cancelFirst()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the caller that hung up: %v, want context.Canceled", err)
+	}
+	// Calls abandoned in flight, whose replies come back after their
+	// callers left.
+	for name, call := range map[string]func(ctx context.Context) error{
+		"SetOverride": func(ctx context.Context) error {
+			_, err := s.SetOverride(ctx, "dom", "other", "spec2", "rec2")
+			return err
+		},
+		"Shares": func(ctx context.Context) error {
+			_, err := s.Shares(ctx, "div", time.Now())
+			return err
+		},
+	} {
+		if err := cancelInFlight(s, call); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s cancelled in flight: %v, want context.Canceled", name, err)
+		}
+	}
+	release()
+	if a := <-second; a.err != nil || !a.ok || a.spec != "spec" {
+		t.Errorf("a caller sharing the barrier, still waiting: %q %v %v; want the override", a.spec, a.ok, a.err)
+	}
+	if err := s.Ping(bg); err != nil { // the abandoned calls' replies have come
+		t.Fatal(err)
 	}
 }

@@ -202,12 +202,8 @@ func (b *breaker) failure(start int64) bool {
 // parent is the caller's context: its own cancellation is not a Redis
 // failure.
 func (s *Store) call(parent context.Context, f func(ctx context.Context) error) error {
-	ctx, c, err := s.begin(parent)
-	if err != nil {
-		return err
-	}
-	_, err = await(parent, func() (struct{}, error) { return struct{}{}, f(ctx) })
-	return s.end(parent, c, err)
+	_, err := callV(s, parent, func(ctx context.Context) (struct{}, error) { return struct{}{}, f(ctx) })
+	return err
 }
 
 // errCallerDeadline is begin's error when the caller has less than the

@@ -72,11 +72,8 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp mod
 	if err != nil {
 		return false, fmt.Errorf("redisstore: give %q: %w", key, err)
 	}
-	var done int64
-	err = s.call(ctx, func(ctx context.Context) error {
-		var err error
-		done, err = giveScript.Exec(ctx, cn.client, []string{state}, args).AsInt64()
-		return err
+	done, err := callV(s, ctx, func(ctx context.Context) (int64, error) {
+		return giveScript.Exec(ctx, cn.client, []string{state}, args).AsInt64()
 	})
 	if err != nil {
 		return false, fmt.Errorf("redisstore: give %q: %w", key, err)

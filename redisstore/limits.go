@@ -99,21 +99,26 @@ func (s *Store) barrier(ctx context.Context, cn *conn, domain, index string) err
 		c = &barrierCall{sent: time.Now(), done: make(chan struct{})}
 		b.inflight = c
 		f.mu.Unlock()
-		c.err = s.call(ctx, func(ctx context.Context) error {
-			return cn.client.Do(ctx, cn.client.B().Exists().Key(index).Build()).Error()
-		})
-		f.mu.Lock()
-		if c.err == nil && c.sent.After(b.done) {
-			b.done = c.sent
-		}
-		if b.inflight == c {
-			b.inflight = nil
-		}
+		// The call is every waiter's, so neither its initiator's
+		// cancellation nor its deadline ends it (the store's timeout
+		// does); the initiator stops waiting below, as the others do.
+		go func() {
+			c.err = s.call(context.WithoutCancel(ctx), func(ctx context.Context) error {
+				return cn.client.Do(ctx, cn.client.B().Exists().Key(index).Build()).Error()
+			})
+			f.mu.Lock()
+			if c.err == nil && c.sent.After(b.done) {
+				b.done = c.sent
+			}
+			if b.inflight == c {
+				b.inflight = nil
+			}
+			f.mu.Unlock()
+			close(c.done)
+		}()
+	} else {
 		f.mu.Unlock()
-		close(c.done)
-		return c.err
 	}
-	f.mu.Unlock()
 	select {
 	case <-c.done:
 		return c.err
@@ -190,22 +195,24 @@ func (s *Store) Override(ctx context.Context, domain, id string) (spec string, o
 	if err := s.barrier(ctx, cn, domain, index); err != nil {
 		return "", false, fmt.Errorf("redisstore: override %q: %w", id, err)
 	}
-	err = s.call(ctx, func(ctx context.Context) error {
+	got, err := callV(s, ctx, func(ctx context.Context) (*string, error) {
 		res := cn.client.DoCache(ctx, cn.client.B().Get().Key(key).Cache(), overrideCacheTTL)
 		v, err := res.ToString()
 		switch {
 		case rueidis.IsRedisNil(err):
-			return nil
+			return nil, nil
 		case err != nil:
-			return err
+			return nil, err
 		}
-		spec, ok = v, true
-		return nil
+		return &v, nil
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("redisstore: override %q: %w", id, err)
 	}
-	return spec, ok, nil
+	if got == nil {
+		return "", false, nil
+	}
+	return *got, true, nil
 }
 
 // SetOverride sets domain's override id to spec, with record the text
@@ -240,17 +247,12 @@ func (s *Store) writeOverride(ctx context.Context, domain, id string, args []str
 		return "", err
 	}
 	index, key := s.overrideKeys(domain, id)
-	err = s.call(ctx, func(ctx context.Context) error {
-		res := overrideScript.Exec(ctx, cn.client, []string{index, key}, args)
-		v, err := res.ToString()
-		switch {
-		case rueidis.IsRedisNil(err):
-			return nil
-		case err != nil:
-			return err
+	prev, err = callV(s, ctx, func(ctx context.Context) (string, error) {
+		v, err := overrideScript.Exec(ctx, cn.client, []string{index, key}, args).ToString()
+		if rueidis.IsRedisNil(err) {
+			return "", nil
 		}
-		prev = v
-		return nil
+		return v, err
 	})
 	if err != nil {
 		return "", err
@@ -275,14 +277,12 @@ func (s *Store) OverrideRecord(ctx context.Context, domain, id string) (string, 
 		return "", fmt.Errorf("redisstore: override record: %w", err)
 	}
 	index, _ := s.overrideKeys(domain, "")
-	var rec string
-	err = s.call(ctx, func(ctx context.Context) error {
+	rec, err := callV(s, ctx, func(ctx context.Context) (string, error) {
 		v, err := cn.client.Do(ctx, cn.client.B().Hget().Key(index).Field(id).Build()).ToString()
 		if rueidis.IsRedisNil(err) {
-			return nil
+			return "", nil
 		}
-		rec = v
-		return err
+		return v, err
 	})
 	if err != nil {
 		return "", fmt.Errorf("redisstore: override record %q: %w", id, err)
@@ -300,11 +300,8 @@ func (s *Store) Overrides(ctx context.Context, domain string) (map[string]string
 		return nil, fmt.Errorf("redisstore: overrides: %w", err)
 	}
 	index, _ := s.overrideKeys(domain, "")
-	var out map[string]string
-	err = s.call(ctx, func(ctx context.Context) error {
-		m, err := cn.client.Do(ctx, cn.client.B().Hgetall().Key(index).Build()).AsStrMap()
-		out = m
-		return err
+	out, err := callV(s, ctx, func(ctx context.Context) (map[string]string, error) {
+		return cn.client.Do(ctx, cn.client.B().Hgetall().Key(index).Build()).AsStrMap()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: overrides of %q: %w", domain, err)

@@ -102,11 +102,8 @@ func (r *Replicas) Beat(ctx context.Context) (int, error) {
 	if err != nil {
 		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
-	var n int64
-	err = s.call(ctx, func(ctx context.Context) error {
-		var err error
-		n, err = heartbeatScript.Exec(ctx, cn.client, []string{r.key}, []string{r.id, fmt.Sprint(r.ttl.Milliseconds())}).AsInt64()
-		return err
+	n, err := callV(s, ctx, func(ctx context.Context) (int64, error) {
+		return heartbeatScript.Exec(ctx, cn.client, []string{r.key}, []string{r.id, fmt.Sprint(r.ttl.Milliseconds())}).AsInt64()
 	})
 	if err != nil {
 		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", err)

@@ -164,15 +164,9 @@ func (s *Store) shares(ctx context.Context, name string, args []string) (rueidis
 	if err != nil {
 		return reply, err
 	}
-	err = s.call(ctx, func(ctx context.Context) error {
-		res := sharesScript.Exec(ctx, cn.client, []string{sharesKey(s.prefix, s.slot, name)}, args)
-		if err := res.Error(); err != nil {
-			return err
-		}
-		reply, err = res.ToMessage()
-		return err
+	return callV(s, ctx, func(ctx context.Context) (rueidis.RedisMessage, error) {
+		return sharesScript.Exec(ctx, cn.client, []string{sharesKey(s.prefix, s.slot, name)}, args).ToMessage()
 	})
-	return reply, err
 }
 
 // ms is t in Unix milliseconds.

@@ -96,7 +96,9 @@ func tooLate(deadline, notBefore time.Time) bool {
 
 // Hold records that the current turn of key's line cannot end before
 // until (its holder sleeps until then): the waiters whose deadline comes
-// before it leave the line with ErrTooLate.
+// before it leave the line with ErrTooLate. (Should the holder leave
+// sooner, its context ending, those waiters have left for nothing; they
+// had asked for an answer sooner than the line could promise one.)
 func (ls *Lines) Hold(key string, until time.Time) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()

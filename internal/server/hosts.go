@@ -30,10 +30,11 @@ import (
 // Anything else is answered 403 on every path, naming the host and the flag.
 //
 // A request comes from a browser when it carries Origin or a Sec-Fetch-*
-// header (every current browser sends Sec-Fetch-Site on every request, and
-// Origin on every POST), or a User-Agent starting "Mozilla/" (every
-// browser's, older ones that send neither on a same-origin GET included; a
-// page's script cannot drop it). Clients that are not browsers (Envoy,
+// header (browsers send Origin on every POST, and Sec-Fetch-Site to secure
+// origins and localhost, not to a plain-http name), or a User-Agent
+// starting "Mozilla/" (every browser's: what marks a same-origin GET to a
+// rebound http name, which carries neither; a page's script cannot change
+// it in Chromium). Clients that are not browsers (Envoy,
 // Prometheus, the kubelet's probes, curl, Go's and most HTTP libraries)
 // send none of these, so they reach the API by any name, as Kubernetes and
 // Docker deployments do (sluice:8080, sluice.default.svc), with nothing to
