@@ -48,3 +48,17 @@ func callV[T any](s *Store, parent context.Context, f func(ctx context.Context) 
 	v, err := await(parent, func() (T, error) { return f(ctx) })
 	return v, s.end(parent, c, err)
 }
+
+// callNow is callV for a call on the decision path (Override): the caller
+// waits for it in its own goroutine, as for a Take sent alone, since a
+// goroutine per call costs the client more than the call (BENCHMARKS.md,
+// round 6); a cancellation is seen before the call.
+func callNow[T any](s *Store, parent context.Context, f func(ctx context.Context) (T, error)) (T, error) {
+	ctx, c, err := s.begin(parent)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := f(ctx)
+	return v, s.end(parent, c, err)
+}

@@ -156,12 +156,12 @@
 // default 3 s, plus at most 1 ms), whichever is sooner. A caller whose
 // context is cancelled stops waiting at once, with its context's error,
 // while the store connects, while its request waits in a batch or rides
-// in one, and during a Reset, Give, Ping or a call of the limits API (the
+// in one, and during a Reset, Give, Ping or a write of the limits API (the
 // call runs on to its bound; its request may or may not have been
-// applied). A Take sent alone (no call was in flight) and a TakeAll see a
-// cancellation before their call, and then wait for it within its bound:
-// not waiting would need a goroutine per call, which doubled the client's
-// CPU per decision. Only real failures count toward the circuit breaker:
+// applied). A Take sent alone (no call was in flight), a TakeAll and an
+// Override (all three on the decision path) see a cancellation before
+// their call, and then wait for it within its bound: not waiting would
+// need a goroutine per call, which doubled the client's CPU per decision. Only real failures count toward the circuit breaker:
 // errors from Redis or the connection (refused, reset) and calls that run
 // out of the ceiling, far beyond a healthy Redis's latency. A call that runs
 // out of its caller's deadline is not one (Stats.CallerTimeouts): a busy

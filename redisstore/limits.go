@@ -195,7 +195,7 @@ func (s *Store) Override(ctx context.Context, domain, id string) (spec string, o
 	if err := s.barrier(ctx, cn, domain, index); err != nil {
 		return "", false, fmt.Errorf("redisstore: override %q: %w", id, err)
 	}
-	got, err := callV(s, ctx, func(ctx context.Context) (*string, error) {
+	got, err := callNow(s, ctx, func(ctx context.Context) (*string, error) {
 		res := cn.client.DoCache(ctx, cn.client.B().Get().Key(key).Cache(), overrideCacheTTL)
 		v, err := res.ToString()
 		switch {
