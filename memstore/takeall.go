@@ -25,8 +25,7 @@ type work struct {
 	st    model.State
 	den   int64     // st.Frac is in units of 1/den (bucket kind)
 	last  *compiled // the policy that last evaluated st
-	wrote *compiled // the policy that last changed st: its expiry is st's
-	dirty bool      // st consumed something
+	wrote *compiled // the policy that last changed st (its expiry is st's), or nil: st consumed nothing
 
 	// For a sliding-log key whose log the store holds in a spill: the
 	// spill, with room made for every append of the batch, and the length
@@ -195,7 +194,6 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 		o.st, o.last = next, w.c
 		if (d.Allowed || r.Force) && r.Cost > 0 {
-			o.dirty = true
 			o.appended++
 			o.wrote = w.c
 		}
@@ -229,7 +227,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 		sh := &s.shards[w.sh]
 		c := w.last
-		if w.dirty {
+		if w.wrote != nil {
 			// Not a later request that only read it: a policy of the same
 			// name with a shorter period may see idle the state a longer
 			// one just wrote.
@@ -238,7 +236,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		exp := c.model.ExpiresAt(w.st)
 		if t := sh.table(c.pt); t != nil {
 			if slot, e := t.find(w.h, r.Key); e >= 0 {
-				if !w.dirty {
+				if w.wrote == nil {
 					// w.st may be an inline sliding-log row read in place,
 					// and an earlier key of the batch may have moved the
 					// row since: read it where it is now.
@@ -248,17 +246,17 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				case exp <= now:
 					sh.remove(t, slot, e)
 					sh.expired.Add(1)
-				case w.dirty && w.spill != nil && w.spill == t.logRow(e).spill:
+				case w.wrote != nil && w.spill != nil && w.spill == t.logRow(e).spill:
 					w.spill.committed(w.live, w.appended, len(w.st.Log))
 					sh.wrote(exp)
-				case w.dirty:
+				case w.wrote != nil:
 					t.set(e, w.stateIn(t.den))
 					sh.wrote(exp)
 				}
 				continue
 			}
 		}
-		if !w.dirty || exp <= now {
+		if w.wrote == nil || exp <= now {
 			continue
 		}
 		if sh.quota > 0 && sh.n >= sh.quota && !sh.makeRoom(now, &b) {

@@ -40,13 +40,9 @@ func await[T any](parent context.Context, f func() (T, error)) (T, error) {
 // await, so an f its caller stopped waiting for writes nothing the caller
 // reads (f must not assign the caller's variables).
 func callV[T any](s *Store, parent context.Context, f func(ctx context.Context) (T, error)) (T, error) {
-	ctx, c, err := s.begin(parent)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	v, err := await(parent, func() (T, error) { return f(ctx) })
-	return v, s.end(parent, c, err)
+	return callNow(s, parent, func(ctx context.Context) (T, error) {
+		return await(parent, func() (T, error) { return f(ctx) })
+	})
 }
 
 // callNow is callV for a call on the decision path (Override): the caller

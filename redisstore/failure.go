@@ -219,9 +219,9 @@ var errCallerDeadline = fmt.Errorf("redisstore: less than the deadline margin le
 // the caller's. The caller calls end once Redis has answered.
 //
 // The context does not end when parent is cancelled: the caller stops
-// waiting then (await), and the call ends within its bound. In exchange no
-// call makes a context and a timer of its own: calls that begin within the same deadlineGrain share one deadline
-// context (one for the store's timeout, one for callers' deadlines), and the
+// waiting then (await), and the call ends within its bound. In exchange
+// no call makes a context and a timer of its own: calls that begin within
+// the same deadlineGrain share one deadline context (one for the store's timeout, one for callers' deadlines), and the
 // store's timeout is exceeded by at most deadlineGrain; a caller's deadline
 // less the margin never is (its call may end up to deadlineGrain sooner).
 // That is 5 of the 11 allocations of a decision, and about 8% of the
