@@ -69,23 +69,31 @@ local out, all = {S(nh, nl), "0"}, true
 -- nothing of it): one table, made once.
 local r = {a = 0, nh = nh, nl = nl, ch = 0, cl = 0, kh = 0, kl = 0, ph = 0, pl = 0,
   costpos = false, jh = 0, jl = 0, cal = false, retry = false}
-for i = 1, n do
+-- request sets r to request i (its cost judged as a peek's if peek) and
+-- returns its kind (lower case), its state key, whether it is a charge,
+-- and where its arguments begin.
+local function request(i, peek)
   local a = 3 + (i - 1) * 9
   -- The request: cost, capacity, period, and the cost judged (a peek,
   -- cost 0, is admitted iff cost 1 would be).
   local costs, force = ARGV[a + 2], false
   if string.sub(costs, 1, 1) == "!" then costs, force = string.sub(costs, 2), true end
   local ch, cl = P(costs)
-  local kh, kl = P(ARGV[a + 3])
-  local ph, pl = P(ARGV[a + 4])
-  local costpos = ch > 0 or cl > 0
-  local jh, jl = ch, cl
-  if not costpos then jh, jl = 0, 1 end
-  r.a, r.ch, r.cl, r.kh, r.kl, r.ph, r.pl = a, ch, cl, kh, kl, ph, pl
-  r.costpos, r.jh, r.jl = costpos, jh, jl
-  local kind, key = ARGV[a + 1], KEYS[2 * i - 1]
+  if peek then ch, cl = 0, 0 end
+  r.a, r.ch, r.cl = a, ch, cl
+  r.kh, r.kl = P(ARGV[a + 3])
+  r.ph, r.pl = P(ARGV[a + 4])
+  r.costpos = ch > 0 or cl > 0
+  r.jh, r.jl = ch, cl
+  if not r.costpos then r.jh, r.jl = 0, 1 end
+  local kind = ARGV[a + 1]
   r.cal = kind == "F" or kind == "W" -- a calendar window (calwin)
   if r.cal then kind = string.lower(kind) end
+  return kind, KEYS[2 * i - 1], force, a
+end
+for i = 1, n do
+  local kind, key, force, a = request(i, false)
+  local costpos = r.costpos
   local s = states[key]
   if not s then
     s = load(kind, key, KEYS[2 * i], ARGV[a + 9])
@@ -115,15 +123,8 @@ if not all and not r.retry then
   for i = 1, n do
     local _, o1, o2, o3, o4
     if oks[i] then
-      local a = 3 + (i - 1) * 9
-      local kind = ARGV[a + 1]
-      r.a, r.ch, r.cl = a, 0, 0
-      r.kh, r.kl = P(ARGV[a + 3])
-      r.ph, r.pl = P(ARGV[a + 4])
-      r.costpos, r.jh, r.jl = false, 0, 1
-      r.cal = kind == "F" or kind == "W"
-      if r.cal then kind = string.lower(kind) end
-      local s = load(kind, KEYS[2 * i - 1], KEYS[2 * i], ARGV[a + 9])
+      local kind, key, _, a = request(i, true)
+      local s = load(kind, key, KEYS[2 * i], ARGV[a + 9])
       _, o1, o2, o3, o4 = take(kind, s, r)
     end
     local m = #out
