@@ -28,12 +28,14 @@ local function bucket_group(ns, nl, i, slack)
   local den, hms = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 3])
   local nms = ns * 1000 + math.floor(nl / 1000000)
   local b = nms - math.fmod(nms, hms)
-  return {cv = tonumber(ARGV[i]), cvs = ARGV[i], ncvs = '-' .. ARGV[i],
+  local cv = tonumber(ARGV[i])
+  local nowv = ((nms - b) * 1000000 + math.fmod(nl, 1000000)) * den
+  return {cv = cv, cvs = ARGV[i], ncvs = '-' .. ARGV[i],
     den = den, dens = ARGV[i + 1], bv = tonumber(ARGV[i + 2]),
     write = ARGV[i + 4] ~= '0', b = b, hmss = ARGV[i + 3],
     f = string.format('%d:', b) .. ARGV[i + 1] .. ':' .. ARGV[i + 3],
-    nowv = ((nms - b) * 1000000 + math.fmod(nl, 1000000)) * den,
-    ttl = b + 2 * hms - nms + slack}
+    nowv = nowv, full = string.format('%d', nowv + cv),
+    ttl = string.format('%d', b + 2 * hms - nms + slack)}
 end
 
 -- bucket_reply is the reply for a debt (TAT - now, in 1/d ns, 0 if the TAT
@@ -106,7 +108,7 @@ local function bucket(key, g)
         return bucket_reply(old - g.nowv, false, g)
       end
       -- A TAT before now, in this epoch: a full bucket.
-      redis.call('HSET', key, g.f, string.format('%d', g.nowv + g.cv))
+      redis.call('HSET', key, g.f, g.full)
       return bucket_reply(0, true, g)
     end
     -- The field is new (or held 0). On a new key (no expiry yet; before
@@ -118,7 +120,7 @@ local function bucket(key, g)
       x = 1
     end
     if x == 1 then
-      if g.nowv > 0 then redis.call('HSET', key, g.f, string.format('%d', g.nowv + g.cv)) end
+      if g.nowv > 0 then redis.call('HSET', key, g.f, g.full) end
       return bucket_reply(0, true, g)
     end
     return bucket_rest(key, g, true)

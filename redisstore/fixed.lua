@@ -21,7 +21,7 @@ local function fixed_group(ns, nl, cost, limit, period, slack)
   local ws = now - math.fmod(now, p) -- fmod is exact
   return {ws = ws, c = tonumber(cost), cs = cost, k = tonumber(limit),
     f = (ws == 0 and '0' or string.format('%d000', ws)) .. string.format(':%d000', ws + p),
-    ttl = math.ceil((ws + p - now) / 1000) + slack}
+    ttl = string.format('%d', math.ceil((ws + p - now) / 1000) + slack)}
 end
 
 -- fixed_rest finishes a request whose window had no count on a key that

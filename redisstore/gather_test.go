@@ -271,3 +271,37 @@ func TestGatherCancel(t *testing.T) {
 		t.Fatalf("stats %+v: a caller's cancellation counted as a Redis error", st)
 	}
 }
+
+// TestWithGatherDelay: a negative delay is refused, naming the option, and
+// 0 sends every Take at once in a call of its own, even while a call is
+// in flight (here one that never lands).
+func TestWithGatherDelay(t *testing.T) {
+	c := newClient(t, sluicetest.StartRedis(t))
+	if _, err := New(c, WithGatherDelay(-time.Microsecond)); err == nil || !strings.Contains(err.Error(), "gather delay -1µs") {
+		t.Fatalf("New with a gather delay of -1µs: %v, want an error naming it", err)
+	}
+	s := newStore(t, c, WithGatherDelay(0))
+	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Hour}
+	if _, err := s.connection(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.gathering.mu.Lock()
+	s.gathering.flying = 1 // a call in flight that never lands
+	s.gathering.mu.Unlock()
+	calls := evalshaCalls(t, c)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if d, err := s.Take(t.Context(), p, "k", 1); err != nil || !d.Allowed {
+				t.Errorf("Take: %+v, %v", d, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := evalshaCalls(t, c) - calls; n != 3 {
+		t.Fatalf("3 Takes made %d script calls, want 3 (one each)", n)
+	}
+	if s.gathering.open != nil {
+		t.Fatal("a batch opened with a gather delay of 0")
+	}
+}

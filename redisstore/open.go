@@ -16,10 +16,7 @@ import (
 )
 
 // DefaultMaxFlushDelay is how long Open's client may hold a command back to
-// send it together with other callers' commands in one write. It is also
-// the longest a Take waits for a call in flight before its batch goes
-// without it (on any store, Open's or New's: see the package doc,
-// "Gathering").
+// send it together with other callers' commands in one write.
 const DefaultMaxFlushDelay = 20 * time.Microsecond
 
 // Open returns a store that connects to Redis as url says and owns the

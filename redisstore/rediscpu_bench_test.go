@@ -36,11 +36,10 @@ func BenchmarkRedisCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = fast.Close() })
-	alone, err := Open("redis://"+addr, WithPrefix("a:"))
+	alone, err := Open("redis://"+addr, WithPrefix("a:"), WithGatherDelay(0))
 	if err != nil {
 		b.Fatal(err)
 	}
-	alone.gathering.off = true
 	b.Cleanup(func() { _ = alone.Close() })
 	general, err := Open("redis://"+addr, WithPrefix("g:"))
 	if err != nil {
@@ -143,11 +142,14 @@ func BenchmarkGather(b *testing.B) {
 	env := &benchEnv{keys: benchKeys(100_000), rdb: rdb}
 	stores := map[string]*Store{}
 	for _, g := range []string{"on", "off"} {
-		s, err := Open("redis://"+addr, WithPrefix(g+":"))
+		delay := DefaultGatherDelay
+		if g == "off" {
+			delay = 0
+		}
+		s, err := Open("redis://"+addr, WithPrefix(g+":"), WithGatherDelay(delay))
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.gathering.off = g == "off"
 		b.Cleanup(func() { _ = s.Close() })
 		stores[g] = s
 	}

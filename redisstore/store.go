@@ -210,6 +210,7 @@ func configure(opts []Option) (*Store, error) {
 		margin:   DefaultDeadlineMargin,
 		compiled: map[sluice.Policy]*compiled{},
 	}
+	s.gathering.delay = DefaultGatherDelay
 	s.brk.threshold, s.brk.cooldown = DefaultBreakerFailures, DefaultBreakerCooldown
 	for _, o := range opts {
 		if o == nil {
@@ -225,6 +226,9 @@ func configure(opts []Option) (*Store, error) {
 	}
 	if s.brk.cooldown < 0 {
 		return nil, fmt.Errorf("redisstore: breaker cooldown %v: must not be negative", s.brk.cooldown)
+	}
+	if s.gathering.delay < 0 {
+		return nil, fmt.Errorf("redisstore: gather delay %v: must not be negative", s.gathering.delay)
 	}
 	if s.slack < 0 {
 		return nil, fmt.Errorf("redisstore: expiry slack %v: must not be negative", s.slack)
