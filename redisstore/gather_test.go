@@ -67,6 +67,18 @@ func waitFlying(s *Store, n int) {
 	g.mu.Unlock()
 }
 
+// inFlightForever connects s and marks a call of singles.lua in flight
+// that never lands.
+func inFlightForever(t *testing.T, s *Store) {
+	t.Helper()
+	if _, err := s.connection(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.gathering.mu.Lock()
+	s.gathering.flying = 1
+	s.gathering.mu.Unlock()
+}
+
 // TestGatherBatch: Takes that arrive while a call is in flight go together
 // in one script call when it lands, and each is decided on its own, in
 // order, as memstore decides the same requests one after another: a
@@ -150,12 +162,7 @@ func TestGatherDelay(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
 	s := newStore(t, c)
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Hour}
-	if _, err := s.connection(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	s.gathering.mu.Lock()
-	s.gathering.flying = 1 // a call in flight that never lands
-	s.gathering.mu.Unlock()
+	inFlightForever(t, s)
 	if d := take(t, s, p, "k", 1); !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("Take: %+v", d)
 	}
@@ -282,12 +289,7 @@ func TestWithGatherDelay(t *testing.T) {
 	}
 	s := newStore(t, c, WithGatherDelay(0))
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Hour}
-	if _, err := s.connection(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	s.gathering.mu.Lock()
-	s.gathering.flying = 1 // a call in flight that never lands
-	s.gathering.mu.Unlock()
+	inFlightForever(t, s)
 	calls := evalshaCalls(t, c)
 	var wg sync.WaitGroup
 	for range 3 {
