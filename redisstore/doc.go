@@ -187,7 +187,10 @@
 // Acquire, Release, Extend, Ping, Replicas.Beat) returns, wrapped with the
 // method and key:
 //
-//   - sluice.ErrStoreClosed after Close (before anything is sent);
+//   - sluice.ErrStoreClosed after Close: for a call made after it (nothing
+//     is sent), a Take still waiting in a batch when it came (the batch is
+//     not sent), and a call it interrupted by closing Open's client (not
+//     counted as a failure of Redis);
 //   - ErrUnavailable while the circuit breaker is open;
 //   - the caller's context.Canceled or context.DeadlineExceeded when ctx
 //     ended or less than the deadline margin was left, whether it was

@@ -319,6 +319,15 @@ func (s *Store) end(parent context.Context, c callStart, err error) error {
 	case err == nil:
 		s.brk.success()
 		return nil
+	case s.closed.Load():
+		// Close ended the call (it closes the client Open made), or came
+		// while the call was failing: never a reason to admit, and nothing
+		// said about Redis.
+		s.brk.probing.Store(false)
+		if errors.Is(err, errClosed) {
+			return err
+		}
+		return fmt.Errorf("%w (during the call: %v)", errClosed, err)
 	case parent.Err() != nil || (c.byCaller && errors.Is(err, context.DeadlineExceeded)):
 		// The caller gave up, or its deadline (less the margin) came: say
 		// nothing about Redis, but free a probe. A deadline counts as a

@@ -202,6 +202,14 @@ func (m *single) release() {
 // each one's outcome in it. Requests in a row with equal arguments go as
 // one group: its arguments once, and its keys.
 func (s *Store) exec(ctx context.Context, cn *conn, ms []*single) {
+	if s.closed.Load() {
+		// Close came while these waited to be sent (in a batch): they
+		// are not sent.
+		for _, m := range ms {
+			m.err = errClosed
+		}
+		return
+	}
 	keys := make([]string, len(ms))
 	args := make([]string, 3, 16)
 	args[2] = s.ttlArg

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// TestCloseDuringCall: a decision whose call to Redis is in flight when
+// Close closes the client (a store made by Open) is refused with an error
+// wrapping sluice.ErrStoreClosed, under the default failure mode (fail
+// open), for Allow (a one-request script) and AllowAll (take.lua); and
+// Close is not counted as a failure of Redis.
+func TestCloseDuringCall(t *testing.T) {
+	p := sluice.Policy{Name: "c", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Minute}
+	for name, decide := range map[string]func(l *sluice.Limiter) (bool, error){
+		"Allow": func(l *sluice.Limiter) (bool, error) {
+			d, err := l.Allow(context.Background(), "k")
+			return d.Allowed, err
+		},
+		"AllowAll": func(l *sluice.Limiter) (bool, error) {
+			r, err := sluice.AllowAll(context.Background(), sluice.Check{Limiter: l, Key: "a"}, sluice.Check{Limiter: l, Key: "b"})
+			return r.Allowed, err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			proxy, stall := stallProxy(t, sluicetest.StartRedis(t))
+			s, err := Open("redis://" + proxy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Ping(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			l, err := sluice.NewLimiter(s, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stall()
+			calls := s.Stats().Calls
+			type outcome struct {
+				allowed bool
+				err     error
+			}
+			out := make(chan outcome, 1)
+			go func() {
+				allowed, err := decide(l)
+				out <- outcome{allowed, err}
+			}()
+			for s.Stats().Calls == calls {
+				runtime.Gosched() // until the call has begun
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			o := <-out
+			if o.allowed || !errors.Is(o.err, sluice.ErrStoreClosed) {
+				t.Fatalf("a decision in flight at Close: allowed %v, error %v; want refused with sluice.ErrStoreClosed", o.allowed, o.err)
+			}
+			if st := s.Stats(); st.Errors != 0 {
+				t.Fatalf("Close counted as a failure of Redis: %+v", st)
+			}
+		})
+	}
+}
+
+// TestCloseWhileBatched: a Take waiting in the open batch (behind a call
+// in flight) when Close returns is never sent: it fails with an error
+// wrapping sluice.ErrStoreClosed, on a store made by New (whose client
+// Close leaves open) and by Open.
+func TestCloseWhileBatched(t *testing.T) {
+	p := sluice.Policy{Name: "b", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Minute}
+	addr := sluicetest.StartRedis(t)
+	for name, open := range map[string]func() *Store{
+		"New": func() *Store { return newStore(t, newClient(t, addr)) },
+		"Open": func() *Store {
+			s, err := Open("redis://" + addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := open()
+			inFlightForever(t, s)
+			type outcome struct {
+				d   sluice.Decision
+				err error
+			}
+			out := make(chan outcome, 1)
+			go func() {
+				d, err := s.Take(context.Background(), p, name, 1)
+				out <- outcome{d, err}
+			}()
+			// Hold the gathering's lock from the moment the Take is in the
+			// batch until Close has returned, so that the batch's timer
+			// cannot send it before.
+			g := &s.gathering
+			for {
+				g.mu.Lock()
+				if g.open != nil && len(g.open.ms) == 1 {
+					break
+				}
+				g.mu.Unlock()
+				runtime.Gosched()
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			g.mu.Unlock()
+			o := <-out
+			if o.d.Allowed || !errors.Is(o.err, sluice.ErrStoreClosed) {
+				t.Fatalf("a Take in a batch at Close: %+v, %v; want refused with sluice.ErrStoreClosed", o.d, o.err)
+			}
+		})
+	}
+}
