@@ -123,3 +123,56 @@ func TestCloseWhileBatched(t *testing.T) {
 		})
 	}
 }
+
+// TestShortDeadlineNoBypass: callers whose deadline is shorter than the
+// store's deadline margin (a gRPC client sets its own) on a healthy Redis
+// get Redis's decisions, or a refusal once their deadline has passed,
+// under the default failure mode (fail open): never an admission past the
+// limit. Before, such calls were not made and the failure mode admitted
+// every one.
+func TestShortDeadlineNoBypass(t *testing.T) {
+	for name, open := range map[string]func(addr string) *Store{
+		"New": func(addr string) *Store { return newStore(t, newClient(t, addr)) },
+		"Open": func(addr string) *Store {
+			s, err := Open("redis://" + addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := open(sluicetest.StartRedis(t))
+			p := sluice.Policy{Name: "d", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Hour}
+			l, err := sluice.NewLimiter(s, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted, decided := 0, 0
+			for _, left := range []time.Duration{100 * time.Microsecond, time.Millisecond, DefaultDeadlineMargin} {
+				for range 50 {
+					ctx, cancel := context.WithTimeout(t.Context(), left)
+					d, err := l.Allow(ctx, "k")
+					if err != nil && ctx.Err() == nil {
+						t.Fatalf("Allow with %v left: %v, but its context had not ended", left, err)
+					}
+					cancel()
+					if err == nil {
+						decided++
+					}
+					if d.Allowed {
+						admitted++
+					}
+				}
+			}
+			if admitted > 1 {
+				t.Fatalf("%d of 150 short-deadline calls admitted at a limit of 1", admitted)
+			}
+			t.Logf("%d of 150 decided by Redis in time", decided)
+			if st := s.Stats(); st.Errors != 0 {
+				t.Fatalf("short deadlines counted as failures of Redis: %+v", st)
+			}
+		})
+	}
+}

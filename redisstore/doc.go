@@ -193,9 +193,8 @@
 //     counted as a failure of Redis);
 //   - ErrUnavailable while the circuit breaker is open;
 //   - the caller's context.Canceled or context.DeadlineExceeded when ctx
-//     ended or less than the deadline margin was left, whether it was
-//     waiting for the connection or for Redis (not counted as a failure of
-//     Redis);
+//     ended or its deadline less the margin passed, whether it was waiting
+//     for the connection or for Redis (not counted as a failure of Redis);
 //   - context.DeadlineExceeded when the store's timeout (WithTimeout) ran
 //     out, and Redis's or the connection's own errors (both counted toward
 //     the breaker);

@@ -66,10 +66,13 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 // call begins (default DefaultDeadlineMargin), so that the caller gets an
 // answer (its failure mode's) before its deadline rather than none, even
 // when the answer waits a while for a CPU. For Envoy's default rate limit
-// timeout of 20 ms that leaves Redis 16 ms. A call whose caller has less
-// than the margin left is not made: it fails at once with
-// context.DeadlineExceeded, counted in Stats.CallerTimeouts. d ≤ 0 means no
-// margin at all (the caller's own deadline bounds the call).
+// timeout of 20 ms that leaves Redis 16 ms. A caller with less than the
+// margin left has no time for a failure mode's answer: its call is bounded
+// by its own deadline, so it gets Redis's decision or, once its deadline
+// has passed, an error that no failure mode turns into an admission (its
+// context has ended). A short deadline, which a gRPC client sets for
+// itself, is never a way around the limit. d ≤ 0 means no margin at all
+// (the caller's own deadline bounds every call).
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(s *Store) { s.margin = max(d, 0) }
 }
@@ -206,17 +209,14 @@ func (s *Store) call(parent context.Context, f func(ctx context.Context) error) 
 	return err
 }
 
-// errCallerDeadline is begin's error when the caller has less than the
-// margin left.
-var errCallerDeadline = fmt.Errorf("redisstore: less than the deadline margin left: %w", context.DeadlineExceeded)
-
 // begin starts a call to Redis: it returns parent's error if parent is
-// already done, errCallerDeadline if parent's deadline is less than the
-// margin away, ErrUnavailable if the breaker refuses the call, and otherwise
+// already done, ErrUnavailable if the breaker refuses the call, and otherwise
 // the context to make the call with, which carries parent's values and ends
 // when parent's deadline less the margin or the store's timeout passes,
-// whichever is first; c records when the call began and whether its bound is
-// the caller's. The caller calls end once Redis has answered.
+// whichever is first (when parent's deadline is less than the margin away,
+// parent itself: see WithDeadlineMargin); c records when the call began and
+// whether its bound is the caller's. The caller calls end once Redis has
+// answered.
 //
 // The context does not end when parent is cancelled: the caller stops
 // waiting then (await), and the call ends within its bound. In exchange
@@ -235,21 +235,24 @@ func (s *Store) begin(parent context.Context) (ctx context.Context, c callStart,
 	if hasDeadline && s.margin > 0 {
 		cd = cd.Add(-s.margin - cd.Sub(now)/10)
 	}
-	if hasDeadline && !cd.After(now) {
-		s.stats.callerTimeouts.Add(1)
-		return nil, callStart{byCaller: true}, errCallerDeadline
-	}
 	if !s.brk.allow() {
 		s.stats.short.Add(1)
 		return nil, c, ErrUnavailable
 	}
 	s.stats.calls.Add(1)
 	c.at = now.UnixNano()
+	if hasDeadline && !cd.After(now) {
+		// Less than the margin left: no time to answer with the failure
+		// mode after a failed call, so none is kept; the caller's own
+		// deadline bounds the call.
+		c.byCaller, c.own = true, true
+		return parent, c, nil
+	}
 	want := now.Add(s.timeout)
 	if hasDeadline && (s.timeout <= 0 || !cd.After(want)) {
 		// The caller's deadline less the margin is the bound.
 		if s.margin == 0 {
-			c.byCaller = true
+			c.byCaller, c.own = true, true
 			return parent, c, nil
 		}
 		d := s.callerDeadline.Load()
@@ -275,6 +278,7 @@ func (s *Store) begin(parent context.Context) (ctx context.Context, c callStart,
 type callStart struct {
 	at       int64 // unix ns
 	byCaller bool  // bounded by the caller's deadline less the margin
+	own      bool  // bounded by the caller's deadline itself
 }
 
 // withValues is ctx with the values of parent.
@@ -315,6 +319,15 @@ func (c valuesOf) Value(key any) any { return c.values.Value(key) }
 // end records the outcome err of a call begun with begin, and returns it.
 // c is begin's.
 func (s *Store) end(parent context.Context, c callStart, err error) error {
+	if err != nil && c.own && parent.Err() == nil {
+		if d, _ := parent.Deadline(); !time.Now().Before(d) {
+			// The call failed at the caller's deadline (the connection's
+			// own deadline, or the dial's, can come before the context's
+			// timer): wait for the context to end, so that the caller,
+			// and the Limiter, see that it did.
+			<-parent.Done()
+		}
+	}
 	switch {
 	case err == nil:
 		s.brk.success()
