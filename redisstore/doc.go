@@ -79,9 +79,9 @@
 // to its own MaxFlushDelay, as any command); a Take never waits for a batch
 // past its own deadline less the margin. So under load a store on a Redis
 // nearby keeps one call in flight, and each carries the requests that
-// arrived during the last: a Take that arrives during a call waits for it,
-// at most the delay, and Redis runs a script call per batch instead of one
-// per Take. singles.lua decides each request of a batch on its own, in order,
+// arrived during the last: a Take that arrives during a call waits at most
+// the delay before its request is sent, and Redis runs a script call per
+// batch instead of one per Take. singles.lua decides each request of a batch on its own, in order,
 // at one Redis TIME: refused requests write nothing and do not affect the
 // others, so every Take gets the decision it would have got alone at that
 // instant, in some order of the concurrent ones. The script call, its

@@ -31,7 +31,7 @@ import (
 // package doc, "Gathering", and WithGatherDelay). It is longer than a round
 // trip to a Redis nearby, so that under load a store has one call in flight
 // and each call carries every request that arrived during the last: on
-// sluice serve's load that is under half the script calls, and 10-16% less
+// sluice serve's load that is under half the script calls, and 11-16% less
 // of Redis's CPU per request, than at 20 µs (BENCHMARKS.md).
 const DefaultGatherDelay = 200 * time.Microsecond
 

@@ -279,11 +279,16 @@ func TestGatherCancel(t *testing.T) {
 	}
 }
 
-// TestWithGatherDelay: a negative delay is refused, naming the option, and
-// 0 sends every Take at once in a call of its own, even while a call is
-// in flight (here one that never lands).
+// TestWithGatherDelay: the default is DefaultGatherDelay; a negative
+// delay is refused, naming the option; and 0 sends every Take at once in a
+// call of its own, never touching the gathering: here the Takes are
+// decided while the gathering's lock is held, with a call in flight that
+// never lands.
 func TestWithGatherDelay(t *testing.T) {
 	c := newClient(t, sluicetest.StartRedis(t))
+	if s := newStore(t, c); s.gathering.delay != DefaultGatherDelay {
+		t.Fatalf("default gather delay %v, want %v", s.gathering.delay, DefaultGatherDelay)
+	}
 	if _, err := New(c, WithGatherDelay(-time.Microsecond)); err == nil || !strings.Contains(err.Error(), "gather delay -1µs") {
 		t.Fatalf("New with a gather delay of -1µs: %v, want an error naming it", err)
 	}
@@ -291,6 +296,7 @@ func TestWithGatherDelay(t *testing.T) {
 	p := sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 5, Period: time.Hour}
 	inFlightForever(t, s)
 	calls := evalshaCalls(t, c)
+	s.gathering.mu.Lock()
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
@@ -300,10 +306,8 @@ func TestWithGatherDelay(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	s.gathering.mu.Unlock()
 	if n := evalshaCalls(t, c) - calls; n != 3 {
 		t.Fatalf("3 Takes made %d script calls, want 3 (one each)", n)
-	}
-	if s.gathering.open != nil {
-		t.Fatal("a batch opened with a gather delay of 0")
 	}
 }
