@@ -176,3 +176,40 @@ func TestShortDeadlineNoBypass(t *testing.T) {
 		})
 	}
 }
+
+// TestShortDeadlineStalledRedis: on a Redis that has stopped answering, a
+// caller whose deadline leaves Redis less than the margin after the margin
+// (here 2.5 to 4 ms, where the margin would leave 0.25 to 1.6 ms) is
+// refused once its context has ended, under the default failure mode
+// (fail open): the bound was its own choice, not Redis's slowness. A caller
+// with time to spare (30 ms) gets the failure mode's answer before its
+// deadline, as WithDeadlineMargin says.
+func TestShortDeadlineStalledRedis(t *testing.T) {
+	proxy, stall := stallProxy(t, sluicetest.StartRedis(t))
+	s, err := Open("redis://" + proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l, err := sluice.NewLimiter(s, sluice.Policy{Name: "s", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall()
+	for _, left := range []time.Duration{2500 * time.Microsecond, 3 * time.Millisecond, 4 * time.Millisecond} {
+		ctx, cancel := context.WithTimeout(t.Context(), left)
+		d, err := l.Allow(ctx, "k")
+		if d.Allowed || err == nil || ctx.Err() == nil {
+			t.Fatalf("Allow with %v left on a stalled Redis: %+v, %v (context ended: %v); want refused after its deadline", left, d, err, ctx.Err() != nil)
+		}
+		cancel()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	defer cancel()
+	if d, err := l.Allow(ctx, "k"); !d.Allowed || err == nil || ctx.Err() != nil {
+		t.Fatalf("Allow with 30ms left on a stalled Redis: %+v, %v (context ended: %v); want the failure mode's admission before the deadline", d, err, ctx.Err() != nil)
+	}
+}

@@ -66,13 +66,15 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 // call begins (default DefaultDeadlineMargin), so that the caller gets an
 // answer (its failure mode's) before its deadline rather than none, even
 // when the answer waits a while for a CPU. For Envoy's default rate limit
-// timeout of 20 ms that leaves Redis 16 ms. A caller with less than the
-// margin left has no time for a failure mode's answer: its call is bounded
-// by its own deadline, so it gets Redis's decision or, once its deadline
-// has passed, an error that no failure mode turns into an admission (its
-// context has ended). A short deadline, which a gRPC client sets for
-// itself, is never a way around the limit. d ≤ 0 means no margin at all
-// (the caller's own deadline bounds every call).
+// timeout of 20 ms that leaves Redis 16 ms. The margin is kept only when
+// what it leaves Redis is at least d: a caller with a shorter deadline (at
+// the default, under about 4.4 ms) gets its call bounded by its own
+// deadline, so it gets Redis's decision or, once its deadline has passed,
+// an error that no failure mode turns into an admission (its context has
+// ended). So a short deadline, which a gRPC client sets for itself, is
+// never a way around the limit: a failure mode answers only when Redis has
+// had at least d and not answered. d ≤ 0 means no margin at all (the
+// caller's own deadline bounds every call).
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(s *Store) { s.margin = max(d, 0) }
 }
@@ -213,8 +215,8 @@ func (s *Store) call(parent context.Context, f func(ctx context.Context) error) 
 // already done, ErrUnavailable if the breaker refuses the call, and otherwise
 // the context to make the call with, which carries parent's values and ends
 // when parent's deadline less the margin or the store's timeout passes,
-// whichever is first (when parent's deadline is less than the margin away,
-// parent itself: see WithDeadlineMargin); c records when the call began and
+// whichever is first (parent itself when its deadline less the margin
+// would leave Redis less than the margin: see WithDeadlineMargin); c records when the call began and
 // whether its bound is the caller's. The caller calls end once Redis has
 // answered.
 //
@@ -241,10 +243,11 @@ func (s *Store) begin(parent context.Context) (ctx context.Context, c callStart,
 	}
 	s.stats.calls.Add(1)
 	c.at = now.UnixNano()
-	if hasDeadline && !cd.After(now) {
-		// Less than the margin left: no time to answer with the failure
-		// mode after a failed call, so none is kept; the caller's own
-		// deadline bounds the call.
+	if hasDeadline && cd.Sub(now) < s.margin {
+		// The caller's deadline less the margin would leave Redis less
+		// than the margin: a bound the caller chose, not a slow Redis,
+		// would decide the call. So the failure mode gets no time, and
+		// the caller's own deadline bounds the call.
 		c.byCaller, c.own = true, true
 		return parent, c, nil
 	}
