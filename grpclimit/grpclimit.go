@@ -22,7 +22,9 @@
 // passed) before it is decided, or while it is held for a leaky-bucket
 // delay or an in-flight slot, fails with Canceled or DeadlineExceeded and
 // is counted in Stats.Gone: it never reaches the handler and is not a
-// store error, whatever the failure modes. A call a limit has no key for
+// store error, whatever the failure modes. A call whose leaky-bucket delay
+// would pass its deadline fails with DeadlineExceeded at once, taking no
+// place in the queue. A call a limit has no key for
 // (no API key metadata, a peer that is no IP address) is limited under one
 // key shared by all such calls unless the Limit's Missing says otherwise.
 // No call takes an in-flight limit's reserve unless WithCriticalFunc vouches
@@ -271,14 +273,18 @@ func (i *Interceptor) Stats() Stats {
 // Unary returns the unary server interceptor.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		if err := i.check(ctx, info.FullMethod); err != nil {
+		rated, err := i.check(ctx, info.FullMethod)
+		if err != nil {
 			return nil, err
 		}
-		release, err := i.acquire(ctx, info.FullMethod)
+		release, held, err := i.acquire(ctx, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
 		defer func() { release(err) }() // also when the handler panics
+		if rated || held {
+			i.counts.Passed()
+		}
 		return handler(ctx, req)
 	}
 }
@@ -287,14 +293,18 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // when it opens.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		if err := i.check(ss.Context(), info.FullMethod); err != nil {
+		rated, err := i.check(ss.Context(), info.FullMethod)
+		if err != nil {
 			return err
 		}
-		release, err := i.acquire(ss.Context(), info.FullMethod)
+		release, held, err := i.acquire(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
 		defer func() { release(err) }() // also when the handler panics
+		if rated || held {
+			i.counts.Passed()
+		}
 		return handler(srv, ss)
 	}
 }
@@ -312,11 +322,12 @@ func (i *Interceptor) match(method string) *route {
 }
 
 // check decides a call with the decision core: nil to proceed (after any
-// leaky-bucket delay), or the status error to return.
-func (i *Interceptor) check(ctx context.Context, method string) error {
+// leaky-bucket delay), or the status error to return; rated says the call
+// had rate limits to decide it.
+func (i *Interceptor) check(ctx context.Context, method string) (rated bool, err error) {
 	rt := i.match(method)
 	if rt == nil || len(rt.limits) == 0 {
-		return nil
+		return false, nil
 	}
 	var checkBuf [8]sluice.Check
 	var whichBuf [8]int
@@ -326,7 +337,7 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 		key, ok := l.Key(ctx, method)
 		key, use, reject := decide.KeyOf(key, ok, l.Missing)
 		if reject {
-			return i.missingKey("policy " + fmt.Sprintf("%q", l.Limiter.Policy().Name))
+			return true, i.missingKey("policy " + fmt.Sprintf("%q", l.Limiter.Policy().Name))
 		}
 		if !use {
 			continue
@@ -355,18 +366,18 @@ func (i *Interceptor) check(ctx context.Context, method string) error {
 	}
 	switch v.Outcome {
 	case decide.Admit:
-		return nil
+		return true, nil
 	case decide.Refuse:
-		return refusal(violated, v.Wait, v.Impossible)
+		return true, refusal(violated, v.Wait, v.Impossible)
 	case decide.Gone:
-		return status.FromContextError(v.Err).Err()
+		return true, status.FromContextError(v.Err).Err()
 	}
 	msg := "grpclimit: the rate limiter's store failed"
 	if len(violated) > 0 {
 		msg += fmt.Sprintf(" and %q fail closed", violated)
 	}
 	st, _ := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(i.unavailable)})
-	return st.Err()
+	return true, st.Err()
 }
 
 // missingKey is the InvalidArgument error of a call a MissingRefused limit,

@@ -79,10 +79,11 @@ func InFlight(method string, limits ...InFlightLimit) Option {
 
 // acquire takes a slot of each in-flight limit of the call, returning the
 // function that gives them back (reporting the handler's error to adaptive
-// limits), or the status error of a refusal.
-func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), error) {
+// limits) and whether an in-flight limit decided the call, or the status
+// error of a refusal.
+func (i *Interceptor) acquire(ctx context.Context, method string) (release func(error), held bool, err error) {
 	if len(i.inflight) == 0 {
-		return func(error) {}, nil
+		return func(error) {}, false, nil
 	}
 	own, ok := i.inflight[method]
 	if !ok {
@@ -92,11 +93,11 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 	}
 	global := i.inflight[""]
 	if len(own) == 0 && len(global) == 0 {
-		return func(error) {}, nil
+		return func(error) {}, false, nil
 	}
 	critical := i.critical != nil && i.critical(ctx, method)
 	slots := new(decide.Slots)
-	release := func(err error) {
+	release = func(err error) {
 		dropped := false
 		switch status.Code(err) {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
@@ -112,7 +113,7 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 				k, use, reject := decide.KeyOf(k, ok, l.Missing)
 				if reject {
 					slots.Cancel(ctx)
-					return nil, i.missingKey(fmt.Sprintf("the in-flight limit %q", l.InFlight.Name()))
+					return nil, true, i.missingKey(fmt.Sprintf("the in-flight limit %q", l.InFlight.Name()))
 				}
 				if !use {
 					continue
@@ -127,19 +128,20 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (func(error), 
 			name := l.InFlight.Name()
 			switch {
 			case t.Outcome == decide.Admit:
+				held = true
 				continue
 			case t.Outcome == decide.Gone:
-				return nil, status.FromContextError(t.Err).Err()
+				return nil, true, status.FromContextError(t.Err).Err()
 			case t.Outcome == decide.Unavailable:
-				return nil, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)
+				return nil, true, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)
 			}
 			if l.Key != nil {
-				return nil, inflightStatus(codes.ResourceExhausted, fmt.Sprintf("grpclimit: too many calls in flight for %q; retry after %v", name, inflightRetry), name)
+				return nil, true, inflightStatus(codes.ResourceExhausted, fmt.Sprintf("grpclimit: too many calls in flight for %q; retry after %v", name, inflightRetry), name)
 			}
-			return nil, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: the server has too many calls in flight (%q); retry after %v", name, inflightRetry), name)
+			return nil, true, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: the server has too many calls in flight (%q); retry after %v", name, inflightRetry), name)
 		}
 	}
-	return release, nil
+	return release, held, nil
 }
 
 // inflightStatus is the error of a call refused by in-flight limit name.

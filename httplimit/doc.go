@@ -89,8 +89,11 @@
 // A request whose context has ended (its client closed the connection, or
 // its deadline passed) before it is decided, or while it is held for a
 // leaky-bucket delay or waits for an in-flight slot, is counted in
-// Stats.Gone and gets no answer: it never reaches the handler, and it is
-// not a store error (OnError does not see it), whatever the failure modes.
+// Stats.Gone and answered 503 (a client that has gone never reads it; one
+// whose deadline an outer handler set does): it never reaches the handler,
+// and it is not a store error (OnError does not see it), whatever the
+// failure modes. So is a request whose leaky-bucket delay would pass its
+// deadline, at once and without taking a place in the queue.
 //
 // # The in-flight reserve
 //

@@ -197,3 +197,36 @@ func quoteList(names []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// withoutResets returns the RateLimit field value v (a list of items as
+// AppendStateItem writes them) without its items' t parameters; a t inside
+// a quoted policy name is kept.
+func withoutResets(v string) string {
+	b := make([]byte, 0, len(v))
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case quoted:
+			b = append(b, c)
+			if c == '\\' && i+1 < len(v) {
+				i++
+				b = append(b, v[i])
+			} else if c == '"' {
+				quoted = false
+			}
+		case c == '"':
+			quoted = true
+			b = append(b, c)
+		case c == ';' && strings.HasPrefix(v[i+1:], "t="):
+			j := i + 3
+			for j < len(v) && v[j] >= '0' && v[j] <= '9' {
+				j++
+			}
+			i = j - 1
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}

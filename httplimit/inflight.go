@@ -115,28 +115,30 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 	return s, nil
 }
 
-// wrap returns next behind the in-flight limits.
-func (s *inflightSet) wrap(m *Middleware, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var route []InFlightLimit
-		if s.mux != nil {
-			if h, _ := s.mux.Handler(r); h != nil {
-				if rt, ok := h.(*inflightRoute); ok {
-					route = rt.limits
-				}
+// serve runs next behind the in-flight limits of r; rated says the rate
+// limits decided r (and admitted it).
+func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Request, next http.Handler, rated bool) {
+	var route []InFlightLimit
+	if s.mux != nil {
+		if h, _ := s.mux.Handler(r); h != nil {
+			if rt, ok := h.(*inflightRoute); ok {
+				route = rt.limits
 			}
 		}
-		if len(s.global) == 0 && len(route) == 0 {
-			next.ServeHTTP(w, r)
-			return
+	}
+	if len(s.global) == 0 && len(route) == 0 {
+		if rated {
+			m.counts.Passed()
 		}
-		m.serveInFlight(w, r, next, s.global, route)
-	})
+		next.ServeHTTP(w, r)
+		return
+	}
+	m.serveInFlight(w, r, next, rated, s.global, route)
 }
 
 // serveInFlight takes a slot of each limit in turn (giving back those taken
 // when one refuses), runs next, and releases them.
-func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, lists ...[]InFlightLimit) {
+func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, rated bool, lists ...[]InFlightLimit) {
 	ctx := r.Context()
 	critical := m.critical != nil && m.critical(r)
 	var slots decide.Slots
@@ -163,6 +165,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 				m.onError(r, t.Err)
 			}
 			if t.Outcome == decide.Gone {
+				gone(w, t.Err)
 				return
 			}
 			name := l.InFlight.Name()
@@ -183,6 +186,11 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			state = append(state, ";t="...)
 			state = appendSFInt(state, secs)
 			hd := w.Header()
+			if old := hd["Ratelimit"]; len(old) > 0 {
+				// The rate limits admitted: on a refusal their resets,
+				// which may come after Retry-After, are left out.
+				hd["Ratelimit"] = []string{withoutResets(old[0])}
+			}
 			addHeader(hd, "Ratelimit-Policy", string(policy))
 			addHeader(hd, "Ratelimit", string(state))
 			hd["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
@@ -203,6 +211,9 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 	if len(policy) > 0 {
 		addHeader(w.Header(), "Ratelimit-Policy", string(policy))
 		addHeader(w.Header(), "Ratelimit", string(state))
+	}
+	if rated || len(policy) > 0 {
+		m.counts.Passed()
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { slots.Release(ctx, sw.status >= 500) }()

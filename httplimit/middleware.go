@@ -246,16 +246,22 @@ func (m *Middleware) Stats() Stats {
 // Handler returns next wrapped by the limits: m.Handler is a
 // func(http.Handler) http.Handler, the usual shape of middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
-	if m.inflight != nil {
-		next = m.inflight.wrap(m, next) // in-flight limits, after the rates admit
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := m.match(r)
-		if rt == nil || len(rt.limits) == 0 {
-			next.ServeHTTP(w, r)
+		rated := false
+		if rt := m.match(r); rt != nil && len(rt.limits) > 0 {
+			if !m.serve(w, r, rt) {
+				return // answered
+			}
+			rated = true
+		}
+		if m.inflight != nil {
+			m.inflight.serve(m, w, r, next, rated) // after the rates admit
 			return
 		}
-		m.serve(w, r, rt, next)
+		if rated {
+			m.counts.Passed()
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -279,8 +285,9 @@ func (m *Middleware) match(r *http.Request) *route {
 // maxStack is how many limits per request fit the stack buffers.
 const maxStack = 8
 
-// serve decides r with the decision core and renders the verdict.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, next http.Handler) {
+// serve decides r with the decision core: true when the rate limits admit
+// it (their headers written), else false with the answer rendered.
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) bool {
 	var checkBuf [maxStack]sluice.Check
 	var whichBuf [maxStack]int
 	checks, which := checkBuf[:0], whichBuf[:0] // which[j]: index in rt.limits
@@ -291,7 +298,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 		key, use, reject := decide.KeyOf(key, ok, l.Missing)
 		if reject {
 			m.missingKey(w, "policy "+strconv.Quote(l.policy.Name))
-			return
+			return false
 		}
 		if !use {
 			continue
@@ -330,10 +337,22 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route, ne
 		m.unavailable503(w, outs)
 	case decide.Refuse:
 		m.refuse(w, outs, policy, v.Wait, v.Impossible)
+	case decide.Gone:
+		gone(w, v.Err)
 	case decide.Admit:
 		writeHeaders(w.Header(), outs, policy, m.legacy)
-		next.ServeHTTP(w, r)
+		return true
 	}
+	return false
+}
+
+// gone answers a request whose context ended (err) before it was let
+// through: 503, which a client that closed its connection never reads and
+// one whose deadline passed on the server's side does (net/http would
+// otherwise send 200 with no body).
+func gone(w http.ResponseWriter, err error) {
+	writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
+		Detail: "The request ended before the rate limiter let it through: " + err.Error() + "."})
 }
 
 // refuse answers 429 for outs, in which at least one decision is a

@@ -10,8 +10,9 @@ type Counts struct {
 	Admitted, Refused, Delayed, ShadowRefused, Errors, Unavailable, Gone, Malformed atomic.Uint64
 }
 
-// Verdict counts the rate limits' verdict on one request: its outcome (an
-// admission also as Delayed when it was held), its store failure, and the
+// Verdict counts the rate limits' verdict on one request: its outcome but
+// an admission (Passed counts the requests that reach the handler; an
+// admission held for a delay counts as Delayed), its store failure, and the
 // refusals of its shadow checks.
 func (c *Counts) Verdict(v *Verdict) {
 	if v.StoreFailed() {
@@ -24,7 +25,6 @@ func (c *Counts) Verdict(v *Verdict) {
 	}
 	switch v.Outcome {
 	case Admit:
-		c.Admitted.Add(1)
 		if v.Wait > 0 {
 			c.Delayed.Add(1)
 		}
@@ -33,8 +33,13 @@ func (c *Counts) Verdict(v *Verdict) {
 	}
 }
 
+// Passed counts a request that a limit (a rate or an in-flight one)
+// decided and that reaches the handler: once, whatever the number of
+// limits.
+func (c *Counts) Passed() { c.Admitted.Add(1) }
+
 // Taken counts the answer of one in-flight limit: its store failure, and
-// any outcome but Admit (the rate limits counted the admission).
+// any outcome but Admit (Passed counts the requests let through).
 func (c *Counts) Taken(t Taken) {
 	if t.StoreFailed() {
 		c.Errors.Add(1)

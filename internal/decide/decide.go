@@ -30,6 +30,7 @@ package decide
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -233,15 +234,23 @@ func allAllowed(ds []sluice.Decision) bool {
 
 // peekQueues peeks at the queue of each leaky-bucket check: a request whose
 // delay would pass maxDelay is refused, with the wait after which it would
-// not, and takes no place in the queue. ok is false when no queue refuses
-// (a peek the store fails is left to the batch, which fails too).
+// not, and takes no place in the queue; one whose delay would pass its
+// context's deadline is Gone at once (as if it had waited for its deadline),
+// and takes no place either. ok is false when no queue refuses (a peek the
+// store fails is left to the batch, which fails too).
 func peekQueues(ctx context.Context, checks []sluice.Check, maxDelay time.Duration) (Verdict, bool) {
 	for k, c := range checks {
 		if c.Limiter.Policy().Algorithm != sluice.LeakyBucket {
 			continue
 		}
 		d, err := c.Limiter.AllowN(ctx, c.Key, 0)
-		if err != nil || d.Delay <= maxDelay {
+		if err != nil {
+			continue
+		}
+		if d.Delay <= maxDelay {
+			if !line.Fits(ctx, d.Delay) {
+				return Verdict{Outcome: Gone, Err: fmt.Errorf("decide: the queue delay %v of %q would pass the request's deadline: %w", d.Delay, c.Limiter.Policy().Name, context.DeadlineExceeded)}, true
+			}
 			continue
 		}
 		d.Allowed, d.RetryAfter = false, d.Delay-maxDelay

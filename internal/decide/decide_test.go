@@ -135,8 +135,9 @@ func TestKeyOf(t *testing.T) {
 	}
 }
 
-// Counts counts each verdict once, by outcome; a store failure and each
-// shadow refusal on top.
+// Counts counts each verdict once, by outcome but admission (Passed counts
+// a request let through, once); a store failure and each shadow refusal on
+// top.
 func TestCounts(t *testing.T) {
 	var c Counts
 	for _, v := range []Verdict{
@@ -151,6 +152,8 @@ func TestCounts(t *testing.T) {
 	c.Taken(Taken{Outcome: Admit, Err: errors.New("down")}) // admitted failing open
 	c.Taken(Taken{Outcome: Refuse})
 	c.NoKey()
+	c.Passed()
+	c.Passed()
 	got := [...]uint64{c.Admitted.Load(), c.Delayed.Load(), c.Refused.Load(), c.ShadowRefused.Load(), c.Unavailable.Load(), c.Gone.Load(), c.Errors.Load(), c.Malformed.Load()}
 	if want := [...]uint64{2, 1, 2, 1, 1, 1, 2, 1}; got != want {
 		t.Errorf("admitted, delayed, refused, shadow refused, unavailable, gone, errors, malformed = %v; want %v", got, want)
