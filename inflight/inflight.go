@@ -81,11 +81,11 @@ type Limiter struct {
 type Option func(*Limiter) error
 
 // WithTTL sets how long a slot is held without an Extend
-// (DefaultTTL unless set).
+// (DefaultTTL unless set): at least 1ms and at most sluice.MaxPeriod.
 func WithTTL(d time.Duration) Option {
 	return func(f *Limiter) error {
-		if d < time.Millisecond {
-			return fmt.Errorf("inflight: WithTTL: %v: must be at least 1ms", d)
+		if d < time.Millisecond || d > sluice.MaxPeriod {
+			return fmt.Errorf("inflight: WithTTL: %v: must be at least 1ms and at most %v", d, sluice.MaxPeriod)
 		}
 		f.ttl = d
 		return nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -130,6 +131,7 @@ func TestInFlightOptionErrors(t *testing.T) {
 	}{
 		{0, nil, "limit 0: must be at least 1"},
 		{1, inflight.WithTTL(time.Microsecond), "WithTTL: 1µs"},
+		{1, inflight.WithTTL(math.MaxInt64), "WithTTL: 2562047h47m16.854775807s: must be at least 1ms and at most"},
 		{1, inflight.WithReserve(1), "WithReserve: 1"},
 		{1, inflight.WithController(nil), "nil Controller"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/inflight"
 )
 
@@ -25,13 +26,13 @@ type semKey struct{ name, key string }
 
 // Acquire implements inflight.Semaphore with the store's clock. Acquire,
 // Release and Extend fail with ErrClosed after Close, with the context's
-// error if it is already done, and for a ttl ≤ 0.
+// error if it is already done, and for a ttl ≤ 0 or past sluice.MaxPeriod.
 func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (inflight.Slots, error) {
 	if err := s.semCheck(ctx, "acquire", key); err != nil {
 		return inflight.Slots{}, err
 	}
-	if ttl <= 0 {
-		return inflight.Slots{}, fmt.Errorf("memstore: acquire %q: ttl %v: must be positive", key, ttl)
+	if ttl <= 0 || ttl > sluice.MaxPeriod {
+		return inflight.Slots{}, fmt.Errorf("memstore: acquire %q: ttl %v: must be positive and at most %v", key, ttl, sluice.MaxPeriod)
 	}
 	return s.sem.do(s.now(), name, key, func(hs map[string]int64, now int64) bool {
 		if _, ok := hs[holder]; ok || int64(len(hs)) < limit {
@@ -59,8 +60,8 @@ func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.D
 	if err := s.semCheck(ctx, "extend", key); err != nil {
 		return inflight.Slots{}, err
 	}
-	if ttl <= 0 {
-		return inflight.Slots{}, fmt.Errorf("memstore: extend %q: ttl %v: must be positive", key, ttl)
+	if ttl <= 0 || ttl > sluice.MaxPeriod {
+		return inflight.Slots{}, fmt.Errorf("memstore: extend %q: ttl %v: must be positive and at most %v", key, ttl, sluice.MaxPeriod)
 	}
 	return s.sem.do(s.now(), name, key, func(hs map[string]int64, now int64) bool {
 		if _, ok := hs[holder]; ok {

@@ -199,8 +199,8 @@
 //     out, and Redis's or the connection's own errors (both counted toward
 //     the breaker);
 //   - a validation error naming the field for a policy that is not valid or
-//     a negative cost (Take, TakeAll, TakeStamped), or a ttl ≤ 0 (Acquire,
-//     Extend).
+//     a negative cost (Take, TakeAll, TakeStamped), or a ttl ≤ 0 or past
+//     sluice.MaxPeriod (Acquire, Extend).
 //
 // TakeAll also returns ErrCrossSlot (a Cluster batch over several slots)
 // and an error when len(out) ≠ len(reqs). Close always returns nil;

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/inflight"
 )
 
@@ -27,8 +28,8 @@ var _ inflight.Semaphore = (*Store)(nil)
 // or the store's clock with WithClock (then the key stays in Redis for the
 // expiry slack beyond its last holder's expiry).
 func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (inflight.Slots, error) {
-	if ttl <= 0 {
-		return inflight.Slots{}, fmt.Errorf("redisstore: acquire %q: ttl %v: must be positive", key, ttl)
+	if ttl <= 0 || ttl > sluice.MaxPeriod {
+		return inflight.Slots{}, fmt.Errorf("redisstore: acquire %q: ttl %v: must be positive and at most %v", key, ttl, sluice.MaxPeriod)
 	}
 	sl, err := s.semaphore(ctx, "a", name, key, holder, strconv.FormatInt(max(limit, 0), 10), micros(ttl))
 	if err != nil {
@@ -48,8 +49,8 @@ func (s *Store) Release(ctx context.Context, name, key, holder string) (inflight
 
 // Extend implements inflight.Semaphore.
 func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.Duration) (inflight.Slots, error) {
-	if ttl <= 0 {
-		return inflight.Slots{}, fmt.Errorf("redisstore: extend %q: ttl %v: must be positive", key, ttl)
+	if ttl <= 0 || ttl > sluice.MaxPeriod {
+		return inflight.Slots{}, fmt.Errorf("redisstore: extend %q: ttl %v: must be positive and at most %v", key, ttl, sluice.MaxPeriod)
 	}
 	sl, err := s.semaphore(ctx, "e", name, key, holder, "0", micros(ttl))
 	if err != nil {

@@ -5,11 +5,14 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -37,6 +40,24 @@ func RunSemaphore(t *testing.T, newHarness func(t *testing.T) SemaphoreHarness) 
 	t.Run("Keys", func(t *testing.T) { testSemKeys(t, newHarness(t)) })
 	t.Run("Limits", func(t *testing.T) { testSemLimits(t, newHarness(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testSemConcurrent(t, newHarness(t)) })
+	t.Run("TTLs", func(t *testing.T) { testSemTTLs(t, newHarness(t)) })
+}
+
+// testSemTTLs: Acquire and Extend refuse a ttl ≤ 0 or past
+// sluice.MaxPeriod with an error naming it, and hold nothing for it (a ttl
+// that overflowed the expiry dropped the holders before it).
+func testSemTTLs(t *testing.T, h SemaphoreHarness) {
+	r := newSemRig(t, h)
+	r.acquire("n", "k", "a", 1, time.Second, true, 1)
+	for _, ttl := range []time.Duration{0, -time.Second, sluice.MaxPeriod + 1, math.MaxInt64} {
+		if s, err := h.Semaphore.Acquire(r.ctx, "n", "k", "b", 1, ttl); err == nil || !strings.Contains(err.Error(), "ttl "+ttl.String()) || s.Acquired {
+			t.Errorf("Acquire with ttl %v: %+v, %v; want an error naming it", ttl, s, err)
+		}
+		if _, err := h.Semaphore.Extend(r.ctx, "n", "k", "a", ttl); err == nil || !strings.Contains(err.Error(), "ttl "+ttl.String()) {
+			t.Errorf("Extend with ttl %v: %v; want an error naming it", ttl, err)
+		}
+	}
+	r.acquire("n", "k", "c", 1, sluice.MaxPeriod, false, 1) // the first holder still holds the one slot
 }
 
 // semRig drives one semaphore harness and fails the test on any error.
