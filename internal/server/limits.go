@@ -55,6 +55,23 @@ import (
 // overridable) is not applied; after each reload it is logged, and the
 // domain's listing shows it with applied false.
 //
+// An override of a rule with a calendar (calendar: true, time_zone,
+// anchor_*) keeps the rule's calendar: the key's windows stay the rule's
+// calendar days, weeks, months or years in its time zone, and the override
+// changes the limit (and may switch between fixed-window and
+// sliding-window), not the windows. A PUT that gives such a rule another
+// period, or an algorithm without windows, is refused (400, naming the
+// field and value; LimitSpec.calendarKept). The stored spec records no
+// calendar: the decision path takes it from the rule in force
+// (overridePolicy), so a reload that moves the rule's time zone or anchor
+// moves its overrides' windows with the default's, and an override stored
+// by an earlier version (whose overrides dropped the calendar) counts in
+// the calendar from its next decision.
+// One whose period is not the calendar's (set before a reload gave the rule
+// a calendar, or another unit) is not applied: the default decides, it is
+// logged after the reload, and GET and the listing show it with applied
+// false and the reason.
+//
 // What an override costs: a key with one is decided with the override's
 // policy, named <rule>@<algorithm>/<limit>/<period>/<burst>, so keys with
 // the same override share one policy (and one Limiter here, at most
@@ -302,9 +319,13 @@ func (s *Server) effectivePolicy(ctx context.Context, r *config.Rule, entries []
 	return r.Policy
 }
 
-// overridePolicy is base with policy p, and its Limiter.
+// overridePolicy is base with policy p, and its Limiter. p keeps base's
+// calendar: an override changes the limit, not the windows (a spec records
+// none). A p whose period or algorithm the calendar does not have is an
+// error (the default decides; the listing says why, limitFits).
 func (s *Server) overridePolicy(base *config.Rule, p sluice.Policy) (*overridePolicy, error) {
 	c := *base
+	p.Calendar = base.Policy.Calendar
 	p.Name = base.Policy.Name + "@" + specName(p)
 	c.Policy = p
 	c.Unit, c.UnitMultiplier = unitOf(p.Period)
@@ -321,7 +342,8 @@ func specName(p sluice.Policy) string {
 }
 
 // spec is the string the decision path reads: algorithm, limit, period in
-// nanoseconds and burst, separated by spaces.
+// nanoseconds and burst, separated by spaces. Not p's calendar, which is
+// its rule's (overridePolicy).
 func spec(p sluice.Policy) string {
 	return fmt.Sprintf("%s %d %d %d", p.Algorithm, p.Limit, int64(p.Period), p.Burst)
 }

@@ -3,12 +3,14 @@
 package server
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -111,5 +113,79 @@ func TestOverrideFleetRedis(t *testing.T) {
 				t.Errorf("after DELETE: %d admitted, want 0 (the default 2, spent by the first requests)", got)
 			}
 		})
+	}
+}
+
+// TestOverrideKeepsCalendarRedis: with the overrides kept in Redis, two
+// replicas decide an overridden tenant of a calendar-month rule in the
+// rule's calendar months (Berlin) under the override's limit, and
+// GET /v1/usage on either gives the calendar month, as for a tenant on the
+// default: the override's policy dropped the calendar, and its window was
+// 30 days from the Unix epoch.
+func TestOverrideKeepsCalendarRedis(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"tenants.yaml": calendarTenantsYAML(true)})
+	urls := make([]string, 2)
+	for i := range urls {
+		st, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		srv, err := New(st, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithAdminTokens(AdminToken{Name: "ops", Token: testToken}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.ReloadDir(dir); err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(hs.Close)
+		urls[i] = hs.URL
+	}
+	if code, body := doHTTP(t, urls[0], "PUT", "/v1/limits/tenants/tenant=acme", testToken, `{"requests_per_unit": 3}`); code != http.StatusOK || !strings.Contains(body, `"kept":"store: shared`) {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The calendar month that holds t, in Berlin.
+	month := func(t time.Time) (time.Time, time.Time) {
+		t = t.In(berlin)
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, berlin), time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, berlin)
+	}
+	usage := func(url, tenant string) Usage {
+		t.Helper()
+		code, body := doHTTP(t, url, "GET", "/v1/usage?domain=tenants&tenant="+tenant, "-", "")
+		var u Usage
+		if err := json.Unmarshal([]byte(body), &u); code != 200 || err != nil {
+			t.Fatalf("usage: %d %s", code, body)
+		}
+		return u
+	}
+	before := time.Now()
+	got := admittedHTTP(t, urls[0], "tenants", 2, "tenant", "acme") + admittedHTTP(t, urls[1], "tenants", 2, "tenant", "acme")
+	plain, over := usage(urls[0], "other"), usage(urls[1], "acme")
+	after := time.Now()
+	if got != 3 {
+		t.Errorf("acme over 2 replicas: %d admitted, want the override's 3", got)
+	}
+	for _, c := range []struct {
+		name string
+		u    Usage
+	}{{"other (the default)", plain}, {"acme (overridden)", over}} {
+		ok := false
+		for _, at := range []time.Time{before, after} { // a month may end between them
+			start, end := month(at)
+			ok = ok || c.u.PeriodStart != nil && c.u.PeriodStart.Equal(start) && c.u.PeriodEnd != nil && c.u.PeriodEnd.Equal(end)
+		}
+		if !ok {
+			t.Errorf("%s: window [%v, %v), want the calendar month in Berlin that holds %v", c.name, c.u.PeriodStart, c.u.PeriodEnd, before)
+		}
+	}
+	if !over.Override || over.Limit != 3 || over.Used != 3 {
+		t.Errorf("acme's usage: %+v, want the override's limit 3, all used", over)
 	}
 }

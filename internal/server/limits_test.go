@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
@@ -469,5 +471,160 @@ func TestLimitsStoreFailures(t *testing.T) {
 	full := start(t, map[string]string{"api.yaml": tenantsYAML()}, tok, WithOverrideStore(fullOverrides{&MemoryOverrides{}}))
 	if code, body := full.do(t, "PUT", path, testToken, `{"requests_per_unit":5}`); code != 507 {
 		t.Errorf("memory full: %d %s, want 507", code, body)
+	}
+}
+
+// calendarTenantsYAML is an overridable month rule (key "tenant"): a
+// calendar month in Berlin, or (calendar false) a fixed-length one.
+func calendarTenantsYAML(calendar bool) string {
+	cal := ", calendar: true, time_zone: Europe/Berlin"
+	if !calendar {
+		cal = ""
+	}
+	return `domain: tenants
+descriptors:
+  - key: tenant
+    rate_limit: {unit: month, requests_per_unit: 2` + cal + `, overridable: true}
+`
+}
+
+// TestOverrideKeepsCalendar: an override of a calendar-month rule that
+// sets only the limit counts in the rule's calendar months in its time
+// zone, as the default does: across the end of February,
+// duration_until_reset counts to local midnight on March 1, the quota
+// comes back then and not before, and GET /v1/usage gives the calendar
+// month. The override's policy dropped the calendar: its windows were 30
+// days long from the Unix epoch.
+func TestOverrideKeepsCalendar(t *testing.T) {
+	h := start(t, map[string]string{"tenants.yaml": calendarTenantsYAML(true)}, WithAdminTokens(AdminToken{Token: testToken}))
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 2, 27, 12, 0, 0, 0, berlin)
+	h.clock.Set(now)
+	code, body := h.do(t, "PUT", "/v1/limits/tenants/tenant=acme", testToken, `{"requests_per_unit": 3}`)
+	if code != http.StatusOK || !strings.Contains(body, `"effective":{"requests_per_unit":3,"unit":"month","algorithm":"fixed-window"}`) {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	toMarch := 36 * time.Hour
+	var last *rls.RateLimitResponse
+	for i, want := range []string{"OK: OK", "OK: OK", "OK: OK", "OVER: OVER"} {
+		if last = h.should(t, "tenants", desc("tenant", "acme")); codesOf(last) != want {
+			t.Fatalf("request %d under the override of 3: %s, want %s", i, codesOf(last), want)
+		}
+	}
+	if d := last.Statuses[0].DurationUntilReset.AsDuration(); d != toMarch {
+		t.Errorf("duration_until_reset %v, want %v (local midnight on March 1)", d, toMarch)
+	}
+	u := h.usage(t, "domain=tenants&tenant=acme")
+	feb, mar := time.Date(2026, 2, 1, 0, 0, 0, 0, berlin), time.Date(2026, 3, 1, 0, 0, 0, 0, berlin)
+	if !u.Override || u.Limit != 3 || u.PeriodStart == nil || !u.PeriodStart.Equal(feb) || u.PeriodEnd == nil || !u.PeriodEnd.Equal(mar) {
+		t.Errorf("usage under the override: %+v, want the limit 3 in [%v, %v)", u, feb, mar)
+	}
+	h.clock.Set(now.Add(toMarch - time.Second))
+	if got := codesOf(h.should(t, "tenants", desc("tenant", "acme"))); got != "OVER: OVER" {
+		t.Errorf("a second before March: %s, want OVER: OVER", got)
+	}
+	h.clock.Set(now.Add(toMarch))
+	for i, want := range []string{"OK: OK", "OK: OK", "OK: OK", "OVER: OVER"} {
+		if got := codesOf(h.should(t, "tenants", desc("tenant", "acme"))); got != want {
+			t.Errorf("request %d on March 1 (a new calendar month): %s, want %s", i, got, want)
+		}
+	}
+	// Switching to the other window kind keeps the calendar too.
+	if code, body := h.do(t, "PUT", "/v1/limits/tenants/tenant=beta", testToken, `{"requests_per_unit": 5, "algorithm": "sliding-window"}`); code != http.StatusOK {
+		t.Fatalf("PUT sliding-window: %d %s", code, body)
+	}
+	u = h.usage(t, "domain=tenants&tenant=beta")
+	apr := time.Date(2026, 4, 1, 0, 0, 0, 0, berlin)
+	if u.Algorithm != "sliding-window" || u.Limit != 5 || u.PeriodStart == nil || !u.PeriodStart.Equal(mar) || u.PeriodEnd == nil || !u.PeriodEnd.Equal(apr) {
+		t.Errorf("usage under a sliding-window override: %+v, want [%v, %v)", u, mar, apr)
+	}
+}
+
+// TestOverrideCalendarPeriodRefused: an override cannot give a calendar
+// rule another period or an algorithm without windows (the calendar could
+// not be kept); the answer names the field and value. The rule's own
+// period, given explicitly, is taken.
+func TestOverrideCalendarPeriodRefused(t *testing.T) {
+	h := start(t, map[string]string{"tenants.yaml": calendarTenantsYAML(true)}, WithAdminTokens(AdminToken{Token: testToken}))
+	const path = "/v1/limits/tenants/tenant=acme"
+	for _, c := range []struct {
+		body string
+		code int
+		want string
+	}{
+		{`{"requests_per_unit":3,"unit":"day"}`, 400, `unit \"day\": the rule counts in calendar windows (month from day 1 in Europe/Berlin), which an override keeps`},
+		{`{"requests_per_unit":3,"unit":"month","unit_multiplier":2}`, 400, `unit_multiplier 2: the rule counts in calendar windows`},
+		{`{"requests_per_unit":3,"period":"24h"}`, 400, `period \"24h\": the rule counts in calendar windows`},
+		{`{"requests_per_unit":3,"algorithm":"gcra"}`, 400, `algorithm \"gcra\": the rule counts in calendar windows (month from day 1 in Europe/Berlin), which an override keeps: fixed-window or sliding-window`},
+		{`{"requests_per_unit":3,"algorithm":"sliding-log"}`, 400, `algorithm \"sliding-log\"`},
+		{`{"requests_per_unit":3,"unit":"month"}`, 200, `"limit":{"requests_per_unit":3,"unit":"month","algorithm":"fixed-window"}`},
+	} {
+		code, body := h.do(t, "PUT", path, testToken, c.body)
+		if code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("PUT %s: %d %s, want %d with %s", c.body, code, body, c.code, c.want)
+		}
+	}
+}
+
+// TestOverrideFollowsRuleCalendar: the calendar an override counts in is
+// its rule's in the configuration in force. A reload that gives a
+// fixed-length month rule a calendar moves its overrides onto the calendar
+// months; an override whose own period the calendar does not have (a day)
+// is then not applied (the default decides), and GET and the listing say
+// so and why, until a reload takes the calendar away again.
+func TestOverrideFollowsRuleCalendar(t *testing.T) {
+	h := start(t, map[string]string{"tenants.yaml": calendarTenantsYAML(false)}, WithAdminTokens(AdminToken{Token: testToken}))
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Set(time.Date(2026, 2, 27, 12, 0, 0, 0, berlin))
+	for tenant, body := range map[string]string{"acme": `{"requests_per_unit":3}`, "daily": `{"requests_per_unit":4,"unit":"day"}`} {
+		if code, ans := h.do(t, "PUT", "/v1/limits/tenants/tenant="+tenant, testToken, body); code != http.StatusOK {
+			t.Fatalf("PUT %s on the fixed-length rule: %d %s", tenant, code, ans)
+		}
+	}
+	// Without a calendar: 30-day windows from the epoch.
+	if st := h.should(t, "tenants", desc("tenant", "acme")).Statuses[0]; st.DurationUntilReset.AsDuration() == 36*time.Hour {
+		t.Fatalf("a fixed-length month resets with the calendar one: %v", st)
+	}
+	writeFiles(t, h.dir, map[string]string{"tenants.yaml": calendarTenantsYAML(true)})
+	if err := h.srv.ReloadDir(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	// acme's override (the rule's month) now counts in calendar months (the
+	// request before the reload was counted in the 30-day window from the
+	// epoch, not in this one).
+	for i, want := range []string{"OK: OK", "OK: OK", "OK: OK", "OVER: OVER"} {
+		if got := codesOf(h.should(t, "tenants", desc("tenant", "acme"))); got != want {
+			t.Errorf("acme, request %d after the reload: %s, want %s", i, got, want)
+		}
+	}
+	if u := h.usage(t, "domain=tenants&tenant=acme"); !u.Override || u.PeriodEnd == nil || !u.PeriodEnd.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, berlin)) {
+		t.Errorf("acme's usage after the reload: %+v, want its override's window to end on March 1 in Berlin", u)
+	}
+	// daily's override does not fit the calendar month: the default's 2.
+	if n := admittedHTTP(t, h.http.URL, "tenants", 5, "tenant", "daily"); n != 2 {
+		t.Errorf("daily after the reload: %d admitted, want the default 2", n)
+	}
+	const reason = `its limit does not fit rule tenants.tenant in the configuration in force: unit \"day\": the rule counts in calendar windows`
+	code, body := h.do(t, "GET", "/v1/limits/tenants/tenant=daily", testToken, "")
+	if code != 200 || !strings.Contains(body, `"applied":false,"reason":"`+reason) || !strings.Contains(body, `"effective":{"requests_per_unit":2,"unit":"month"`) {
+		t.Errorf("GET daily: %d %s", code, body)
+	}
+	code, body = h.do(t, "GET", "/v1/limits/tenants", testToken, "")
+	if code != 200 || strings.Count(body, `"applied":false`) != 1 || !strings.Contains(body, reason) {
+		t.Errorf("listing: %d %s", code, body)
+	}
+	// Without the calendar again, daily's override applies.
+	writeFiles(t, h.dir, map[string]string{"tenants.yaml": calendarTenantsYAML(false)})
+	if err := h.srv.ReloadDir(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	if n := admittedHTTP(t, h.http.URL, "tenants", 6, "tenant", "daily"); n != 4 {
+		t.Errorf("daily without the calendar: %d admitted, want its override's 4", n)
 	}
 }

@@ -22,7 +22,10 @@ import (
 // LimitSpec is a limit as the limits API takes and shows it: the fields of
 // a rate_limit. On PUT, requests_per_unit is required; unit (with
 // unit_multiplier) or period default to the rule's period, algorithm to
-// the rule's, and burst to none (the limit).
+// the rule's, and burst to none (the limit). An override of a rule with a
+// calendar (calendar: true) keeps the rule's calendar: its period, if
+// given, must be the rule's (one calendar day, week, month or year) and
+// its algorithm fixed-window or sliding-window (calendarKept).
 type LimitSpec struct {
 	RequestsPerUnit int64  `json:"requests_per_unit"`
 	Unit            string `json:"unit,omitempty"`
@@ -50,7 +53,7 @@ func specOf(p sluice.Policy) LimitSpec {
 // policy is the policy ls sets on rule r, or an error naming the field
 // (the caller names the rule).
 func (ls LimitSpec) policy(r *config.Rule) (sluice.Policy, error) {
-	p := sluice.Policy{Algorithm: r.Policy.Algorithm, Limit: ls.RequestsPerUnit, Period: r.Policy.Period, Burst: ls.Burst}
+	p := sluice.Policy{Algorithm: r.Policy.Algorithm, Limit: ls.RequestsPerUnit, Period: r.Policy.Period, Burst: ls.Burst, Calendar: r.Policy.Calendar}
 	if ls.RequestsPerUnit < 1 {
 		return p, fmt.Errorf("requests_per_unit %d: must be at least 1 (an override limits; to refuse a key, give it a limit of 1 per year)", ls.RequestsPerUnit)
 	}
@@ -86,11 +89,40 @@ func (ls LimitSpec) policy(r *config.Rule) (sluice.Policy, error) {
 	case ls.UnitMultiplier != 0:
 		return p, errors.New("unit_multiplier: goes with unit")
 	}
+	if err := ls.calendarKept(r.Policy, p); err != nil {
+		return p, err
+	}
 	if err := p.Validate(); err != nil {
 		// The policy has no name yet: the caller names the rule.
 		return p, errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("sluice: policy %q: ", p.Name)))
 	}
 	return p, nil
+}
+
+// calendarKept reports why p, the policy ls sets on a rule whose policy is
+// rule, cannot keep the rule's calendar, naming the field and its value
+// (nil when the rule has none, or p keeps it). An override changes the
+// limit, not the windows: a calendar rule's override counts in the rule's
+// calendar windows, so its period is the rule's (the calendar unit's
+// nominal length) and its algorithm one that has windows.
+func (ls LimitSpec) calendarKept(rule, p sluice.Policy) error {
+	c := rule.Calendar
+	if c.Unit == 0 {
+		return nil
+	}
+	keeps := fmt.Sprintf("the rule counts in calendar windows (%s), which an override keeps", c)
+	switch {
+	case p.Algorithm != sluice.FixedWindow && p.Algorithm != sluice.SlidingWindow:
+		return fmt.Errorf("algorithm %q: %s: fixed-window or sliding-window", p.Algorithm, keeps)
+	case p.Period == rule.Period:
+		return nil
+	case ls.Period != "":
+		return fmt.Errorf("period %q: %s: leave period out (the rule's is one %s)", ls.Period, keeps, c.Unit)
+	}
+	if d, _ := config.UnitDuration(ls.Unit); d == rule.Period {
+		return fmt.Errorf("unit_multiplier %d: %s: leave unit_multiplier out (the rule's period is one %s)", ls.UnitMultiplier, keeps, c.Unit)
+	}
+	return fmt.Errorf("unit %q: %s: leave unit out, or give %q", ls.Unit, keeps, c.Unit)
 }
 
 // Where overrides are kept, as the limits API's answers say (kept).
@@ -110,8 +142,10 @@ type LimitOverride struct {
 	SetBy   string         `json:"set_by"`
 	SetAt   time.Time      `json:"set_at"`
 	// Applied is false when no overridable rule of the configuration in
-	// force has the rule's full key (Reason says why); such an override is
-	// kept, and applies again once the rule is back.
+	// force has the rule's full key, or the limit does not fit the rule's
+	// calendar (Reason says why); such an override is kept, and applies
+	// again once the rule is back. Listings set it; GET of one descriptor
+	// sets it only when false.
 	Applied *bool  `json:"applied,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 }
@@ -246,6 +280,11 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ans.Override = decodeRecord(rec)
+		if o := ans.Override; o != nil {
+			if applied, reason := limitFits(rule, o); !applied {
+				o.Applied, o.Reason = &applied, reason
+			}
+		}
 	case http.MethodPut:
 		var ls LimitSpec
 		if !decodeJSON(w, r, &ls) {
@@ -279,7 +318,7 @@ func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if ans.Override != nil {
+	if ans.Override != nil && ans.Override.Applied == nil {
 		ans.Effective = ans.Override.Limit
 	}
 	if r.Method != http.MethodGet {
@@ -374,6 +413,18 @@ func overrideApplies(c *config.Config, o *LimitOverride) (bool, string) {
 		return false, fmt.Sprintf("no rule %s matches the descriptor in the configuration in force", o.Rule)
 	case !r.Overridable:
 		return false, fmt.Sprintf("rule %s is not overridable in the configuration in force", o.Rule)
+	}
+	return limitFits(r, o)
+}
+
+// limitFits reports whether o's limit can be set on rule r, and if not,
+// why: the decision path (Server.overridePolicy) cannot apply it either,
+// and decides with the default. An override set before a reload gave its
+// rule a calendar, or another calendar unit, has a period the calendar
+// does not have (calendarKept).
+func limitFits(r *config.Rule, o *LimitOverride) (bool, string) {
+	if _, err := o.Limit.policy(r); err != nil {
+		return false, fmt.Sprintf("its limit does not fit rule %s in the configuration in force: %v", o.Rule, err)
 	}
 	return true, ""
 }
