@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,21 @@ import (
 // A reservation lives in the memory of the replica that made it: commit it
 // on the same one. One that expires uncommitted is dropped; its estimate
 // stays spent.
+//
+// A reservation settles once, and only by a commit that recorded every
+// charge it had to make (answered 200): it is then gone, and another
+// commit of it is answered 404. A commit that did not (its Sluice-Timeout
+// passed, 504; the store failed, 502; no configuration yet, 503) leaves
+// the reservation open until it expires, for a retry of the commit with
+// the same hits_addend: the retry charges what is not recorded yet, and a
+// descriptor whose charge the store recorded is not charged again (also
+// when the store's answer came after the deadline). A store call that the
+// deadline or a store error cut off while the store was running it may
+// have been recorded all the same, unbeknown to the server: the retry
+// charges it again, erring towards counting twice rather than never. One
+// commit of a reservation runs at a time: another, while it does, is
+// answered 409 and charges nothing, and so is a retry with another
+// hits_addend once part of the charge is recorded.
 const (
 	// ReservationTTL is how long a reservation waits for its commit.
 	ReservationTTL = 10 * time.Minute
@@ -65,7 +81,7 @@ type CommitRequest struct {
 // reservations are the server's open reservations, by ID.
 type reservations struct {
 	mu    sync.Mutex
-	m     map[string]reservation
+	m     map[string]*reservation
 	bytes int // the size of every reservation of m
 }
 
@@ -74,6 +90,19 @@ type reservation struct {
 	descs   []descriptor // with each descriptor's estimate as hits
 	expires time.Time
 	size    int
+
+	// A commit's progress, under reservations.mu. committing: a commit
+	// is under way (claim). recorded[i]: descriptor i's charge is
+	// recorded; cost is then the hits_addend it was charged for, which a
+	// retry must repeat.
+	committing bool
+	recorded   []bool
+	cost       int64
+}
+
+// partly reports whether part of r's charge is recorded.
+func (r *reservation) partly() bool {
+	return slices.Contains(r.recorded, true)
 }
 
 // sizeOf returns what a reservation of domain and descs counts toward
@@ -148,13 +177,16 @@ func descriptorsOf(req *CheckRequest) ([]descriptor, string) {
 
 // charge records each descriptor's hits on its rule past the limit and
 // returns the state after, as check's outcomes: a descriptor is over when
-// its key no longer admits a unit.
-func (s *Server) charge(ctx context.Context, domain string, descs []descriptor) ([]outcome, error) {
+// its key no longer admits a unit. When the store fails a descriptor is
+// failed, and failure is the first such error. recorded, when not nil,
+// is set for each descriptor whose hits (more than 0) the store recorded,
+// also when err (errGone) ends the charge before the others are tried.
+func (s *Server) charge(ctx context.Context, domain string, descs []descriptor, recorded []bool) (outs []outcome, failure, err error) {
 	sn := s.snap.Load()
 	if sn == nil {
-		return nil, errUnavailable
+		return nil, nil, errUnavailable
 	}
-	outs := make([]outcome, len(descs))
+	outs = make([]outcome, len(descs))
 	for i, d := range descs {
 		r := sn.cfg.Match(domain, d.entries)
 		if r == nil || r.InFlight != nil {
@@ -169,17 +201,23 @@ func (s *Server) charge(ctx context.Context, domain string, descs []descriptor) 
 			continue
 		}
 		dd, err := sn.limiters[r].Charge(ctx, storeKey(r, d.entries), d.hits)
+		if err == nil && recorded != nil && d.hits > 0 {
+			recorded[i] = true // even if the deadline has passed since
+		}
 		if v := decide.Classify(ctx, nil, sluice.Result{}, err); v.Outcome == decide.Gone {
-			return nil, errGone
+			return nil, nil, errGone
 		}
 		if err != nil {
 			s.storeFailed(domain, err, func() string { return r.Title() })
 			outs[i].failed = true
+			if failure == nil {
+				failure = err
+			}
 		}
 		outs[i].decision = dd
 		outs[i].over = !dd.Allowed && !r.ShadowMode
 	}
-	return outs, nil
+	return outs, failure, nil
 }
 
 // answer writes outs as a CheckResponse (with extra, a ReserveResponse,
@@ -220,7 +258,7 @@ func (s *Server) handleCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	outs, err := s.charge(ctx, req.Domain, descs)
+	outs, _, err := s.charge(ctx, req.Domain, descs, nil)
 	answer(w, r, outs, err, nil)
 }
 
@@ -239,7 +277,7 @@ func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) {
 	allowed, outs, err := s.check(ctx, "http", req.Domain, descs)
 	var resp ReserveResponse
 	if err == nil && allowed {
-		resp.ReservationID = s.holds.add(reservation{domain: req.Domain, descs: descs, expires: now.Add(ReservationTTL), size: size})
+		resp.ReservationID = s.holds.add(&reservation{domain: req.Domain, descs: descs, expires: now.Add(ReservationTTL), size: size})
 		resp.ExpiresIn = ReservationTTL.Seconds()
 	}
 	answer(w, r, outs, err, &resp)
@@ -266,17 +304,62 @@ func (s *Server) handleCommit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "hits_addend %d: must be >= 0", *req.HitsAddend)
 		return
 	}
-	res, ok := s.holds.take(req.ReservationID, s.now())
-	if !ok {
+	cost := *req.HitsAddend
+	res, recorded, charged, why := s.holds.claim(req.ReservationID, cost, s.now())
+	switch why {
+	case claimNone:
 		writeError(w, http.StatusNotFound, "reservation_id %q: no open reservation (committed already, expired, or made on another replica)", req.ReservationID)
 		return
+	case claimBusy:
+		writeError(w, http.StatusConflict, "reservation_id %q: another commit of it is under way; nothing charged (retry once it has answered)", req.ReservationID)
+		return
+	case claimCost:
+		writeError(w, http.StatusConflict, "hits_addend %d: reservation_id %q is partly charged for hits_addend %d by an earlier commit; nothing charged (retry with %[3]d)", cost, req.ReservationID, charged)
+		return
 	}
+	// What a descriptor's charge recorded already is not charged again: a
+	// peek gives its state.
 	descs := make([]descriptor, len(res.descs))
 	for i, d := range res.descs {
-		descs[i] = descriptor{entries: d.entries, hits: max(0, *req.HitsAddend-d.hits)}
+		descs[i] = descriptor{entries: d.entries, hits: max(0, cost-d.hits)}
+		if recorded[i] {
+			descs[i].hits = 0
+		}
 	}
-	outs, err := s.charge(ctx, res.domain, descs)
-	answer(w, r, outs, err, nil)
+	done := slices.Clone(recorded)
+	released := false
+	defer func() { // a panic too leaves the reservation open
+		if !released {
+			s.holds.release(req.ReservationID, res, done, cost, false)
+		}
+	}()
+	outs, failure, err := s.charge(ctx, res.domain, descs, done)
+	var missed []int // charges the store failed to record
+	for i := range outs {
+		if outs[i].failed && descs[i].hits > 0 {
+			missed = append(missed, i)
+		}
+	}
+	settled := err == nil && len(missed) == 0
+	// Released before the answer, so that a retry sent on it finds the
+	// reservation free.
+	s.holds.release(req.ReservationID, res, done, cost, settled)
+	released = true
+	if settled {
+		answer(w, r, outs, nil, nil)
+		return
+	}
+	open := fmt.Sprintf("the reservation stays open until it expires, in %v: retry the commit with hits_addend %d", res.expires.Sub(s.now()).Round(time.Second), cost)
+	switch {
+	case errors.Is(err, errGone):
+		if r.Context().Err() == nil { // the caller's own Sluice-Timeout passed; it still listens
+			writeError(w, http.StatusGatewayTimeout, "%s passed before the store answered: %s", TimeoutHeader, open)
+		}
+	case err != nil: // errUnavailable, charge's only other error
+		writeError(w, http.StatusServiceUnavailable, "%v: %s", err, open)
+	default:
+		writeError(w, http.StatusBadGateway, "the store failed charging descriptors %v: %v; %s", missed, failure, open)
+	}
 }
 
 // room reports whether another reservation of size fits at now, dropping
@@ -299,28 +382,71 @@ func (rs *reservations) room(now time.Time, size int) bool {
 }
 
 // add keeps r and returns its new ID.
-func (rs *reservations) add(r reservation) string {
+func (rs *reservations) add(r *reservation) string {
 	var b [16]byte
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.m == nil {
-		rs.m = map[string]reservation{}
+		rs.m = map[string]*reservation{}
 	}
 	rs.m[id] = r
 	rs.bytes += r.size
 	return id
 }
 
-// take removes and returns the reservation id, if it is open at now.
-func (rs *reservations) take(id string, now time.Time) (reservation, bool) {
+// Why claim refused a commit.
+const (
+	claimed   = iota
+	claimNone // no reservation id is open
+	claimBusy // another commit of it is under way
+	claimCost // part of it is charged for another cost
+)
+
+// claim starts a commit of the reservation id, open at now, for cost: it
+// returns the reservation and which of its descriptors' charges are
+// recorded (a copy), or why not (claimNone, claimBusy, claimCost; with
+// claimCost, charged is the cost part of it is recorded for). A claimed
+// commit must end with release. An expired reservation is dropped.
+func (rs *reservations) claim(id string, cost int64, now time.Time) (r *reservation, recorded []bool, charged int64, why int) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	r, ok := rs.m[id]
-	if ok {
+	r = rs.m[id]
+	switch {
+	case r == nil:
+		return nil, nil, 0, claimNone
+	case !now.Before(r.expires):
+		if !r.committing {
+			delete(rs.m, id)
+			rs.bytes -= r.size
+		}
+		return nil, nil, 0, claimNone
+	case r.committing:
+		return nil, nil, 0, claimBusy
+	case r.partly() && r.cost != cost:
+		return nil, nil, r.cost, claimCost
+	}
+	r.committing = true
+	recorded = make([]bool, len(r.descs))
+	copy(recorded, r.recorded)
+	return r, recorded, 0, claimed
+}
+
+// release ends the commit of r (the reservation id) that claim started:
+// recorded says which descriptors' charges are now recorded, for cost; a
+// settled reservation is gone, another is open again for a retry. (One
+// that expired meanwhile may be gone already.)
+func (rs *reservations) release(id string, r *reservation, recorded []bool, cost int64, settled bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	r.committing = false
+	r.recorded = recorded
+	if slices.Contains(recorded, true) {
+		r.cost = cost
+	}
+	if settled && rs.m[id] == r {
 		delete(rs.m, id)
 		rs.bytes -= r.size
 	}
-	return r, ok && now.Before(r.expires)
 }

@@ -170,19 +170,29 @@ func openapiExchanges() []exchange {
 		s.Handler().ServeHTTP(httptest.NewRecorder(), r)
 		return func() {}
 	}
-	// reserve opens a reservation named reserved (of 1 unit of rider r9),
-	// for the commit exchanges.
+	// hold opens a reservation named reserved (of 1 unit of rider r9), as
+	// edit leaves it, without taking the unit, for the commit exchanges;
+	// reserve takes it too.
 	const reserved = "0123456789abcdef0123456789abcdef"
-	reserve := func(s *Server) func() {
-		d := descriptor{entries: []config.Entry{{Key: "rider", Value: "r9"}}, hits: 1}
-		s.check(context.Background(), "http", "rides", []descriptor{d})
-		s.holds.mu.Lock()
-		if s.holds.m == nil {
-			s.holds.m = map[string]reservation{}
+	r9 := descriptor{entries: []config.Entry{{Key: "rider", Value: "r9"}}, hits: 1}
+	hold := func(edit func(*reservation)) func(*Server) func() {
+		return func(s *Server) func() {
+			r := &reservation{domain: "rides", descs: []descriptor{r9}, expires: s.now().Add(ReservationTTL)}
+			if edit != nil {
+				edit(r)
+			}
+			s.holds.mu.Lock()
+			if s.holds.m == nil {
+				s.holds.m = map[string]*reservation{}
+			}
+			s.holds.m[reserved] = r
+			s.holds.mu.Unlock()
+			return func() {}
 		}
-		s.holds.m[reserved] = reservation{domain: "rides", descs: []descriptor{d}, expires: s.now().Add(ReservationTTL)}
-		s.holds.mu.Unlock()
-		return func() {}
+	}
+	reserve := func(s *Server) func() {
+		s.check(context.Background(), "http", "rides", []descriptor{r9})
+		return hold(nil)(s)
 	}
 	xs := []exchange{
 		// POST /v1/check
@@ -251,6 +261,11 @@ func openapiExchanges() []exchange {
 		{name: "reserve without configuration", on: "empty", method: "POST", path: "/v1/reserve", body: check, want: 503},
 		{name: "commit", method: "POST", path: "/v1/commit", before: reserve, body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 200, shows: []string{`"overall_code":"OVER_LIMIT"`}},
 		{name: "commit twice", method: "POST", path: "/v1/commit", body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 404},
+		{name: "commit while another is under way", method: "POST", path: "/v1/commit", before: hold(func(r *reservation) { r.committing = true }), body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 409, shows: []string{"under way"}},
+		{name: "commit partly charged for another cost", method: "POST", path: "/v1/commit", before: hold(func(r *reservation) { r.recorded, r.cost = []bool{true}, 3 }), body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 409, shows: []string{"partly charged for hits_addend 3"}},
+		{name: "commit store failed", on: "dead", method: "POST", path: "/v1/commit", before: hold(nil), body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 502, shows: []string{"descriptors [0]", "retry the commit"}},
+		{name: "commit without configuration", on: "empty", method: "POST", path: "/v1/commit", before: hold(nil), body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 503, shows: []string{"stays open"}},
+		{name: "commit timeout passed", on: "stall", method: "POST", path: "/v1/commit", before: hold(nil), body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, header: map[string]string{"Content-Type": "application/json", TimeoutHeader: "50ms"}, want: 504, shows: []string{"stays open"}},
 		{name: "commit without cost", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x"}`, want: 400, invalid: true},
 		{name: "commit cross-site", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x","hits_addend":1}`, header: crossSite, want: 403},
 		{name: "commit text/plain", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x","hits_addend":1}`, header: textPlain, want: 415, invalid: true},

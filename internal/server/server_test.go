@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -52,10 +53,21 @@ type harness struct {
 // files: no configuration yet).
 func start(t *testing.T, files map[string]string, opts ...Option) *harness {
 	t.Helper()
+	return startOver(t, nil, files, opts...)
+}
+
+// startOver is start with the server's store wrap(the memstore), or the
+// memstore itself when wrap is nil.
+func startOver(t *testing.T, wrap func(*memstore.Store) sluice.Store, files map[string]string, opts ...Option) *harness {
+	t.Helper()
 	h := &harness{clock: sluicetest.NewClock(t0), dir: t.TempDir()}
 	writeFiles(t, h.dir, files)
-	store := memstore.New(memstore.WithClock(h.clock))
-	t.Cleanup(func() { store.Close() })
+	ms := memstore.New(memstore.WithClock(h.clock))
+	t.Cleanup(func() { ms.Close() })
+	var store sluice.Store = ms
+	if wrap != nil {
+		store = wrap(ms)
+	}
 	srv, err := New(store, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
