@@ -16,18 +16,12 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// TestOverrideFleetRedis is the issue's test: three replicas (Servers, each
-// with its own Redis client and so its own client-side cache) on one real
-// Redis. A tenant's limit changed through one replica's API takes effect on
-// the next request on every replica, survives a reload of the files, goes
-// back to the default on DELETE everywhere, and is refused without the
-// token. Every algorithm.
-func TestOverrideFleetRedis(t *testing.T) {
-	addr := sluicetest.StartRedis(t)
-	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"api.yaml": tenantsYAML()})
-	urls := make([]string, 3)
-	srvs := make([]*Server, 3)
+// redisFleet starts n servers on the Redis at addr (keys prefixed with the
+// test's name) with the rules of dir and the admin token testToken, and
+// returns their HTTP URLs and the servers.
+func redisFleet(t *testing.T, addr, dir string, n int) ([]string, []*Server) {
+	t.Helper()
+	urls, srvs := make([]string, n), make([]*Server, n)
 	for i := range urls {
 		st, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"))
 		if err != nil {
@@ -45,6 +39,20 @@ func TestOverrideFleetRedis(t *testing.T) {
 		t.Cleanup(hs.Close)
 		urls[i], srvs[i] = hs.URL, srv
 	}
+	return urls, srvs
+}
+
+// TestOverrideFleetRedis is the issue's test: three replicas (Servers, each
+// with its own Redis client and so its own client-side cache) on one real
+// Redis. A tenant's limit changed through one replica's API takes effect on
+// the next request on every replica, survives a reload of the files, goes
+// back to the default on DELETE everywhere, and is refused without the
+// token. Every algorithm.
+func TestOverrideFleetRedis(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"api.yaml": tenantsYAML()})
+	urls, srvs := redisFleet(t, addr, dir, 3)
 	// Windows of a minute (and buckets refilling 2 a minute): each case
 	// finishes well within one, so the counts are exact; each algorithm
 	// and round uses a tenant of its own.
@@ -126,24 +134,7 @@ func TestOverrideKeepsCalendarRedis(t *testing.T) {
 	addr := sluicetest.StartRedis(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"tenants.yaml": calendarTenantsYAML(true)})
-	urls := make([]string, 2)
-	for i := range urls {
-		st, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		srv, err := New(st, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithAdminTokens(AdminToken{Name: "ops", Token: testToken}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.ReloadDir(dir); err != nil {
-			t.Fatal(err)
-		}
-		hs := httptest.NewServer(srv.Handler())
-		t.Cleanup(hs.Close)
-		urls[i] = hs.URL
-	}
+	urls, _ := redisFleet(t, addr, dir, 2)
 	if code, body := doHTTP(t, urls[0], "PUT", "/v1/limits/tenants/tenant=acme", testToken, `{"requests_per_unit": 3}`); code != http.StatusOK || !strings.Contains(body, `"kept":"store: shared`) {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
