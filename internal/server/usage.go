@@ -149,13 +149,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	u.ResetAfter = d.ResetAfter.Seconds()
 	switch p.Algorithm {
 	case sluice.FixedWindow, sluice.SlidingWindow:
-		ns := now.UnixNano()
-		start := time.Unix(0, ns-ns%int64(p.Period)).UTC()
-		end := start.Add(p.Period)
-		if p.Calendar.Unit != 0 { // a calendar window: as long as the wall clock makes it
-			start, end = p.Calendar.Window(now)
-			start, end = start.UTC(), end.UTC()
-		}
+		start, end := period(p, now)
 		u.PeriodStart, u.PeriodEnd = &start, &end
 	case sluice.SlidingLog:
 		start, end := now.Add(-p.Period).UTC(), now.UTC()
@@ -167,12 +161,27 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, u)
 }
 
+// period returns the bounds, in UTC, of p's period that holds now: its
+// calendar window if p has a calendar (as long as the wall clock makes it),
+// else Period long, aligned to multiples of Period since the Unix epoch.
+// GET /v1/usage reports it and threshold crossings are counted in it.
+func period(p sluice.Policy, now time.Time) (start, end time.Time) {
+	if p.Calendar.Unit != 0 {
+		start, end = p.Calendar.Window(now)
+		return start.UTC(), end.UTC()
+	}
+	ns := now.UnixNano()
+	start = time.Unix(0, ns-ns%int64(p.Period)).UTC()
+	return start, start.Add(p.Period)
+}
+
 // Threshold crossings. A decision that leaves a key's use of its capacity
 // at or above one of its rule's usage_thresholds (80 and 100 percent by
 // default; a refusal is 100) counts a crossing of each threshold not yet
-// crossed by that key in the current period (the rule's period, aligned to
-// multiples of it since the Unix epoch: a fixed window's window; for the
-// other algorithms, the same grid), in
+// crossed by that key in the current period (a calendar rule's calendar
+// window; otherwise the rule's period, aligned to multiples of it since the
+// Unix epoch: a fixed window's window; for the other algorithms, the same
+// grid), in
 // sluice_usage_threshold_crossings_total{domain, rule, threshold}, and logs
 // it once. The labels are bounded: domains and rules are the configured
 // ones, at most 8 thresholds each.
@@ -252,9 +261,9 @@ func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
 	if level == 0 {
 		return
 	}
-	now := c.s.now().UnixNano()
-	p := int64(r.Policy.Period)
-	end := (now/p + 1) * p
+	at := c.s.now()
+	_, pe := period(r.Policy, at) // a calendar rule's calendar window
+	now, end := at.UnixNano(), pe.UnixNano()
 	k := crossKey{rule: r.FullKey, key: storeKey(r, entries)}
 	c.mu.Lock()
 	seen, ok := c.seen[k]
