@@ -84,7 +84,7 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp mod
 	if !ok {
 		return false, nil
 	}
-	if exp := c.model.ExpiresAt(next); exp <= now {
+	if exp := c.model.ExpiresAt(next); exp <= now && !t.outlives(c, next, now) {
 		sh.remove(t, slot, e)
 		sh.expired.Add(1)
 	} else {

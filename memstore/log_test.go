@@ -206,14 +206,27 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 		nvar := 1 + int(seed%uint64(len(variants)))
 		stepBack := seed%3 == 0
 		oracle := map[string]model.State{}
-		cur := 0 // the variant the store compiled last
-		now := clock.Now().UnixNano()
-		// settle drops key from the oracle when its state has expired, as
-		// the store drops a key it touched.
-		settle := func(key string, m *model.Model) {
-			if st, ok := oracle[key]; ok && m.ExpiresAt(st) <= now {
-				delete(oracle, key)
+		cur := 0      // the variant the store compiled last
+		longest := -1 // the variant of the longest period used so far
+		use := func(v int) {
+			cur = v
+			if longest < 0 || variants[v].Period > variants[longest].Period {
+				longest = v
 			}
+		}
+		now := clock.Now().UnixNano()
+		// settle drops key from the oracle when its state has expired
+		// under v, as the store drops a key it touched, unless it still
+		// counts under the longest period used (memstore's outlives).
+		settle := func(key string, v int) {
+			st, ok := oracle[key]
+			if !ok || models[v].ExpiresAt(st) > now {
+				return
+			}
+			if variants[longest].Period > variants[v].Period && models[longest].ExpiresAt(st) > now {
+				return
+			}
+			delete(oracle, key)
 		}
 		for step := range 2000 {
 			switch r := rng.IntN(10); {
@@ -226,13 +239,23 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 			}
 			clock.Set(time.Unix(0, now))
 			if step%97 == 0 {
-				// The store sweeps under the policy's current parameters:
-				// those of the variant compiled last.
+				// The store sweeps under the policy's current parameters
+				// (those of the variant compiled last), or the longest
+				// period used if longer.
 				s.Sweep()
+				sweepAs := cur
+				if longest >= 0 && variants[longest].Period > variants[cur].Period {
+					sweepAs = longest
+				}
 				for k, st := range oracle {
-					if models[cur].ExpiresAt(st) <= now {
+					if models[sweepAs].ExpiresAt(st) <= now {
 						delete(oracle, k)
 					}
+				}
+				if len(oracle) == 0 {
+					// The sweep also collects a policy with no key left:
+					// its longest period is forgotten.
+					longest = -1
 				}
 				if s.Len() != len(oracle) {
 					t.Fatalf("seed %d step %d: Len %d after Sweep, want %d", seed, step, s.Len(), len(oracle))
@@ -241,12 +264,12 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 			key := func() string { return fmt.Sprint("k", rng.IntN(nkeys)) }
 			if rng.IntN(3) > 0 {
 				v := rng.IntN(nvar)
-				cur = v
+				use(v)
 				k := key()
 				cost := rng.Int64N(variants[v].Limit + 2)
 				var want sluice.Decision
 				oracle[k], want = models[v].Take(cloneState(oracle[k]), now, cost)
-				settle(k, models[v])
+				settle(k, v)
 				got, err := s.Take(ctx, variants[v], k, cost)
 				if err != nil {
 					t.Fatal(err)
@@ -260,7 +283,7 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 			vs := make([]int, len(reqs))
 			for i := range reqs {
 				vs[i] = rng.IntN(nvar)
-				cur = vs[i]
+				use(vs[i])
 				reqs[i] = sluice.Request{Policy: variants[vs[i]], Key: key(), Cost: rng.Int64N(variants[vs[i]].Limit + 1)}
 			}
 			want, all := modelBatch(oracle, reqs, now,
@@ -275,7 +298,7 @@ func TestSlidingLogMatchesModel(t *testing.T) {
 					last[r.Key] = vs[i]
 				}
 				for k, v := range last {
-					settle(k, models[v])
+					settle(k, v)
 				}
 			}
 			got := make([]sluice.Decision, len(reqs))

@@ -47,6 +47,10 @@ import (
 type policyTable struct {
 	ident sluice.Policy
 	cur   atomic.Pointer[compiled] // the parameters last seen; nil once dead
+	// longest is the parameters of the longest period seen (window kinds
+	// keep a key for as long as it may count under any of them: see
+	// table.outlives).
+	longest atomic.Pointer[compiled]
 	// refs counts the shards' tables of the policy and its pins; dead once
 	// collected.
 	refs   atomic.Int64
@@ -206,6 +210,9 @@ func (r *registry) compileIf(p sluice.Policy, pin, create bool) (*compiled, erro
 		r.gen.Add(1) // the expiries of its keys may have moved
 	}
 	c := newCompiled(pt, p, m)
+	if l := pt.longest.Load(); l == nil || c.period > l.period {
+		pt.longest.Store(c)
+	}
 	pt.cur.Store(c)
 	r.setFast(pt, c)
 	return c, nil

@@ -330,9 +330,25 @@ func (*slidingRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Dec
 }
 
 // expiresAt returns when entry e's state becomes equivalent to none, under
-// the policy's current parameters.
+// the policy's current parameters or, for the window kinds, the longest
+// period its name has had (see outlives), whichever is later.
 func (t *table) expiresAt(e int) int64 {
-	return t.pt.cur.Load().model.ExpiresAt(t.get(e))
+	c := t.pt.cur.Load()
+	if l := t.pt.longest.Load(); t.kind != bucketKind && l != nil && l.period > c.period {
+		c = l
+	}
+	return c.model.ExpiresAt(t.get(e))
+}
+
+// outlives reports whether st, a state of t that is equivalent to none
+// under c at now, still counts under a longer period that a policy of the
+// same name has had: a window kind's request under a shorter period (a
+// peek, a refusal, a sweep) must not drop a count that the longer one
+// holds, as Redis keeps the key for its writer. The bucket kinds' states
+// expire at their TAT, whatever the period.
+func (t *table) outlives(c *compiled, st model.State, now int64) bool {
+	l := t.pt.longest.Load()
+	return t.kind != bucketKind && l != nil && l.period > c.period && l.model.ExpiresAt(st) > now
 }
 
 // setDen re-expresses the stored fractions in units of 1/den, rounding up

@@ -236,7 +236,7 @@ func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, now int64
 		*d = sh.dec
 	}
 	switch {
-	case exp <= now:
+	case exp <= now && !t.outlives(c, t.get(e), now):
 		sh.remove(t, slot, e)
 		sh.expired.Add(1)
 		return false

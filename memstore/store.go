@@ -26,7 +26,12 @@
 // state (a full bucket, passed windows), never before. Expired keys are
 // dropped when they are next touched, by a background sweeper that examines
 // a bounded number of entries per shard per tick (see WithSweepInterval), and
-// by Sweep. WithMaxKeys bounds the number of keys held.
+// by Sweep. WithMaxKeys bounds the number of keys held. Under policies of
+// one name and a window algorithm with different periods (a reconfigured
+// policy, an override), "equivalent to no state" is judged under the
+// longest period that name has had since it last held no key: a request
+// under a shorter one (a peek, a refusal) or a sweep never drops a count
+// that the longer one still holds, as Redis keeps a key for its writer.
 //
 // Policies are bounded and freed too (registry.go): a policy is held from
 // its first use until it holds no key, and then dropped by the sweeper, so a

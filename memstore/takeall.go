@@ -243,7 +243,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 					exp = c.model.ExpiresAt(t.get(e))
 				}
 				switch {
-				case exp <= now:
+				case exp <= now && !t.outlives(c, t.get(e), now):
 					sh.remove(t, slot, e)
 					sh.expired.Add(1)
 				case w.wrote != nil && w.spill != nil && w.spill == t.logRow(e).spill:
