@@ -80,3 +80,66 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestAIMDDecreasesAfterClockStepsBack: a clock that steps back (inflight's
+// WithClock clock stepped by NTP, a test clock) must not stop AIMD's
+// decreases until it passes the last decrease again: overload after the
+// step decreases within 2·Cooldown of it, and decreases stay at least a
+// Cooldown apart on the clock, either way round.
+func TestAIMDDecreasesAfterClockStepsBack(t *testing.T) {
+	const cooldown = 500 * time.Millisecond
+	for _, back := range []time.Duration{time.Hour, 2 * cooldown, 300 * time.Millisecond} {
+		t.Run(back.String(), func(t *testing.T) {
+			a, _ := NewAIMD(AIMDConfig{Floor: 1, Ceiling: 100, Threshold: 100 * time.Millisecond, Cooldown: cooldown})
+			slow := func(at time.Time) {
+				a.Observe(inflight.Sample{At: at, RTT: time.Second, InFlight: a.Limit()})
+			}
+			now := time.Unix(1_800_000_000, 0)
+			slow(now) // 100 → 75
+			// Concurrent releases reach the controller a little out of order:
+			// still within the cooldown.
+			slow(now.Add(-time.Millisecond))
+			if l := a.Limit(); l != 75 {
+				t.Fatalf("after a decrease and a slow sample 1ms before it: limit %d, want 75", l)
+			}
+			now = now.Add(-back)
+			var decreases []time.Duration // since the step
+			for d := time.Duration(0); d < 4*cooldown; d += 10 * time.Millisecond {
+				l := a.Limit()
+				slow(now.Add(d))
+				if a.Limit() < l {
+					decreases = append(decreases, d)
+				}
+			}
+			if len(decreases) == 0 || decreases[0] > 2*cooldown {
+				t.Fatalf("overload for %v after the clock stepped back %v: decreases at %v after the step, want the first within %v", 4*cooldown, back, decreases, 2*cooldown)
+			}
+			for i := 1; i < len(decreases); i++ {
+				if decreases[i]-decreases[i-1] < cooldown {
+					t.Fatalf("decreases at %v after the step: less than the cooldown %v apart", decreases, cooldown)
+				}
+			}
+		})
+	}
+}
+
+// TestGradientWindowsCloseAfterClockStepsBack: a clock that steps back must
+// not hold a gradient window open until it passes the window's start again;
+// a sample a little out of order does not end a window early.
+func TestGradientWindowsCloseAfterClockStepsBack(t *testing.T) {
+	g, _ := NewGradient(GradientConfig{Floor: 1, Ceiling: 1000, Initial: 100, MinSamples: 2})
+	now := time.Unix(1_800_000_000, 0)
+	g.Observe(inflight.Sample{At: now, RTT: 10 * time.Millisecond, InFlight: 100})
+	g.Observe(inflight.Sample{At: now.Add(-time.Millisecond), RTT: 10 * time.Millisecond, InFlight: 100})
+	if l := g.Limit(); l != 100 {
+		t.Fatalf("a window of 2 samples 1ms apart (out of order) closed: limit %d, want 100", l)
+	}
+	// The clock steps back an hour; half a second of dropped requests.
+	now = now.Add(-time.Hour)
+	for d := time.Duration(0); d < 500*time.Millisecond; d += 10 * time.Millisecond {
+		g.Observe(inflight.Sample{At: now.Add(d), RTT: time.Second, InFlight: 100, Dropped: true})
+	}
+	if l := g.Limit(); l >= 100 {
+		t.Fatalf("half a second (2 windows) of dropped requests after the clock stepped back an hour: limit %d, want below 100 (no window closed)", l)
+	}
+}

@@ -82,7 +82,7 @@ func (a *AIMD) Observe(s inflight.Sample) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s.Dropped || s.RTT > a.threshold {
-		if a.lastDrop.IsZero() || s.At.Sub(a.lastDrop) >= a.cooldown {
+		if a.lastDrop.IsZero() || apart(s.At, a.lastDrop) >= a.cooldown {
 			a.limit = max(a.floor, a.limit*a.backoff)
 			a.lastDrop = s.At
 		}
@@ -91,6 +91,21 @@ func (a *AIMD) Observe(s inflight.Sample) {
 	if float64(s.InFlight) >= a.limit/2 {
 		a.limit = min(a.ceiling, a.limit+1/a.limit)
 	}
+}
+
+// apart is the time between two readings of a clock, either way round:
+// a clock that steps back must not stop a controller (a sample earlier than
+// the reference is as far from it as a later one), and readings that reach
+// a controller slightly out of order (concurrent releases) stay close.
+func apart(t, ref time.Time) time.Duration {
+	d := t.Sub(ref)
+	if d < 0 {
+		d = -d
+	}
+	if d < 0 { // -minDuration overflows
+		d = math.MaxInt64
+	}
+	return d
 }
 
 // bounds checks a floor, ceiling and initial limit.

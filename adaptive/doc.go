@@ -52,6 +52,19 @@
 // of the backend upwards over BaselineWindows windows, and at once
 // downwards, so the limit recovers as soon as a fault clears.
 //
+// # Clocks
+//
+// A sample's At and RTT come from the Limiter's clock (inflight.WithClock),
+// which need not be monotonic; a clock that steps back does not stop a
+// controller. The time from the last decrease (Cooldown) and from a
+// window's first sample (Window) is the distance between the two At,
+// either way round. So two decreases are at least Cooldown apart on the
+// clock; a sample a little out of order (concurrent releases) ends neither
+// a cooldown nor a window early; and after a step back a decrease is
+// possible again within 2·Cooldown of the step, and a window ends within
+// 2·Window (given MinSamples), instead of only once the clock passes its
+// old reading.
+//
 // # Fleets
 //
 // A controller sees its own process's requests, and the limit it reports

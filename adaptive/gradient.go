@@ -115,7 +115,7 @@ func (g *Gradient) Observe(s inflight.Sample) {
 	g.sum += float64(s.RTT)
 	g.maxIn = max(g.maxIn, s.InFlight)
 	g.dropped = g.dropped || s.Dropped
-	if g.n < g.minSamples || s.At.Sub(g.start) < g.window {
+	if g.n < g.minSamples || apart(s.At, g.start) < g.window {
 		return
 	}
 	mean := max(g.sum/float64(g.n), 1)
