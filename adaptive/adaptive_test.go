@@ -143,3 +143,55 @@ func TestGradientWindowsCloseAfterClockStepsBack(t *testing.T) {
 		t.Fatalf("half a second (2 windows) of dropped requests after the clock stepped back an hour: limit %d, want below 100 (no window closed)", l)
 	}
 }
+
+// TestNonPositiveRTTMeasuresNothing: a sample with RTT ≤ 0 (the clock
+// stepped back while the request ran, or did not move) carries no latency:
+// it neither raises AIMD's limit nor becomes the gradient's baseline (a 1ns
+// baseline took a healthy service's limit down for many windows), and a
+// Dropped one still counts as a drop.
+func TestNonPositiveRTTMeasuresNothing(t *testing.T) {
+	for _, rtt := range []time.Duration{-time.Minute, 0} {
+		t.Run("aimd/"+rtt.String(), func(t *testing.T) {
+			a, _ := NewAIMD(AIMDConfig{Floor: 1, Ceiling: 100, Initial: 10, Threshold: 100 * time.Millisecond})
+			now := time.Unix(1_800_000_000, 0)
+			for range 20 {
+				now = now.Add(10 * time.Millisecond)
+				a.Observe(inflight.Sample{At: now, RTT: rtt, InFlight: 10})
+			}
+			if l := a.Limit(); l != 10 {
+				t.Fatalf("20 samples of RTT %v at full load moved the limit from 10 to %d", rtt, l)
+			}
+			a.Observe(inflight.Sample{At: now, RTT: rtt, InFlight: 10, Dropped: true})
+			if l := a.Limit(); l != 7 {
+				t.Fatalf("a dropped sample of RTT %v: limit %d, want 7", rtt, l)
+			}
+		})
+		t.Run("gradient/"+rtt.String(), func(t *testing.T) {
+			g, _ := NewGradient(GradientConfig{Floor: 1, Ceiling: 1000, Initial: 100})
+			now := time.Unix(1_800_000_000, 0)
+			window := func(rtt time.Duration, dropped bool) { // 10 samples over 250ms: one window
+				for i := range 10 {
+					now = now.Add(25 * time.Millisecond)
+					g.Observe(inflight.Sample{At: now, RTT: rtt, InFlight: g.Limit(), Dropped: dropped && i == 0})
+				}
+			}
+			for range 20 { // a healthy backend at a steady 10ms
+				window(10*time.Millisecond, false)
+			}
+			before := g.Limit()
+			window(rtt, false) // a window of unmeasured samples
+			for range 20 {     // 5 s more of the same healthy 10ms
+				window(10*time.Millisecond, false)
+			}
+			if l := g.Limit(); l < before {
+				t.Fatalf("limit %d before a window of RTT %v, %d after it and 5 s more of the same healthy 10ms", before, rtt, l)
+			}
+			before = g.Limit()
+			window(rtt, true) // one of them dropped
+			window(10*time.Millisecond, false)
+			if l := g.Limit(); l >= before {
+				t.Fatalf("limit %d before a window of RTT %v with a drop, %d after it: the drop was not counted", before, rtt, l)
+			}
+		})
+	}
+}

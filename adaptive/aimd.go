@@ -88,6 +88,9 @@ func (a *AIMD) Observe(s inflight.Sample) {
 		}
 		return
 	}
+	if s.RTT <= 0 {
+		return // no latency measured: no evidence of health
+	}
 	if float64(s.InFlight) >= a.limit/2 {
 		a.limit = min(a.ceiling, a.limit+1/a.limit)
 	}

@@ -18,7 +18,7 @@
 //
 //	on a sample that is Dropped or has RTT > Threshold:
 //	    L ← max(Floor, L·Backoff), at most once per Cooldown
-//	on any other sample with InFlight ≥ L/2:
+//	on any other sample with RTT > 0 and InFlight ≥ L/2:
 //	    L ← min(Ceiling, L + 1/L)          (about +1 per L samples: +1 per round trip)
 //
 // Parameters: Floor, Ceiling, Threshold (the latency that counts as
@@ -64,6 +64,12 @@
 // possible again within 2·Cooldown of the step, and a window ends within
 // 2·Window (given MinSamples), instead of only once the clock passes its
 // old reading.
+//
+// A sample with RTT ≤ 0 measured no latency (the clock stepped back, or
+// did not move, while the request ran): it never raises L, is not part of
+// a Gradient window (its mean, MinSamples, InFlight) and never becomes the
+// baseline. If Dropped it still counts as a drop: AIMD decreases, and the
+// current Gradient window uses g = 0.5.
 //
 // # Fleets
 //

@@ -108,6 +108,13 @@ func (g *Gradient) Limit() int64 {
 func (g *Gradient) Observe(s inflight.Sample) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if s.RTT <= 0 {
+		// No latency measured (the clock stepped back, or did not
+		// move, while the request ran): it must not become the baseline
+		// nor count in the window. Its drop counts.
+		g.dropped = g.dropped || s.Dropped
+		return
+	}
 	if g.n == 0 {
 		g.start = s.At
 	}
