@@ -91,10 +91,31 @@
 // # Failure modes
 //
 // When the store fails, the rule's failure_mode decides: open assigns
-// allow-all, closed deny-all, local (the default) keeps each stream's last
-// grant (re-issued before its TTL: the last division held the fleet to the
-// limit) and gives a new stream an equal part of this replica's share of
-// L. An assignment that expires in Envoy is Envoy's expired_assignment_behavior;
+// allow-all, closed deny-all, local (the default) divides among this
+// replica's streams of the bucket what they held at its last claim, H (the
+// sum of their grants then, at most L; 0 for a bucket first reported, or
+// reported again after all of this replica's streams of it ended, while the
+// store fails). It divides as the board would, at each tick and each new
+// stream (Divide(H, wants), the hysteresis, decreases first), and keeps
+// the board's invariant here: a stream gets at most
+//
+//	g = H − Σ grants in force of this replica's other streams of the bucket
+//
+// where a grant in force is the last one sent (an Envoy keeps it until it
+// is replaced or expires, and each is re-issued before its TTL). So a
+// stream that joins gets what the others do not hold (0 while they hold
+// all of H) and its share once they are lowered, in the same batch: at
+// once if their grants changed a tick ago or more, else at the first tick
+// after that (within two ticks).
+// This replica's grants in force sum to at most H, which the board holds
+// for it, so while the store fails for every replica the fleet's sum to at
+// most L. Not covered: a replica cut off from a store the others still
+// reach keeps its grants past its records' expiry (A after its last claim),
+// when the others may claim them; and after a failure longer than A, the
+// first replica to claim again sees no record of the others, which hold
+// their grants until their own next claim (a tick).
+//
+// An assignment that expires in Envoy is Envoy's expired_assignment_behavior;
 // deploy/envoy's example sets it and no_assignment_behavior to match.
 //
 // # Bounds

@@ -207,10 +207,14 @@ type division struct {
 	parts   map[*part]struct{}
 	failing bool
 
-	// From the last successful division, for metrics and FailLocal.
+	// From the last successful division, for metrics.
 	fleetDemand float64
 	fleetGrant  int64
 	replicas    int
+	// held is the sum of the grants this replica's streams were given at
+	// its last successful claim: what FailLocal divides among them while
+	// the store fails (0 before any).
+	held int64
 }
 
 // StreamRateLimitQuotas implements the RLQS stream: every report updates

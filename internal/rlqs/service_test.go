@@ -223,8 +223,8 @@ func (f *flaky) Read(ctx context.Context, d string, now time.Time) ([]Entry, err
 
 // TestFailureModes: while the store fails, the rule's failure_mode
 // decides: open assigns allow-all, closed deny-all, local keeps the last
-// share (and gives a bucket without one an equal part); when the store
-// answers again, division resumes.
+// share (TestFailLocalJoinGetsWhatIsNotInForce: and divides it among the
+// streams that join); when the store answers again, division resumes.
 func TestFailureModes(t *testing.T) {
 	for _, c := range []struct{ mode, first, during string }{
 		{"open", "tb:100/25/1s", "allow"},
@@ -271,6 +271,73 @@ func TestFailureModes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFailLocalJoinGetsWhatIsNotInForce: under failure_mode local, a
+// stream that joins while the store fails gets only what this replica's
+// other streams' grants in force leave of what they held at its last claim
+// (0 while they hold it all); the others are lowered at the next tick
+// their hysteresis allows, in the same batch as the newcomer is raised, so
+// the grants in force never sum past the limit (100/s).
+func TestFailLocalJoinGetsWhatIsNotInForce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := loadConfig(t, strings.Replace(apiRule, "algorithm: token-bucket", "algorithm: token-bucket, failure_mode: local", 1))
+		b := &flaky{Board: NewMemoryBoard()}
+		r := startReplica(t, cfg, WithBoard(b))
+		bk := map[string]string{"route": "api"}
+		inForce := map[string]int64{}
+		got := func(name string, cl client, want string) {
+			t.Helper()
+			g := recv(t, cl)
+			if len(g) != 1 || g[0] != want {
+				t.Fatalf("%s assigned %v, want %s", name, g, want)
+			}
+			// tokens_per_fill/max_tokens/fill: max_tokens 0 admits nothing.
+			f := strings.Split(strings.TrimPrefix(g[0], "tb:"), "/")
+			var v int64
+			for _, c := range f[0] {
+				v = v*10 + int64(c-'0')
+			}
+			if f[1] == "0" {
+				v = 0
+			}
+			inForce[name] = v
+			var sum int64
+			for _, g := range inForce {
+				sum += g
+			}
+			if sum > 100 {
+				t.Errorf("after %s's assignment the grants in force %v sum to %d, past the limit 100", name, inForce, sum)
+			}
+		}
+		a := open(t, r)
+		send(t, a, "edge", usage(bk, 1, 0))
+		got("A", a, "tb:100/25/1s")
+		b.down.Store(true)
+		// A's grant changed less than a tick ago: it keeps it, C gets none.
+		c := open(t, r)
+		send(t, c, "edge", usage(bk, 1, 0))
+		got("C", c, "tb:1/0/1s")
+		// The next tick lowers A and raises C in one batch.
+		time.Sleep(DefaultTick)
+		synctest.Wait()
+		got("A", a, "tb:50/13/1s")
+		got("C", c, "tb:50/13/1s")
+		// D joins half a tick later: A and C keep theirs until the next tick.
+		time.Sleep(DefaultTick / 2)
+		d := open(t, r)
+		send(t, d, "edge", usage(bk, 1, 0))
+		got("D", d, "tb:1/0/1s")
+		time.Sleep(DefaultTick / 2)
+		synctest.Wait()
+		got("A", a, "tb:34/9/1s")
+		got("C", c, "tb:33/9/1s")
+		got("D", d, "tb:33/9/1s")
+		a.CloseSend()
+		c.CloseSend()
+		d.CloseSend()
+		r.stop()
+	})
 }
 
 // TestReloadChangesBudget: a reload that changes the rule's limit changes

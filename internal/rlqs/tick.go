@@ -117,11 +117,12 @@ func (s *Service) divide(ctx context.Context, dv *division, now time.Time, sends
 		s.log.Info("rlqs: the store answers again; dividing", "rule", dv.rule.FullKey)
 	}
 	var fleetDemand float64
-	var fleetGrant int64
+	var fleetGrant, held int64
 	replicas := map[string]bool{}
 	for i, j := range order {
 		p := parts[j]
 		entries[idx[p.st.id]].Grant = grants[i]
+		held += grants[i]
 		s.assign(p, grants[i], now, sends)
 	}
 	for _, e := range entries {
@@ -132,6 +133,7 @@ func (s *Service) divide(ctx context.Context, dv *division, now time.Time, sends
 		replicas[replicaOf(e.Stream)] = true
 	}
 	dv.fleetDemand, dv.fleetGrant, dv.replicas = fleetDemand, fleetGrant, max(len(replicas), 1)
+	dv.held = held
 }
 
 // wantFor is what p claims given its target: the target for a first
@@ -187,25 +189,70 @@ func (s *Service) failed(dv *division, now time.Time, err error, sends map[*stre
 		dv.failing = true
 		s.log.Warn("rlqs: the store failed; the rule's failure mode decides until it answers", "rule", dv.rule.FullKey, "failure_mode", dv.rule.FailureMode, "error", err)
 	}
-	for p := range dv.parts {
-		switch dv.rule.FailureMode {
-		case sluice.FailOpen:
-			if p.sent != allowAll || now.Sub(p.issuedAt) >= s.ttl/2 {
-				p.sent, p.issuedAt = allowAll, now
-				sends[p.st] = append(sends[p.st], blanket(p.bucket, true, s.ttl))
-			}
-		case sluice.FailClosed:
-			if p.sent != denyAll || now.Sub(p.issuedAt) >= s.ttl/2 {
-				p.sent, p.issuedAt = denyAll, now
-				sends[p.st] = append(sends[p.st], blanket(p.bucket, false, s.ttl))
-			}
-		default: // FailLocal: keep the last share; a new bucket gets an equal part of this replica's share
-			g := p.grant
-			if p.sent != tokens {
-				g = dv.budget / int64(dv.replicas) / int64(len(dv.parts))
-			}
-			s.assign(p, g, now, sends)
+	switch dv.rule.FailureMode {
+	case sluice.FailOpen, sluice.FailClosed:
+		allow := dv.rule.FailureMode == sluice.FailOpen
+		k := denyAll
+		if allow {
+			k = allowAll
 		}
+		for p := range dv.parts {
+			if p.sent != k || now.Sub(p.issuedAt) >= s.ttl/2 {
+				p.sent, p.issuedAt = k, now
+				sends[p.st] = append(sends[p.st], blanket(p.bucket, allow, s.ttl))
+			}
+		}
+	default: // FailLocal
+		s.divideLocal(dv, now, sends)
+	}
+}
+
+// divideLocal divides, while the store fails, what this replica's streams
+// held at its last claim (dv.held, at most the budget) among them as the
+// board would: targets from Divide, wantFor's hysteresis, decreases
+// before increases, and each stream gets at most that share less the
+// grants in force of this replica's other streams, so that those never sum
+// past it. A stream that joins gets what the others do not hold (0 if they
+// hold it all) until they are lowered. Called with s.mu held.
+func (s *Service) divideLocal(dv *division, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
+	budget := min(dv.held, dv.budget)
+	parts := make([]*part, 0, len(dv.parts))
+	for p := range dv.parts {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].st.id < parts[j].st.id })
+	wants := make([]int64, len(parts))
+	ids := make([]string, len(parts))
+	var inForce int64 // the grants in force of dv's streams here
+	for i, p := range parts {
+		wants[i] = want(p.demand, int64(dv.fill/time.Second))
+		ids[i] = p.st.id
+		if p.sent == tokens {
+			inForce += p.grant
+		}
+	}
+	targets := Divide(budget, wants, ids)
+	claims := make([]int64, len(parts))
+	for i, p := range parts {
+		claims[i] = s.wantFor(p, targets[i], now)
+	}
+	current := func(i int) int64 {
+		if parts[i].sent == tokens {
+			return parts[i].grant
+		}
+		return 0
+	}
+	order := make([]int, len(parts))
+	for i := range order {
+		order[i] = i
+	}
+	dec := func(i int) bool { return claims[i] < current(i) }
+	sort.SliceStable(order, func(a, b int) bool { return dec(order[a]) && !dec(order[b]) })
+	for _, i := range order {
+		cur := current(i)
+		g := max(min(claims[i], budget-(inForce-cur)), 0)
+		inForce += g - cur
+		s.assign(parts[i], g, now, sends)
 	}
 }
 
