@@ -383,9 +383,14 @@ func (d *demand) add(q Request) error {
 		ws.count += q.Cost
 		ws.peak = max(ws.peak, ws.count)
 	}
+	// A request of cost 0 is a peek: it takes nothing, but it is admitted
+	// only if one unit would be (as the models judge it), so it needs room
+	// for one unit.
+	judged := max(q.Cost, 1)
 	switch d.alg {
 	case sluice.FixedWindow:
-		k.need = d.windows[k.windowOff+len(d.wins)-2].peak // the period's peak
+		// The period's count before the request, plus what it is judged at.
+		k.need = max(k.need, d.windows[k.windowOff+len(d.wins)-2].count-q.Cost+judged)
 	case sluice.SlidingLog:
 		for k.logHead < len(k.log) && k.log[k.logHead].at <= q.At-d.period {
 			k.logSum -= k.log[k.logHead].cost
@@ -395,11 +400,11 @@ func (d *demand) add(q Request) error {
 			k.log = append(k.log[:0], k.log[k.logHead:]...)
 			k.logHead = 0
 		}
+		k.need = max(k.need, k.logSum+judged)
 		if q.Cost > 0 {
 			k.log = append(k.log, logEntry{q.At, q.Cost})
 			k.logSum += q.Cost
 		}
-		k.need = max(k.need, k.logSum)
 	case sluice.SlidingWindow:
 		p := d.period
 		start := q.At / p * p
@@ -416,7 +421,7 @@ func (d *demand) add(q Request) error {
 		if r != 0 {
 			w++
 		}
-		k.need = max(k.need, int64(w)+k.cur+q.Cost)
+		k.need = max(k.need, int64(w)+k.cur+judged)
 		k.cur += q.Cost
 	case sluice.TokenBucket, sluice.GCRA, sluice.LeakyBucket:
 		gap := uint64(q.At - k.last)
@@ -426,13 +431,15 @@ func (d *demand) add(q Request) error {
 		} else {
 			k.debt -= gap * d.den
 		}
-		hi, add := bits.Mul64(uint64(q.Cost), d.num)
+		hi, add := bits.Mul64(uint64(judged), d.num)
 		sum, carry := bits.Add64(k.debt, add, 0)
 		if hi != 0 || carry != 0 || sum > math.MaxInt64 {
 			return fmt.Errorf("key %q: its backlog at rate %d/%v exceeds what sluice can hold", q.Key, d.den*uint64(d.period)/d.num, time.Duration(d.period))
 		}
-		k.debt = sum
-		k.need = max(k.need, int64((k.debt+d.num-1)/d.num))
+		k.need = max(k.need, int64((sum+d.num-1)/d.num))
+		if q.Cost > 0 {
+			k.debt = sum
+		}
 	}
 	return nil
 }

@@ -74,6 +74,10 @@ standard input is first copied to a temporary file; memory grows with the
 number of keys, not of lines. A malformed line exits with status 1 and one
 line on standard error naming the line number.
 
+A line of cost 0 is a peek, as in sluice replay: it takes nothing but is
+admitted only if one unit would be, so the recommendation leaves room for
+one unit at each peek.
+
 Example:
 
   sluice calibrate --algorithm token-bucket --keep 99% examples/rider.trace
