@@ -365,6 +365,11 @@ func (d *demand) add(q Request) error {
 		d.rep.Resolution = time.Duration(resolutions[d.res])
 	}
 	d.rep.Last = q.At
+	// Every per-key sum below is at most the total, so this bounds them
+	// all.
+	if q.Cost > math.MaxInt64-d.rep.Units {
+		return fmt.Errorf("the traffic's total cost passes %d units, the most calibrate counts", int64(math.MaxInt64))
+	}
 	d.rep.Requests++
 	d.rep.Units += q.Cost
 	k := d.keys[q.Key]

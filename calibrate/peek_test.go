@@ -98,3 +98,28 @@ func TestPeeksKeepRecommendationExact(t *testing.T) {
 		}
 	}
 }
+
+// TestTotalUnitsOverflowIsAnError checks that traffic whose total cost
+// does not fit an int64 is refused at the line that passes it, not
+// reported with a wrapped, negative Report.Units.
+func TestTotalUnitsOverflowIsAnError(t *testing.T) {
+	data := "0 a 4000000000000000000\n0 b 4000000000000000000\n0 c 4000000000000000000\n"
+	for _, alg := range sluice.Algorithms() {
+		rep, err := Calibrate(context.Background(), source(data, Format{}), Config{Algorithm: alg})
+		want := "calibrate: line 3: the traffic's total cost passes 9223372036854775807 units"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			units := int64(0)
+			if rep != nil {
+				units = rep.Units
+			}
+			t.Errorf("%s: units %d, error %v; want an error starting %q", alg, units, err, want)
+		}
+	}
+	// Up to the bound is counted (a 1 ns period keeps the burst column's
+	// backlog within bounds too).
+	data = "0 a 4611686018427387904\n1 b 4611686018427387903\n"
+	rep, err := Calibrate(context.Background(), source(data, Format{}), Config{Algorithm: sluice.FixedWindow, Period: time.Nanosecond})
+	if err != nil || rep.Units != 1<<63-1 {
+		t.Errorf("units %v, error %v; want 9223372036854775807", rep, err)
+	}
+}
