@@ -236,6 +236,11 @@ func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
 		}
 		p.Limit = max(1, kth(needs, rep.MustKeep))
 		rep.Need = distribution(needs, 0)
+		// A limit sluice cannot hold is the error to report, not the
+		// burst column's backlog at that rate.
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("calibrate: the traffic needs a policy sluice cannot hold: %w", err)
+		}
 		b, err := bursts(ctx, src, &cfg, p.Limit)
 		if err != nil {
 			return nil, err
@@ -439,7 +444,7 @@ func (d *demand) add(q Request) error {
 		hi, add := bits.Mul64(uint64(judged), d.num)
 		sum, carry := bits.Add64(k.debt, add, 0)
 		if hi != 0 || carry != 0 || sum > math.MaxInt64 {
-			return fmt.Errorf("key %q: its backlog at rate %d/%v exceeds what sluice can hold", q.Key, d.den*uint64(d.period)/d.num, time.Duration(d.period))
+			return d.backlogError(q.Key)
 		}
 		k.need = max(k.need, int64((sum+d.num-1)/d.num))
 		if q.Cost > 0 {
@@ -447,6 +452,20 @@ func (d *demand) add(q Request) error {
 		}
 	}
 	return nil
+}
+
+// backlogError says that a key's token-bucket backlog at the rate d
+// computes bursts at passed what sluice can hold.
+func (d *demand) backlogError(key string) error {
+	// The rate is den·period/num, exactly: num/den is period/limit in
+	// lowest terms, so the quotient is the limit and fits.
+	hi, lo := bits.Mul64(d.den, uint64(d.period))
+	rate, _ := bits.Div64(hi, lo, d.num)
+	if d.cfg.Algorithm.IsBucket() {
+		return fmt.Errorf("key %q: its backlog at rate %d/%v exceeds what sluice can hold", key, rate, time.Duration(d.period))
+	}
+	// A window kind has no backlog: this is the report's burst column.
+	return fmt.Errorf("key %q: the token-bucket burst it would need at the limit's rate, %d per %v (the report's burst column), exceeds what sluice can hold", key, rate, time.Duration(d.period))
 }
 
 // Replay takes every request of the traffic from a memstore running policy

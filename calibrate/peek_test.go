@@ -123,3 +123,31 @@ func TestTotalUnitsOverflowIsAnError(t *testing.T) {
 		t.Errorf("units %v, error %v; want 9223372036854775807", rep, err)
 	}
 }
+
+// TestBacklogErrorNamesTheRate checks the error for a key whose backlog
+// passes what sluice can hold: it names the rate bursts are computed at
+// (limit per period, which den·period/num overflowed computing), and for a
+// window kind says it is the burst column, or that the limit itself
+// cannot be held.
+func TestBacklogErrorNamesTheRate(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		data string
+		cfg  Config
+		want string
+	}{
+		{"0 a 9223372036854775807\n", Config{Algorithm: sluice.TokenBucket, Limit: 1 << 62},
+			`line 1: key "a": its backlog at rate 4611686018427387904/1s exceeds what sluice can hold`},
+		{"0 a 9223372036854775807\n", Config{Algorithm: sluice.GCRA, Limit: 999_999_999_999, Period: time.Minute},
+			`line 1: key "a": its backlog at rate 999999999999/1m0s exceeds what sluice can hold`},
+		{"0 a 4611686018427387904\n", Config{Algorithm: sluice.SlidingLog},
+			`line 1: key "a": the token-bucket burst it would need at the limit's rate, 4611686018427387904 per 1s (the report's burst column), exceeds what sluice can hold`},
+		{"0 a 9223372036854775807\n", Config{Algorithm: sluice.FixedWindow},
+			`the traffic needs a policy sluice cannot hold: sluice: policy "calibrated": limit 9223372036854775807: must be between 1 and 4611686018427387904`},
+	} {
+		_, err := Calibrate(ctx, source(c.data, Format{}), c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %q: %v, want an error containing %q", c.cfg.Algorithm, c.data, err, c.want)
+		}
+	}
+}
