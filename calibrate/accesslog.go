@@ -35,8 +35,10 @@ var LogFormats = map[string]string{
 // behind one read before it: lines are written when requests end, so
 // subtracting $request_time, and several workers writing one file, put
 // arrivals slightly out of order. A request that started longer ago than
-// this before the latest one read is placed at the latest time already
-// given out.
+// this before the latest one read (a long $request_time) is placed at the
+// latest time already given out. A line whose own time is more than this
+// behind the latest line's is out of time order (rotated files
+// concatenated newest first, say): an error, as for a trace.
 const reorderHorizon = time.Minute
 
 // segment is a piece of a template: literal text, or a variable.
@@ -101,6 +103,7 @@ type textLog struct {
 	// reorderHorizon past them.
 	pending  requestHeap
 	latest   int64 // the latest log time read
+	lastLine int   // the line it was read on
 	released int64 // the latest arrival given out
 }
 
@@ -219,7 +222,14 @@ func (l *textLog) Read() (Request, error) {
 			l.err = &replay.LineError{Line: l.line, Err: err}
 			break
 		}
-		l.latest = max(l.latest, at)
+		if at < l.latest-int64(reorderHorizon) {
+			l.err = &replay.LineError{Line: l.line, Err: fmt.Errorf("$%s %s is %v earlier than line %d's, %s: the log must be in time order, give or take %v (sort it first, or put rotated files oldest first)",
+				l.timeV, time.Unix(0, at).UTC().Format(time.RFC3339Nano), time.Duration(l.latest-at), l.lastLine, time.Unix(0, l.latest).UTC().Format(time.RFC3339Nano), reorderHorizon)}
+			break
+		}
+		if at >= l.latest {
+			l.latest, l.lastLine = at, l.line
+		}
 		heap.Push(&l.pending, q)
 	}
 	if len(l.pending) > 0 && errors.Is(l.err, io.EOF) {

@@ -210,3 +210,38 @@ func FuzzAccessLog(f *testing.F) {
 		}
 	})
 }
+
+// TestAccessLogOutOfOrder checks that a text log line whose own time is
+// more than the reorder horizon behind the latest line's (rotated files
+// concatenated newest first) is an error naming the line and both times,
+// as for a trace; disorder within the horizon is absorbed.
+func TestAccessLogOutOfOrder(t *testing.T) {
+	line := func(ts string) string {
+		return "192.0.2.10 - - [" + ts + " +0000] \"GET /v1/rides HTTP/1.1\" 200 512 \"-\" \"app\"\n"
+	}
+	within := line("26/Nov/2026:10:00:00") + line("26/Nov/2026:10:01:00") + line("26/Nov/2026:10:00:00")
+	r, err := NewReader(strings.NewReader(within), Format{Log: "combined"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; ; n++ {
+		if _, err := r.Read(); err == io.EOF {
+			if n != 3 {
+				t.Errorf("read %d requests, want 3", n)
+			}
+			break
+		} else if err != nil {
+			t.Fatalf("a line one horizon (%v) back: %v", reorderHorizon, err)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(line("26/Nov/2026:10:00:00"))
+	b.WriteString(line("26/Nov/2026:10:59:50"))
+	b.WriteString(line("25/Nov/2026:10:00:00"))
+	_, err = Calibrate(context.Background(), source(b.String(), Format{Log: "combined"}), Config{Algorithm: sluice.TokenBucket})
+	want := "line 3: $time_local 2026-11-25T10:00:00Z is 24h59m50s earlier than line 2's, 2026-11-26T10:59:50Z: the log must be in time order"
+	var le *replay.LineError
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &le) || le.Line != 3 {
+		t.Errorf("got %v, want a line error containing %q", err, want)
+	}
+}

@@ -236,6 +236,11 @@ func Calibrate(ctx context.Context, src Source, cfg Config) (*Report, error) {
 		}
 		p.Limit = max(1, kth(needs, rep.MustKeep))
 		rep.Need = distribution(needs, 0)
+		// A limit sluice cannot hold is the error to report, not the
+		// burst column's backlog at that rate.
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("calibrate: the traffic needs a policy sluice cannot hold: %w", err)
+		}
 		b, err := bursts(ctx, src, &cfg, p.Limit)
 		if err != nil {
 			return nil, err
@@ -365,6 +370,11 @@ func (d *demand) add(q Request) error {
 		d.rep.Resolution = time.Duration(resolutions[d.res])
 	}
 	d.rep.Last = q.At
+	// Every per-key sum below is at most the total, so this bounds them
+	// all.
+	if q.Cost > math.MaxInt64-d.rep.Units {
+		return fmt.Errorf("the traffic's total cost passes %d units, the most calibrate counts", int64(math.MaxInt64))
+	}
 	d.rep.Requests++
 	d.rep.Units += q.Cost
 	k := d.keys[q.Key]
@@ -383,9 +393,14 @@ func (d *demand) add(q Request) error {
 		ws.count += q.Cost
 		ws.peak = max(ws.peak, ws.count)
 	}
+	// A request of cost 0 is a peek: it takes nothing, but it is admitted
+	// only if one unit would be (as the models judge it), so it needs room
+	// for one unit.
+	judged := max(q.Cost, 1)
 	switch d.alg {
 	case sluice.FixedWindow:
-		k.need = d.windows[k.windowOff+len(d.wins)-2].peak // the period's peak
+		// The period's count before the request, plus what it is judged at.
+		k.need = max(k.need, d.windows[k.windowOff+len(d.wins)-2].count-q.Cost+judged)
 	case sluice.SlidingLog:
 		for k.logHead < len(k.log) && k.log[k.logHead].at <= q.At-d.period {
 			k.logSum -= k.log[k.logHead].cost
@@ -395,11 +410,11 @@ func (d *demand) add(q Request) error {
 			k.log = append(k.log[:0], k.log[k.logHead:]...)
 			k.logHead = 0
 		}
+		k.need = max(k.need, k.logSum+judged)
 		if q.Cost > 0 {
 			k.log = append(k.log, logEntry{q.At, q.Cost})
 			k.logSum += q.Cost
 		}
-		k.need = max(k.need, k.logSum)
 	case sluice.SlidingWindow:
 		p := d.period
 		start := q.At / p * p
@@ -416,7 +431,7 @@ func (d *demand) add(q Request) error {
 		if r != 0 {
 			w++
 		}
-		k.need = max(k.need, int64(w)+k.cur+q.Cost)
+		k.need = max(k.need, int64(w)+k.cur+judged)
 		k.cur += q.Cost
 	case sluice.TokenBucket, sluice.GCRA, sluice.LeakyBucket:
 		gap := uint64(q.At - k.last)
@@ -426,15 +441,31 @@ func (d *demand) add(q Request) error {
 		} else {
 			k.debt -= gap * d.den
 		}
-		hi, add := bits.Mul64(uint64(q.Cost), d.num)
+		hi, add := bits.Mul64(uint64(judged), d.num)
 		sum, carry := bits.Add64(k.debt, add, 0)
 		if hi != 0 || carry != 0 || sum > math.MaxInt64 {
-			return fmt.Errorf("key %q: its backlog at rate %d/%v exceeds what sluice can hold", q.Key, d.den*uint64(d.period)/d.num, time.Duration(d.period))
+			return d.backlogError(q.Key)
 		}
-		k.debt = sum
-		k.need = max(k.need, int64((k.debt+d.num-1)/d.num))
+		k.need = max(k.need, int64((sum+d.num-1)/d.num))
+		if q.Cost > 0 {
+			k.debt = sum
+		}
 	}
 	return nil
+}
+
+// backlogError says that a key's token-bucket backlog at the rate d
+// computes bursts at passed what sluice can hold.
+func (d *demand) backlogError(key string) error {
+	// The rate is den·period/num, exactly: num/den is period/limit in
+	// lowest terms, so the quotient is the limit and fits.
+	hi, lo := bits.Mul64(d.den, uint64(d.period))
+	rate, _ := bits.Div64(hi, lo, d.num)
+	if d.cfg.Algorithm.IsBucket() {
+		return fmt.Errorf("key %q: its backlog at rate %d/%v exceeds what sluice can hold", key, rate, time.Duration(d.period))
+	}
+	// A window kind has no backlog: this is the report's burst column.
+	return fmt.Errorf("key %q: the token-bucket burst it would need at the limit's rate, %d per %v (the report's burst column), exceeds what sluice can hold", key, rate, time.Duration(d.period))
 }
 
 // Replay takes every request of the traffic from a memstore running policy

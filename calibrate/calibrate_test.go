@@ -269,6 +269,23 @@ func TestParseShare(t *testing.T) {
 	}
 }
 
+// TestShareBareNumberIsAFraction checks that a bare share above 1 is
+// explained as a fraction, with the percentage it may have meant.
+func TestShareBareNumberIsAFraction(t *testing.T) {
+	for s, want := range map[string]string{
+		"50":   `share "50": a bare number is a fraction of the keys (0.999 is 99.9%), at most 1; for 50 percent write 50%`,
+		"99.9": `for 99.9 percent write 99.9%`,
+		"1.5":  `for 1.5 percent write 1.5%`,
+		"150":  `share "150": a bare number is a fraction of the keys (0.999 is 99.9%): must be more than 0 and at most 1`,
+		"120%": `share "120%": must be more than 0 and at most 100%`,
+		"0":    `share "0": must be more than 0 and at most 100%`,
+	} {
+		if _, err := ParseShare(s); err == nil || err.Error() != want && !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("ParseShare(%q) = %v, want an error ending %q", s, err, want)
+		}
+	}
+}
+
 func TestMustKeep(t *testing.T) {
 	for _, tc := range []struct {
 		keep int64

@@ -47,6 +47,12 @@
 //     pair reads as people set it (1/s with a burst of 20 for a client that
 //     opens with 20 calls a minute), not as the peak second for a rate.
 //
+// A request of cost 0 is a peek, as for a Limiter (AllowN with 0, a trace
+// line "SECONDS KEY 0"): it takes nothing, but it is admitted only if one
+// unit would be. So in the needs above its own c counts as 1, while what it
+// adds to the key's sums and TAT is 0: a key that takes 1 unit and then
+// peeks needs 2.
+//
 // The recommended parameter is the k-th smallest need, so exactly the keys
 // whose need is at most it, at least k of them, are never refused: a key is
 // never refused if and only if its need is at most the parameter, as the

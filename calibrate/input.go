@@ -41,7 +41,9 @@ type Format struct {
 	// holds the named ones). The time is $msec if present, else
 	// $time_local, $time_iso8601 or Envoy's start time; when $request_time
 	// is present, a request arrived that long before its line's time.
-	// Every line costs 1.
+	// Every line costs 1. Lines, written as requests end, may be out of
+	// time order by up to a minute; a line whose time is further behind
+	// the latest line's is an error.
 	Log string
 	// Key says which part of a line is the key. For a text access log:
 	// "ip" (the default: $remote_addr, or the first X-Forwarded-For address

@@ -146,6 +146,12 @@ func ParseShare(s string) (int64, error) {
 		}
 		v /= 100
 	}
+	if !pct && v > Billion {
+		if v <= 100*Billion { // the same digits as a percentage would do
+			return 0, fmt.Errorf("share %q: a bare number is a fraction of the keys (0.999 is 99.9%%), at most 1; for %s percent write %s%%", s, s, s)
+		}
+		return 0, fmt.Errorf("share %q: a bare number is a fraction of the keys (0.999 is 99.9%%): must be more than 0 and at most 1", s)
+	}
 	if v <= 0 || v > Billion {
 		return 0, fmt.Errorf("share %q: must be more than 0 and at most 100%%", s)
 	}

@@ -183,12 +183,35 @@ func count(s string) (int64, error) {
 
 // parseTime parses seconds ("1.5") or a Go duration ("1500ms").
 func parseTime(s string) (time.Duration, error) {
-	if d, err := replay.ParseSeconds(s); err == nil {
+	d, err := replay.ParseSeconds(s)
+	if err == nil {
 		return d, nil
 	}
-	d, err := time.ParseDuration(s)
+	if isDecimal(s) {
+		// A number of seconds refused for a reason of its own (past the
+		// latest supported time, finer than a nanosecond): say which.
+		return 0, err
+	}
+	d, err = time.ParseDuration(s)
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("time %q: want seconds (1.5) or a duration (100ms, 2s)", s)
 	}
 	return d, nil
+}
+
+// isDecimal reports whether s is digits with at most one decimal point
+// among them: what replay.ParseSeconds reads, range and precision aside.
+func isDecimal(s string) bool {
+	digits, dots := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] >= '0' && s[i] <= '9':
+			digits++
+		case s[i] == '.':
+			dots++
+		default:
+			return false
+		}
+	}
+	return digits > 0 && dots <= 1
 }

@@ -214,3 +214,27 @@ func TestSVGWellFormedForAnyText(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternTimeSaysWhyItIsRefused checks that a time written as seconds
+// but refused for its range or precision says so, as sluice replay does,
+// rather than that it is not seconds.
+func TestPatternTimeSaysWhyItIsRefused(t *testing.T) {
+	for in, want := range map[string]string{
+		"burst 1 at 9223372036":   `clause 1 "burst 1 at 9223372036": time "9223372036": later than the latest supported offset, 4611686018.427387904 seconds`,
+		"burst 1 at 4611686019":   `time "4611686019": later than the latest supported offset`,
+		"burst 1 at 0.0000000001": `time "0.0000000001": more than 9 digits after the decimal point`,
+		"burst 1 at 1.5.2":        `time "1.5.2": want seconds (1.5) or a duration (100ms, 2s)`,
+		"burst 1 at 2h":           "", // a duration still parses
+	} {
+		_, err := ParsePattern(in)
+		if want == "" {
+			if err != nil {
+				t.Errorf("ParsePattern(%q) = %v", in, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParsePattern(%q) = %v, want an error containing %q", in, err, want)
+		}
+	}
+}

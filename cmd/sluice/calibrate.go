@@ -69,10 +69,15 @@ Flags:
                       jsonl, else key)
   --shadow            write the YAML rule with shadow_mode: true
 
-The traffic must be in time order. It is read in two or three passes, so
-standard input is first copied to a temporary file; memory grows with the
-number of keys, not of lines. A malformed line exits with status 1 and one
-line on standard error naming the line number.
+The traffic must be in time order (a text access log, written as requests
+end, give or take a minute: a line further back is an error). It is read in
+two or three passes, so standard input is first copied to a temporary file;
+memory grows with the number of keys, not of lines. A malformed line exits
+with status 1 and one line on standard error naming the line number.
+
+A line of cost 0 is a peek, as in sluice replay: it takes nothing but is
+admitted only if one unit would be, so the recommendation leaves room for
+one unit at each peek.
 
 Example:
 
