@@ -118,9 +118,8 @@ func fromProto(d *rlcommon.RateLimitDescriptor, hits int64) (descriptor, error) 
 			}
 			unit *= time.Duration(m.GetValue())
 		}
-		if o.GetRequestsPerUnit() == 0 {
-			return dd, errors.New("limit.requests_per_unit: must be at least 1")
-		}
+		// requests_per_unit 0 is a limit of zero, as envoyproxy/ratelimit
+		// builds it: every hit of the descriptor is over (overrideRule).
 		dd.override = &sluice.Policy{Algorithm: sluice.FixedWindow, Limit: int64(o.GetRequestsPerUnit()), Period: unit}
 	}
 	return dd, nil
