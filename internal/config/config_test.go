@@ -206,7 +206,7 @@ func TestErrors(t *testing.T) {
 		{"empty file", []string{""},
 			[]string{`f0.yaml:1: domain: missing (the file is empty)`}},
 		{"syntax", []string{"domain: d\ndescriptors: [\n"},
-			[]string{`f0.yaml: `}},
+			[]string{`f0.yaml:2: YAML syntax: did not find expected node content`}},
 		{"replaces itself", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, name: n, replaces: [{name: n}]}\n"},
 			[]string{`descriptors[0].rate_limit.replaces[0].name: "n" is this rule's own name`}},
 		{"replaces empty", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, replaces: [{}]}\n"},
@@ -242,6 +242,71 @@ func TestErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSyntaxErrorLine: a YAML syntax error names the file and the line of
+// the mistake as file:line:, as every other error does. yaml.v3's own
+// "line N" named the line where the enclosing collection starts (0-based
+// for the parser's errors, 1-based for the scanner's, and none for line 1),
+// and the error had no file:line: form.
+func TestSyntaxErrorLine(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml, want string
+	}{
+		{"entry indented by 3, not 4", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 1}\n  - key: b\n   rate_limit: {unit: minute, requests_per_unit: 1}\n",
+			"rules.yaml:6: YAML syntax: did not find expected '-' indicator"},
+		{"tab for indentation", "domain: d\ndescriptors:\n  - key: a\n\trate_limit: {unit: minute, requests_per_unit: 1}\n",
+			"rules.yaml:4: YAML syntax: found a tab character that violates indentation"},
+		{"flow mapping never closed", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 1\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 1}\n",
+			"rules.yaml:4: YAML syntax: did not find expected ',' or '}'"},
+		{"comma missing in a flow sequence", "domain: d\ndescriptors: [\n  {key: a},\n  {key: b}\n  {key: c}]\n",
+			"rules.yaml:4: YAML syntax: did not find expected ',' or ']'"},
+		// The parser reads past blank lines and comments before it
+		// reports the stray scalar.
+		{"stray scalar before blank lines", "domain: d\ndescriptors:\n  - key: a\n    value: x\n   bad\n\n# c\n\n  - key: b\n",
+			"rules.yaml:5: YAML syntax: did not find expected '-' indicator"},
+		{"mistake on line 1", "a: b: c\n", "rules.yaml:1: YAML syntax: mapping values are not allowed in this context"},
+		{"quote never closed", "domain: d\ndescriptors:\n  - key: a\n    value: 'x\n", "rules.yaml:4: YAML syntax: found unexpected end of stream"},
+		{"unknown alias", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: *nope\n", "rules.yaml:4: YAML syntax: unknown anchor 'nope' referenced"},
+		{"in a second document", "domain: d\n---\ndomain: e\n  x: 1\n", "rules.yaml:4: YAML syntax: mapping values are not allowed in this context"},
+	} {
+		_, err := Load(fstest.MapFS{"rules.yaml": {Data: []byte(c.yaml)}})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v, want %s", c.name, err, c.want)
+		}
+	}
+}
+
+// TestSyntaxErrorLineLargeFile: in a large file, a flow sequence left open
+// near the top is reported at its line, after a few dozen decodes (not one
+// per line), and a mistake near the end at its own line.
+func TestSyntaxErrorLineLargeFile(t *testing.T) {
+	const n = 5000 // one decode per line would take minutes
+	var b strings.Builder
+	b.WriteString("domain: d\ndescriptors: [\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  {key: k, value: v%d, rate_limit: {unit: second, requests_per_unit: 5}},\n", i)
+	}
+	start := time.Now()
+	_, err := Load(fstest.MapFS{"big.yaml": {Data: []byte(b.String())}})
+	if want := "big.yaml:2: YAML syntax: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("open flow sequence: %v, want %s...", err, want)
+	}
+	t.Logf("open flow sequence in %d lines: %v", n+2, time.Since(start))
+	b.Reset()
+	b.WriteString("domain: d\ndescriptors:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - key: k\n    value: v%d\n", i)
+	}
+	b.WriteString("   - key: b\n")
+	if want := fmt.Sprintf("big.yaml:%d: YAML syntax: ", 2*n+3); !strings.Contains(fmt.Sprint(loadErr(b.String())), want) {
+		t.Errorf("mistake on the last line: %v, want %s...", loadErr(b.String()), want)
+	}
+}
+
+func loadErr(yaml string) error {
+	_, err := Load(fstest.MapFS{"big.yaml": {Data: []byte(yaml)}})
+	return err
 }
 
 func TestLoadDirSkipsHiddenAndOthers(t *testing.T) {

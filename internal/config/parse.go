@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,137 @@ func yamlMessage(err error) string {
 	return strings.Join(lines, " ")
 }
 
+// syntaxError is the error for data (file's content), which yaml.v3 could
+// not parse (err), in the file:line: form of every other error. The
+// library's "line N" is not the line of the mistake: it is the line where
+// the enclosing block or flow collection starts (a block sequence's first
+// "-", three lines above a badly indented entry), 0-based for the parser's
+// errors and 1-based for the scanner's, and missing for line 1; the
+// library gives no other position. So the line is found by decoding
+// prefixes of data: the parser reads its input in order and stops at the
+// mistake, so the first line whose prefix (lines 1 to it) fails with the
+// same message is the line where the parser found it. Through a flow
+// collection or a quoted string left open, that is the line where the
+// input stops making sense without the closing character (the line of a
+// "{" never closed, when the next line starts a new entry).
+func syntaxError(file string, data []byte, err error) error {
+	msg := problem(err)
+	return fmt.Errorf("%s:%d: YAML syntax: %s", file, firstFailingLine(data, msg), msg)
+}
+
+// problem is yaml.v3's message for err without its "line N: " (see
+// syntaxError).
+func problem(err error) string {
+	msg := yamlMessage(err)
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.Index(rest, ": "); i > 0 {
+			if _, err := strconv.Atoi(rest[:i]); err == nil {
+				return rest[i+2:]
+			}
+		}
+	}
+	return msg
+}
+
+// firstFailingLine is the 1-based line at which decoding data fails with
+// the message msg (problem's form): the line of the last byte the parser
+// read when it failed, or an earlier one as long as the prefix up to it
+// still fails with msg (the parser looks ahead past blank lines, comments
+// and the start of the next token before it reports a mistake; a flow
+// collection left open fails the same way wherever it is cut, back to the
+// line of its bracket). Past linearSteps lines back, the search bisects,
+// so that a large file costs a few dozen decodes, not one per line.
+func firstFailingLine(data []byte, msg string) int {
+	r := &countingReader{data: data}
+	decodeAll(r)
+	ends := lineEnds(data)
+	line := len(ends)
+	for i, e := range ends {
+		if r.n <= e {
+			line = i + 1
+			break
+		}
+	}
+	// fails reports whether lines 1 to k fail with msg.
+	fails := func(k int) bool {
+		if k < 1 {
+			return false
+		}
+		err := decodeAll(bytes.NewReader(data[:ends[k-1]]))
+		if err == nil {
+			return false
+		}
+		return problem(err) == msg
+	}
+	for range linearSteps {
+		if !fails(line - 1) {
+			return line
+		}
+		line--
+	}
+	lo, hi := 0, line // fails(hi), not fails(lo)
+	for hi-lo > 1 {
+		if m := (lo + hi) / 2; fails(m) {
+			hi = m
+		} else {
+			lo = m
+		}
+	}
+	return hi
+}
+
+// linearSteps is how many lines firstFailingLine steps back one at a time.
+const linearSteps = 4
+
+// lineEnds is the offset just past each line of data (past its newline,
+// or the end of data for a last line without one).
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i, b := range data {
+		if b == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(data) == 0 || data[len(data)-1] != '\n' {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
+// decodeAll decodes every YAML document of r and returns the first error
+// (nil at the end of the input).
+func decodeAll(r io.Reader) error {
+	dec := yaml.NewDecoder(r)
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// countingReader hands out data one byte per Read, so that n is how far
+// a decoder has read.
+type countingReader struct {
+	data []byte
+	n    int
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	if r.n >= len(r.data) {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = r.data[r.n]
+	r.n++
+	return 1, nil
+}
+
 // parseFile decodes and compiles one file. It returns nil and the errors
 // when there are any.
 func parseFile(file string, data []byte) (*parsed, []error) {
@@ -71,13 +203,13 @@ func parseFile(file string, data []byte) (*parsed, []error) {
 		if errors.Is(err, io.EOF) {
 			return nil, []error{fmt.Errorf("%s:1: domain: missing (the file is empty)", file)}
 		}
-		return nil, []error{fmt.Errorf("%s: %s", file, yamlMessage(err))}
+		return nil, []error{syntaxError(file, data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, []error{fmt.Errorf("%s:%d: a second YAML document: a file holds one domain", file, extra.Line)}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, []error{fmt.Errorf("%s: %s", file, yamlMessage(err))}
+		return nil, []error{syntaxError(file, data, err)}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {

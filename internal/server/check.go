@@ -79,6 +79,10 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		// envoyproxy/ratelimit, which looks the domain up first.
 		if d.override != nil && sn.cfg.HasDomain(domain) {
 			r := overrideRule(domain, d.entries, *d.override)
+			if r.Deny { // a zero limit: decided without the store
+				outs[i].rule, outs[i].override = r, true
+				continue
+			}
 			l, lerr := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(config.DefaultFailureMode)...)
 			if lerr != nil {
 				return false, nil, fmt.Errorf("descriptor %d: limit override: %w", i, lerr)
@@ -431,6 +435,9 @@ func decimalLen(n int) int {
 // overrideRule is the rule of a descriptor that carries its own limit: a
 // fixed window, as in envoyproxy/ratelimit, whose state is keyed by the
 // descriptor (storeKey) under a policy named by the domain and the limit.
+// A limit of 0 is a deny rule, as requests_per_unit 0 in a file: every hit
+// is over (a peek is not), nothing is kept in the store, and its
+// duration_until_reset is the time left in the window of its period.
 func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *config.Rule {
 	var b strings.Builder
 	b.WriteString(domain)
@@ -456,7 +463,11 @@ func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *confi
 		}
 	}
 	// Its Title is the policy's name, never the request's values.
-	return &config.Rule{Domain: domain, FullKey: key, Name: p.Name, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
+	r := &config.Rule{Domain: domain, FullKey: key, Name: p.Name, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
+	if p.Limit == 0 {
+		r.Deny, r.Policy = true, sluice.Policy{} // as config's deny rules: Policy is zero
+	}
+	return r
 }
 
 // clampU32 converts n to uint32, saturating.

@@ -3,12 +3,22 @@
 package server
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	goredis "github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // These tests hold the RLS answers to envoyproxy/ratelimit's where sluice
@@ -117,4 +127,99 @@ func TestDurationUntilReset(t *testing.T) {
 	check("quota mode, taken", reset(desc("q", "fresh")), 50*time.Second)
 	// A token bucket's is the time until full, rounded up: 0.5 s → 1 s.
 	check("token bucket", reset(desc("tb", "t")), time.Second)
+}
+
+// TestOverrideZeroLimitRefuses: a descriptor's limit override with
+// requests_per_unit 0 is a limit of zero, as envoyproxy/ratelimit builds
+// it: every hit of the descriptor is OVER_LIMIT with limit_remaining 0 and
+// the time left in the window of the override's period, the request's
+// other descriptors take nothing, a peek is OK (as for a zero-limit rule in
+// a file), and the store is not touched. sluice answered InvalidArgument
+// for the whole request, which Envoy turns into "allow". On memory and on
+// Redis.
+func TestOverrideZeroLimitRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(t *testing.T) (func(*sluicetest.Clock) sluice.Store, func() int)
+	}{
+		{"memory", func(t *testing.T) (func(*sluicetest.Clock) sluice.Store, func() int) {
+			var ms *memstore.Store
+			return func(c *sluicetest.Clock) sluice.Store {
+				ms = memstore.New(memstore.WithClock(c))
+				t.Cleanup(func() { ms.Close() })
+				return ms
+			}, func() int { return ms.Len() }
+		}},
+		{"redis", func(t *testing.T) (func(*sluicetest.Clock) sluice.Store, func() int) {
+			addr := sluicetest.StartRedis(t)
+			rc := goredis.NewClient(&goredis.Options{Addr: addr})
+			t.Cleanup(func() { rc.Close() })
+			return func(c *sluicetest.Clock) sluice.Store {
+					rs, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"), redisstore.WithClock(c))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { rs.Close() })
+					return rs
+				}, func() int {
+					n, err := rc.DBSize(context.Background()).Result()
+					if err != nil {
+						t.Fatal(err)
+					}
+					return int(n)
+				}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			newStore, keys := c.store(t)
+			h := startOnClock(t, newStore, map[string]string{"d.yaml": answersYAML}, io.Discard)
+			h.clock.Advance(10*time.Second + 300*time.Millisecond)
+			rlsSrv := rlsServer{s: h.srv}
+			zero := func(mult uint32) *rlcommon.RateLimitDescriptor {
+				d := desc("a", "x")
+				d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: envoytype.RateLimitUnit_MINUTE}
+				if mult > 0 {
+					d.Limit.UnitMultiplier = wrapperspb.UInt32(mult)
+				}
+				return d
+			}
+			ask := func(ds ...*rlcommon.RateLimitDescriptor) *rls.RateLimitResponse {
+				t.Helper()
+				r, err := rlsSrv.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "d", Descriptors: ds})
+				if err != nil {
+					t.Fatalf("override requests_per_unit 0: %v", err)
+				}
+				return r
+			}
+			for i := range 2 {
+				r := ask(zero(0))
+				st := r.Statuses[0]
+				if got := codesOf(r); got != "OVER: OVER" || st.LimitRemaining != 0 || st.GetCurrentLimit().GetRequestsPerUnit() != 0 ||
+					st.GetCurrentLimit().GetUnit() != rls.RateLimitResponse_RateLimit_MINUTE || st.DurationUntilReset.AsDuration() != 50*time.Second {
+					t.Errorf("request %d: %s remaining %d limit %v reset %v, want OVER, 0, 0/minute, 50s", i, got, st.LimitRemaining, st.GetCurrentLimit(), st.DurationUntilReset.AsDuration())
+				}
+			}
+			// A period of 2 minutes: 109.7 s left, rounded up.
+			if r := ask(zero(2)); codesOf(r) != "OVER: OVER" || r.Statuses[0].DurationUntilReset.AsDuration() != 110*time.Second {
+				t.Errorf("unit_multiplier 2: %s reset %v, want OVER, 110s", codesOf(r), r.Statuses[0].DurationUntilReset.AsDuration())
+			}
+			// The refused request's other descriptor takes nothing: a's
+			// limit of 1 still admits one.
+			if got := codesOf(ask(zero(0), desc("a", "y"))); got != "OVER: OVER OK" {
+				t.Errorf("with another descriptor: %s", got)
+			}
+			if n := keys(); n != 0 {
+				t.Errorf("%d keys in the store after zero-limit overrides, want none", n)
+			}
+			if got := codesOf(ask(desc("a", "y"))); got != "OK: OK" {
+				t.Errorf("the other descriptor afterwards: %s, want OK (it took nothing)", got)
+			}
+			// A peek is OK, as for a zero-limit rule in a file.
+			peek := zero(0)
+			peek.HitsAddend = wrapperspb.UInt64(0)
+			if got := codesOf(ask(peek)); got != "OK: OK" {
+				t.Errorf("peek: %s", got)
+			}
+		})
+	}
 }

@@ -88,6 +88,12 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 
 func fromProto(d *rlcommon.RateLimitDescriptor, hits int64) (descriptor, error) {
 	dd := descriptor{hits: hits, entries: make([]config.Entry, len(d.GetEntries()))}
+	// A refund is refused whether the hits are the descriptor's own
+	// hits_addend or the request's: taken as a hit, it would spend the
+	// budget it meant to give back.
+	if d.GetIsNegativeHits() {
+		return dd, errors.New("is_negative_hits: refunds are not supported")
+	}
 	if len(d.GetEntries()) == 0 {
 		// No rule matches an empty descriptor, and it carries no key for
 		// a limit of its own: it is OK, and the request's other
@@ -99,9 +105,6 @@ func fromProto(d *rlcommon.RateLimitDescriptor, hits int64) (descriptor, error) 
 		dd.entries[j] = config.Entry{Key: e.GetKey(), Value: e.GetValue()}
 	}
 	if h := d.GetHitsAddend(); h != nil {
-		if d.GetIsNegativeHits() {
-			return dd, errors.New("is_negative_hits: refunds are not supported")
-		}
 		if h.GetValue() > math.MaxInt64 {
 			return dd, fmt.Errorf("hits_addend %d: too large", h.GetValue())
 		}
@@ -118,9 +121,8 @@ func fromProto(d *rlcommon.RateLimitDescriptor, hits int64) (descriptor, error) 
 			}
 			unit *= time.Duration(m.GetValue())
 		}
-		if o.GetRequestsPerUnit() == 0 {
-			return dd, errors.New("limit.requests_per_unit: must be at least 1")
-		}
+		// requests_per_unit 0 is a limit of zero, as envoyproxy/ratelimit
+		// builds it: every hit of the descriptor is over (overrideRule).
 		dd.override = &sluice.Policy{Algorithm: sluice.FixedWindow, Limit: int64(o.GetRequestsPerUnit()), Period: unit}
 	}
 	return dd, nil

@@ -932,6 +932,37 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// TestNegativeHitsRefused: is_negative_hits (a refund) is refused with
+// InvalidArgument naming the descriptor and the field, whether the hits are
+// the descriptor's own hits_addend, the request's, or the default 1, and on
+// an empty descriptor too. Without a descriptor hits_addend it was taken as
+// a hit: the refund spent the budget it meant to give back.
+func TestNegativeHitsRefused(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	neg := func(kv ...string) *rlcommon.RateLimitDescriptor {
+		d := desc(kv...)
+		d.IsNegativeHits = true
+		return d
+	}
+	own := neg("rider", "x")
+	own.HitsAddend = wrapperspb.UInt64(1)
+	for name, req := range map[string]*rls.RateLimitRequest{
+		"descriptor hits_addend": {Domain: "rides", Descriptors: []*rlcommon.RateLimitDescriptor{desc("rider", "y"), own}},
+		"request hits_addend":    {Domain: "rides", HitsAddend: 1, Descriptors: []*rlcommon.RateLimitDescriptor{desc("rider", "y"), neg("rider", "x")}},
+		"no hits_addend":         {Domain: "rides", Descriptors: []*rlcommon.RateLimitDescriptor{desc("rider", "y"), neg("rider", "x")}},
+		"empty descriptor":       {Domain: "rides", Descriptors: []*rlcommon.RateLimitDescriptor{desc("rider", "y"), neg()}},
+	} {
+		_, err := h.client.ShouldRateLimit(context.Background(), req)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "descriptors[1]: is_negative_hits:") {
+			t.Errorf("%s: %v, want InvalidArgument naming descriptors[1]: is_negative_hits", name, err)
+		}
+	}
+	// Nothing was taken: the rider has what an untouched rider has.
+	if got, want := h.peek(t, "rides", desc("rider", "x")).Statuses[0].LimitRemaining, h.peek(t, "rides", desc("rider", "untouched")).Statuses[0].LimitRemaining; got != want {
+		t.Errorf("after refused refunds: %d left, want %d", got, want)
+	}
+}
+
 // TestEnvoyExampleConfigs serves the configurations written like
 // envoyproxy/ratelimit's documented examples (internal/config/testdata/envoy)
 // and checks a few decisions of each kind end to end.
