@@ -13,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
-	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -542,19 +541,12 @@ func TestClientGone(t *testing.T) {
 // TestClientGoneInFlight: a client gone before its in-flight slot is taken
 // is not counted as a store error (it was, and answered 503).
 func TestClientGoneInFlight(t *testing.T) {
-	store, _ := newStore(t)
-	f, err := inflight.New(store, "slots", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := newMiddleware(t, InFlight("", InFlightLimit{InFlight: f}))
-	reached := 0
-	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+	m, h, reached := inFlightOnly(t)
 	r := httptestRequest("192.0.2.1:1")
 	ctx, cancel := context.WithCancel(r.Context())
 	cancel()
 	h.ServeHTTP(newRecorder(), r.WithContext(ctx))
-	if st := m.Stats(); reached != 0 || st.Gone != 1 || st.Errors != 0 || st.Unavailable != 0 {
-		t.Errorf("%d reached the handler, stats %+v; want none, 1 gone, no errors", reached, st)
+	if st := m.Stats(); *reached != 0 || st.Gone != 1 || st.Errors != 0 || st.Unavailable != 0 {
+		t.Errorf("%d reached the handler, stats %+v; want none, 1 gone, no errors", *reached, st)
 	}
 }

@@ -55,30 +55,22 @@ func TestGoneAnswered503(t *testing.T) {
 // rate limit admits a request that the in-flight limit then refuses.
 func TestAdmittedCountsHandlerCalls(t *testing.T) {
 	t.Run("in-flight only", func(t *testing.T) {
-		store, _ := newStore(t)
-		f, err := inflight.New(store, "slots", 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := newMiddleware(t, InFlight("", InFlightLimit{InFlight: f}))
-		reached := 0
-		h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }))
+		m, h, reached := inFlightOnly(t)
 		for range 3 {
 			h.ServeHTTP(httptest.NewRecorder(), httptestRequest("192.0.2.1:1"))
 		}
-		if st := m.Stats(); reached != 3 || st.Admitted != 3 {
-			t.Fatalf("%d requests reached the handler; stats %+v, want Admitted 3", reached, st)
+		if st := m.Stats(); *reached != 3 || st.Admitted != 3 {
+			t.Fatalf("%d requests reached the handler; stats %+v, want Admitted 3", *reached, st)
 		}
 	})
 	t.Run("rate admits, in-flight refuses", func(t *testing.T) {
-		m, h, w := inFlightRefusalAfterRate(t)
+		m, w := inFlightRefusalAfterRate(t)
 		if w.Code != http.StatusTooManyRequests {
 			t.Fatalf("second request: %d, want 429", w.Code)
 		}
 		if st := m.Stats(); st.Admitted != 1 || st.Refused != 1 {
 			t.Fatalf("1 request reached the handler, 1 was refused; stats %+v", st)
 		}
-		_ = h
 	})
 }
 
@@ -87,7 +79,7 @@ func TestAdmittedCountsHandlerCalls(t *testing.T) {
 // (t) later than its Retry-After: on a refusal only the violated policy
 // has one.
 func TestInFlightRefusalResets(t *testing.T) {
-	_, _, w := inFlightRefusalAfterRate(t)
+	_, w := inFlightRefusalAfterRate(t)
 	if w.Code != http.StatusTooManyRequests {
 		t.Fatalf("second request: %d, want 429", w.Code)
 	}
@@ -109,7 +101,7 @@ func TestInFlightRefusalResets(t *testing.T) {
 // inFlightRefusalAfterRate sends two requests of one client under an hourly
 // rate limit and an in-flight limit of 1 for the client: the second comes
 // while the first is in the handler. It returns the second's answer.
-func inFlightRefusalAfterRate(t *testing.T) (*Middleware, http.Handler, *httptest.ResponseRecorder) {
+func inFlightRefusalAfterRate(t *testing.T) (*Middleware, *httptest.ResponseRecorder) {
 	t.Helper()
 	store, _ := newStore(t)
 	f, err := inflight.New(store, "per-client", 1)
@@ -130,7 +122,21 @@ func inFlightRefusalAfterRate(t *testing.T) (*Middleware, http.Handler, *httptes
 	h.ServeHTTP(w, httptestRequest("192.0.2.1:1", "X-Client", "c"))
 	close(block)
 	<-done
-	return m, h, w
+	return m, w
+}
+
+// inFlightOnly returns a Middleware with one in-flight limit of 4 and no
+// rate limit, its handler, and the count of requests that reached it.
+func inFlightOnly(t *testing.T) (*Middleware, http.Handler, *int) {
+	t.Helper()
+	store, _ := newStore(t)
+	f, err := inflight.New(store, "slots", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMiddleware(t, InFlight("", InFlightLimit{InFlight: f}))
+	reached := new(int)
+	return m, m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { *reached++ })), reached
 }
 
 // TestWithoutResets drops the t parameters of a RateLimit list, and keeps
