@@ -71,6 +71,15 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	if !sn.cfg.HasDomain(domain) {
 		label = OtherValue
 	}
+	// fail counts the request's store failure once (the metric and the
+	// status count requests), however many of its calls failed.
+	failed := false
+	fail := func(err error, rules func() string) {
+		if !failed {
+			failed = true
+			s.storeFailed(label, err, rules)
+		}
+	}
 	outs = make([]outcome, len(descs))
 	limiters := make([]*sluice.Limiter, len(descs))
 	replaced := map[string]bool{}
@@ -181,7 +190,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			}
 		}
 		if v.StoreFailed() {
-			s.storeFailed(label, aerr, func() string { return s.ruleNames(outs, idx) })
+			fail(aerr, func() string { return s.ruleNames(outs, idx) })
 		}
 		if res.Allowed {
 			break
@@ -203,7 +212,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		checks, idx = checks[:keep], idx[:keep]
 	}
 	if refused {
-		if err := s.countRefused(ctx, label, descs, outs, limiters); err != nil {
+		if err := s.countRefused(ctx, label, descs, outs, limiters, fail); err != nil {
 			return false, nil, err
 		}
 	}
@@ -232,7 +241,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			return false, nil, s.gone(label, descs, outs, ctx.Err())
 		}
 		if terr != nil {
-			s.storeFailed(label, terr, func() string { return s.ruleNames(outs, []int{i}) })
+			fail(terr, func() string { return s.ruleNames(outs, []int{i}) })
 			outs[i].failed = true
 		}
 		outs[i].shadowOver = !d.Allowed

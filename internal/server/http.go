@@ -366,7 +366,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		s.metrics.storeErrors.WithLabelValues(req.Domain).Inc()
+		s.storeFailed(req.Domain, err, func() string { return rule.FullKey })
 		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)
 		return
 	}

@@ -32,7 +32,7 @@ func newMetrics() *metrics {
 		}, []string{"domain", "policy", "result"}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_store_errors_total",
-			Help: "Requests whose store call failed (the rules' failure modes decided them), by domain.",
+			Help: "Requests whose store calls failed, once each (a decision's failure modes decided it; a reset or usage read answered an error), by domain.",
 		}, []string{"domain"}),
 		unmatched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_unmatched_requests_total",

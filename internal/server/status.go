@@ -93,9 +93,10 @@ type StoreStatus struct {
 	// else StoreFailing when a decision failed in the last
 	// StoreFailingFor, else StoreOK.
 	State string `json:"state"`
-	// Failures counts the decisions whose store call failed since start
-	// (the rules' failure modes decided them: sluice_store_errors_total);
-	// FailuresLastMinute those of the last 60 seconds.
+	// Failures counts the requests whose store calls failed since start,
+	// once each (a decision's failure modes decided it; a reset or a usage
+	// read answered an error): sluice_store_errors_total summed over
+	// domains. FailuresLastMinute counts those of the last 60 seconds.
 	Failures           int64 `json:"failures"`
 	FailuresLastMinute int64 `json:"failures_last_minute"`
 	// FailureSeries counts them per second over the last HistorySeconds

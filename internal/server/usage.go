@@ -137,7 +137,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		s.metrics.storeErrors.WithLabelValues(label).Inc()
+		s.storeFailed(label, err, func() string { return rule.FullKey })
 		u.StoreError = true
 	}
 	p := eff.Policy
