@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -80,6 +81,7 @@ type Store struct {
 	clock  clock.Clock
 	use    func(sluice.Policy) bool
 	tables sync.Map // sluice.Policy → *table
+	closed atomic.Bool
 }
 
 var (
@@ -170,11 +172,14 @@ func (s *Store) Reset(ctx context.Context, p sluice.Policy, key string) error {
 }
 
 // Close gives back what the leases hold unspent (for at most a second) and
-// closes the wrapped store.
+// closes the wrapped store. From its start no lease admits: every Take
+// answers an error wrapping sluice.ErrStoreClosed, also for a block not yet
+// given back.
 func (s *Store) Close() error {
 	if s.next == nil {
 		return nil // the zero Store holds nothing
 	}
+	s.closed.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := s.ReleaseAll(ctx)

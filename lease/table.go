@@ -161,6 +161,9 @@ func (e *lease) usable(lt *table, now, cost int64) bool {
 
 // Take is Store.Take for the table's policy.
 func (lt *table) Take(ctx context.Context, key string, n int64) (sluice.Decision, error) {
+	if lt.s.closed.Load() {
+		return sluice.Decision{}, fmt.Errorf("lease: take %q: %w", key, sluice.ErrStoreClosed)
+	}
 	if n <= 0 || n > lt.burst {
 		// A peek, a negative or an impossible cost: the store answers.
 		return lt.s.next.Take(ctx, lt.p, key, n)
