@@ -57,7 +57,9 @@ descriptors:
 	}
 	for name, srv := range map[string]func(t *testing.T) *Server{
 		"enforced and shadow-mode rules": func(t *testing.T) *Server { return start(t, strings.Replace(rules, "%s", "true", 1)) },
-		"--shadow-mode":                  func(t *testing.T) *Server { return start(t, strings.Replace(rules, "%s", "false", 1), WithShadowMode()) },
+		"--shadow-mode": func(t *testing.T) *Server {
+			return start(t, strings.Replace(rules, "%s", "false", 1), WithShadowMode())
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := srv(t)
