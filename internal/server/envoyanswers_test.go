@@ -17,7 +17,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -154,20 +153,13 @@ func TestOverrideZeroLimitRefuses(t *testing.T) {
 			addr := sluicetest.StartRedis(t)
 			rc := goredis.NewClient(&goredis.Options{Addr: addr})
 			t.Cleanup(func() { rc.Close() })
-			return func(c *sluicetest.Clock) sluice.Store {
-					rs, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"), redisstore.WithClock(c))
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { rs.Close() })
-					return rs
-				}, func() int {
-					n, err := rc.DBSize(context.Background()).Result()
-					if err != nil {
-						t.Fatal(err)
-					}
-					return int(n)
+			return redisOnClock(t, addr), func() int {
+				n, err := rc.DBSize(context.Background()).Result()
+				if err != nil {
+					t.Fatal(err)
 				}
+				return int(n)
+			}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -77,15 +77,7 @@ func TestUsageCalendar(t *testing.T) {
 			}
 		}},
 		{"redis", func(t *testing.T) func(*sluicetest.Clock) sluice.Store {
-			addr := sluicetest.StartRedis(t)
-			return func(c *sluicetest.Clock) sluice.Store {
-				rs, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"), redisstore.WithClock(c))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { rs.Close() })
-				return rs
-			}
+			return redisOnClock(t, sluicetest.StartRedis(t))
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -175,5 +167,18 @@ func testUsageCalendar(t *testing.T, h *harness, logs func() string) {
 	u = h.usage(t, "domain=billing&seat=s")
 	if u.PeriodStart == nil || !u.PeriodStart.Equal(feb15) || u.PeriodEnd == nil || !u.PeriodEnd.Equal(mar15) || u.Used != 2 {
 		t.Errorf("usage of a sliding window of months from the 15th on Mar 2: %+v, want [%v, %v), 2 used", u, feb15, mar15)
+	}
+}
+
+// redisOnClock returns a maker of stores on the Redis at addr (keys
+// prefixed with the test's name) that read the given fake clock.
+func redisOnClock(t *testing.T, addr string) func(*sluicetest.Clock) sluice.Store {
+	return func(c *sluicetest.Clock) sluice.Store {
+		rs, err := redisstore.Open("redis://"+addr, redisstore.WithPrefix(t.Name()+":"), redisstore.WithClock(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rs.Close() })
+		return rs
 	}
 }
