@@ -23,8 +23,13 @@
 // left as of that take, less what this block spent since (refill and other
 // processes' takes since then are not seen).
 // Leases support token-bucket, gcra and fixed-window (Supported); a Store
-// passes the other algorithms, and peeks, straight to the store it wraps,
-// and so does TakeAll: an all-or-nothing batch is decided by the store.
+// passes the other algorithms straight to the store it wraps, and so does
+// TakeAll: an all-or-nothing batch is decided by the store. A peek (cost 0)
+// answers as a request of cost 1 would and spends nothing: from the key's
+// live block when a unit of it may be spent, as the reused refusal while
+// one is, else as the store's peek (which does not count a lapsed block's
+// unspent units: the request that would follow gives them back first, so
+// a refused peek may be followed by an admitted request).
 // A request waiting for another request of its key (which holds the key's
 // lease across a store round trip) returns when its context ends.
 //

@@ -164,11 +164,55 @@ func (lt *table) Take(ctx context.Context, key string, n int64) (sluice.Decision
 	if lt.s.closed.Load() {
 		return sluice.Decision{}, fmt.Errorf("lease: take %q: %w", key, sluice.ErrStoreClosed)
 	}
-	if n <= 0 || n > lt.burst {
-		// A peek, a negative or an impossible cost: the store answers.
+	if n == 0 {
+		return lt.peek(ctx, key)
+	}
+	if n < 0 || n > lt.burst {
+		// A negative or an impossible cost: the store answers.
 		return lt.s.next.Take(ctx, lt.p, key, n)
 	}
 	return lt.allow(ctx, key, n)
+}
+
+// peek answers as a request of cost 1 would be, and changes nothing: from
+// key's live block when a unit of it may be spent now, with the refusal
+// being reused while it is, else the store's peek. (A block that has
+// lapsed goes back to the store only when a request comes: until then the
+// store's peek does not count its units.)
+func (lt *table) peek(ctx context.Context, key string) (sluice.Decision, error) {
+	sh := &lt.shards[maphash.String(lt.seed, key)%uint64(len(lt.shards))]
+	sh.mu.Lock()
+	e := sh.m[key]
+	sh.mu.Unlock()
+	if e != nil {
+		if err := e.lock(ctx); err != nil {
+			return sluice.Decision{Limit: lt.p.Limit}, fmt.Errorf("lease: policy %q: key %q: waiting for the key's lease: %w", lt.p.Name, key, err)
+		}
+		d, ok := lt.local(e, lt.now(), 1)
+		e.unlock()
+		if ok {
+			return d, nil
+		}
+	}
+	return lt.s.next.Take(ctx, lt.p, key, 0)
+}
+
+// local is the decision for a request of cost n that e answers without the
+// store at now, if it does: admitted from the live block (not spent here),
+// or the store's refusal being reused. e is locked.
+func (lt *table) local(e *lease, now, n int64) (sluice.Decision, bool) {
+	if !e.removed && e.usable(lt, now, n) {
+		return sluice.Decision{Allowed: true, Limit: lt.p.Limit, Remaining: e.storeLeft + e.left - n, ResetAfter: time.Duration(max(0, e.reset-(now-e.start)))}, true
+	}
+	if !e.removed && now < e.refusedUntil {
+		// The store had no whole unit left, and gets none before
+		// refusedUntil: no request can take any meanwhile.
+		d := e.refusal
+		d.RetryAfter = time.Duration(e.retryAt + int64(lt.retry(e.refusal.RetryAfter, e.refusedCost, n)) - now)
+		d.ResetAfter = max(0, d.ResetAfter-time.Duration(now-e.start))
+		return d, true
+	}
+	return sluice.Decision{}, false
 }
 
 // Store returns the Store the table belongs to (see sluice.BoundPolicy).
@@ -212,23 +256,14 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 	}
 	defer e.unlock()
 	now = lt.now() // after waiting for the lock: the block may be newer than the first reading
-	if e.usable(lt, now, n) {
-		e.left -= n
-		e.used += n
-		lt.stats.spent.Add(uint64(n))
+	if d, ok := lt.local(e, now, n); ok {
 		lt.stats.local.Add(1)
-		if e.left == 0 {
-			e.dead = true
+		if d.Allowed {
+			e.left -= n
+			e.used += n
+			lt.stats.spent.Add(uint64(n))
+			e.dead = e.left == 0
 		}
-		return sluice.Decision{Allowed: true, Limit: lt.p.Limit, Remaining: e.storeLeft + e.left, ResetAfter: time.Duration(max(0, e.reset-(now-e.start)))}, nil
-	}
-	if now < e.refusedUntil {
-		// The store had no whole unit left, and gets none before
-		// refusedUntil: no request can take any meanwhile.
-		lt.stats.local.Add(1)
-		d := e.refusal
-		d.RetryAfter = time.Duration(e.retryAt + int64(lt.retry(e.refusal.RetryAfter, e.refusedCost, n)) - now)
-		d.ResetAfter = max(0, d.ResetAfter-time.Duration(now-e.start))
 		return d, nil
 	}
 	if e.left < n && e.usable(lt, now, e.left) {

@@ -27,7 +27,9 @@
 // store while another was short. A cost above every shard's capacity
 // (⌈Burst/n⌉, ⌈Limit/n⌉ for the windows) is Impossible. RetryAfter is the
 // least over the shards, when that shard admits: never early. A refusal
-// costs n round trips. A sharded decision reports the whole policy's Limit,
+// costs n round trips. A peek (cost 0) asks the shards as a request of
+// cost 1 does, each with a peek, so it is admitted iff that request would
+// be. A sharded decision reports the whole policy's Limit,
 // and the Remaining and ResetAfter of the shard that answered: Remaining
 // is then a lower bound on what the key has left (it can be about n times
 // less), so a client that paces itself from it never sends too much;

@@ -280,11 +280,12 @@ func (ss *set) Store() sluice.Store { return ss.s }
 
 // Take is Store.Take for the set's policy. A refusal's RetryAfter is the
 // least of the shards' (never early: that shard admits then if nothing
-// else arrives).
+// else arrives). A peek asks the shards as a request of cost 1 would, each
+// with a peek, so it is admitted iff some shard would admit that request.
 func (ss *set) Take(ctx context.Context, key string, n int64) (sluice.Decision, error) {
 	next := ss.s.next
-	if n <= 0 || n > ss.p.Capacity() {
-		// A peek or an impossible cost: shard 0 answers for the state
+	if n < 0 || n > ss.p.Capacity() {
+		// A negative or an impossible cost: shard 0 answers for the state
 		// it sees, with the whole policy's numbers.
 		d, err := next.Take(ctx, ss.policies[0], ss.key(key, 0), n)
 		d.Limit = ss.p.Limit

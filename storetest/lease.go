@@ -68,7 +68,7 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 				return held, taken
 			}
 			var batches [][]event
-			var heldMax int64
+			var heldMax, peekRefusedAdmitted int64
 			keys := []string{"hot", "warm"}
 			for i := range 4000 {
 				// Phases of 500 steps: dense (several times the limit),
@@ -97,6 +97,16 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 					}
 					batch[j] = event{at: at, key: keys[min(rng.IntN(5), 1)], cost: cost, replica: rng.IntN(replicas)}
 				}
+				var peek sluice.Decision
+				if n == 1 && batch[0].cost == 1 {
+					// A peek first, at the same instant and replica: if it
+					// admits, so does the request (it may refuse where the
+					// request gives a lapsed block back and is admitted).
+					var err error
+					if peek, err = lims[batch[0].replica].AllowN(ctx, batch[0].key, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
 				h0, t0 := held()
 				var wg sync.WaitGroup
 				errs := make([]error, n)
@@ -113,6 +123,12 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}
+				}
+				if peek.Allowed && !batch[0].d.Allowed {
+					t.Fatalf("step %d (%s): a peek admitted, the request of cost 1 right after was refused: %+v", i, batch[0].key, batch[0].d)
+				}
+				if n == 1 && batch[0].cost == 1 && peek.Allowed != batch[0].d.Allowed {
+					peekRefusedAdmitted++
 				}
 				// What was held during the batch: at most what was held
 				// before, and all that was taken in it.
@@ -189,8 +205,8 @@ func Leases(t *testing.T, newHarness func(t *testing.T) Harness) {
 			if _, ok := h.Store.(lease.Giver); ok && returned == 0 {
 				t.Errorf("the store is a lease.Giver, but no unspent unit went back")
 			}
-			t.Logf("%d requests: %d units admitted (all exact), %d refused as the exact model does (%d with a later RetryAfter), %d refused early within the bound; %d store calls, %d local decisions; leases took %d units, spent %d, returned %d",
-				requests, admitted, exactRefused, lateRetries, early, calls, local, taken, spent, returned)
+			t.Logf("%d requests: %d units admitted (all exact), %d refused as the exact model does (%d with a later RetryAfter), %d refused early within the bound; %d store calls, %d local decisions; leases took %d units, spent %d, returned %d; %d peeks refused before a request admitted after giving a lapsed block back",
+				requests, admitted, exactRefused, lateRetries, early, calls, local, taken, spent, returned, peekRefusedAdmitted)
 		})
 	}
 }

@@ -100,9 +100,22 @@ func Shards(t *testing.T, newHarness func(t *testing.T) Harness) {
 				if rng.IntN(6) == 0 {
 					cost = 1 + rng.Int64N(maxCap)
 				}
-				d, err := lims[rng.IntN(len(lims))].AllowN(ctx, key, cost)
+				l := lims[rng.IntN(len(lims))]
+				var peek sluice.Decision
+				if cost == 1 {
+					// A peek first, at the same instant: it answers as
+					// the request does.
+					var err error
+					if peek, err = l.AllowN(ctx, key, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+				d, err := l.AllowN(ctx, key, cost)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if cost == 1 && peek.Allowed != d.Allowed {
+					t.Fatalf("request %d (%s): a peek answered admitted %v, the request of cost 1 right after %v", i, key, peek.Allowed, d.Allowed)
 				}
 				now := h.Clock.Now().UnixNano()
 				evs = append(evs, ev{now, cost, key, d})
