@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// TestOutside9UsageReportsDebt: GET /v1/usage promises "debt: what the key
+// owes beyond its limit (costs charged after the fact); 0 until charges
+// exist" (usage.go, README "Usage", openapi quota.yaml). After a charge of
+// 1500 on a 1000-a-minute fixed window, the key owes 500, but usage
+// answers debt 0 (the field is never set).
+func TestOutside9UsageReportsDebt(t *testing.T) {
+	h := start(t, map[string]string{"llm.yaml": tokensYAML})
+	code, body := h.do(t, "POST", "/v1/charge", "-",
+		`{"domain":"llm","hits_addend":1500,"descriptors":[{"entries":[{"key":"plain","value":"acme"}]}]}`)
+	if code != 200 {
+		t.Fatalf("POST /v1/charge: %d %s", code, body)
+	}
+	u := h.usage(t, "domain=llm&plain=acme")
+	if u.Debt != 500 || u.Remaining != 0 {
+		t.Errorf("after charging 1500 of a limit of 1000: used %d, remaining %d, debt %d; want debt 500", u.Used, u.Remaining, u.Debt)
+	}
+}
+
+// overriddenTenant starts a server with tenantsYAML (fixed-window tenants
+// of 2 a minute, overridable) and gives tenant acme an override of 10 a
+// minute.
+func overriddenTenant(t *testing.T) *harness {
+	t.Helper()
+	h := start(t, map[string]string{"api.yaml": tenantsYAML()}, WithAdminTokens(AdminToken{Token: testToken}))
+	if code, body := h.do(t, "PUT", "/v1/limits/api/alg=fixed-window/tenant=acme", testToken, `{"requests_per_unit":10}`); code != 200 {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	return h
+}
+
+const acmeEntries = `[{"entries":[{"key":"alg","value":"fixed-window"},{"key":"tenant","value":"acme"}]}]`
+
+// TestOutside9ChargeAppliesOverride: README "Quotas" says overrides "apply
+// to RLS and the JSON API", and POST /v1/charge records a cost "past the
+// limit" so that the key "refuses until the debt is paid back". For a
+// tenant with an override, /v1/check decides under the override's policy
+// (whose count is apart from the default's), but /v1/charge charges the
+// rule's default limiter (charge_http.go: sn.limiters[r]): the charge
+// lands on a state no decision reads, and the tenant keeps being admitted.
+func TestOutside9ChargeAppliesOverride(t *testing.T) {
+	h := overriddenTenant(t)
+	code, body := h.post(t, "/v1/charge", `{"domain":"api","hits_addend":50,"descriptors":`+acmeEntries+`}`)
+	if code != 200 {
+		t.Fatalf("charge: %d %s", code, body)
+	}
+	if got := admittedHTTP(t, h.http.URL, "api", 3, "alg", "fixed-window", "tenant", "acme"); got != 0 {
+		t.Errorf("after a charge of 50 on an override of 10 a minute, %d of 3 checks were admitted in the same window; want 0 (the charge was recorded under the default, which no decision of acme reads)", got)
+	}
+	if u := h.usage(t, "domain=api&alg=fixed-window&tenant=acme"); u.Remaining != 0 {
+		t.Errorf("usage after the charge: %+v; want remaining 0", u)
+	}
+}
+
+// TestOutside9CommitAppliesOverride: the same through /v1/reserve and
+// /v1/commit: the reservation is decided under acme's override, the
+// commit's excess charged under the rule's default, so a commit far over
+// the tenant's budget leaves it admitting.
+func TestOutside9CommitAppliesOverride(t *testing.T) {
+	h := overriddenTenant(t)
+	code, body := h.post(t, "/v1/reserve", `{"domain":"api","hits_addend":1,"descriptors":`+acmeEntries+`}`)
+	var r ReserveResponse
+	if err := json.Unmarshal([]byte(body), &r); code != 200 || err != nil || r.ReservationID == "" {
+		t.Fatalf("reserve: %d %s", code, body)
+	}
+	if code, body := h.post(t, "/v1/commit", fmt.Sprintf(`{"reservation_id":%q,"hits_addend":50}`, r.ReservationID)); code != 200 {
+		t.Fatalf("commit: %d %s", code, body)
+	}
+	if got := admittedHTTP(t, h.http.URL, "api", 3, "alg", "fixed-window", "tenant", "acme"); got != 0 {
+		t.Errorf("after committing 50 on an override of 10 a minute, %d of 3 checks were admitted in the same window; want 0", got)
+	}
+}
