@@ -5,6 +5,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -77,5 +78,28 @@ func TestOutside9CommitAppliesOverride(t *testing.T) {
 	}
 	if got := admittedHTTP(t, h.http.URL, "api", 3, "alg", "fixed-window", "tenant", "acme"); got != 0 {
 		t.Errorf("after committing 50 on an override of 10 a minute, %d of 3 checks were admitted in the same window; want 0", got)
+	}
+}
+
+// TestOutside9ChargeCrossesThresholds: README "Threshold crossings": "Each
+// time a tenant's use reaches one of its rule's usage_thresholds ... for
+// the first time in a period, sluice_usage_threshold_crossings_total
+// counts it and one line is logged." A tenant whose use reaches 80% and
+// 100% through costs charged after the response (POST /v1/charge, or the
+// commit of a reservation) crosses both, yet nothing is counted: the
+// charge path never observes crossings (only check does), so a tenant
+// whose last request of the period takes it over its budget is never
+// reported.
+func TestOutside9ChargeCrossesThresholds(t *testing.T) {
+	h := start(t, map[string]string{"llm.yaml": tokensYAML})
+	code, body := h.post(t, "/v1/charge", `{"domain":"llm","hits_addend":1500,"descriptors":[{"entries":[{"key":"plain","value":"acme"}]}]}`)
+	if code != 200 {
+		t.Fatalf("charge: %d %s", code, body)
+	}
+	metrics := h.get(t, "/metrics")
+	for _, th := range []string{"80", "100"} {
+		if !strings.Contains(metrics, `sluice_usage_threshold_crossings_total{domain="llm",rule="llm.plain",threshold="`+th+`"} 1`) {
+			t.Errorf("a charge took acme from 0 to 150%% of its budget: no crossing of %s%% counted", th)
+		}
 	}
 }
