@@ -103,3 +103,37 @@ func TestOutside9ChargeCrossesThresholds(t *testing.T) {
 		}
 	}
 }
+
+// TestOutside9ReloadRecountsCrossings: README "Threshold crossings": a
+// crossing is counted (and logged) when a tenant's use reaches a threshold
+// "for the first time in a period". Every reload forgets what was
+// remembered (crossings.applied clears it, "its thresholds may have
+// changed"), even a reload that changed nothing about the rule (another
+// domain's file here), so the tenant's next request in the same window
+// counts and logs the 80% crossing a second time. README says "once" is
+// forgotten only past 65,536 keys.
+func TestOutside9ReloadRecountsCrossings(t *testing.T) {
+	yaml := "domain: api\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"
+	h := start(t, map[string]string{"api.yaml": yaml})
+	metric := func() string {
+		for _, l := range strings.Split(h.get(t, "/metrics"), "\n") {
+			if strings.HasPrefix(l, `sluice_usage_threshold_crossings_total{domain="api",rule="api.tenant",threshold="80"}`) {
+				return l[strings.LastIndexByte(l, ' ')+1:]
+			}
+		}
+		return "0"
+	}
+	admittedHTTP(t, h.http.URL, "api", 8, "tenant", "a") // 80%
+	if m := metric(); m != "1" {
+		t.Fatalf("at 80%%: %s crossings, want 1", m)
+	}
+	// Another domain's file changes; api.yaml does not.
+	writeFiles(t, h.dir, map[string]string{"other.yaml": "domain: other\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"})
+	if err := h.srv.ReloadDir(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	admittedHTTP(t, h.http.URL, "api", 1, "tenant", "a") // 90%, same window
+	if m := metric(); m != "1" {
+		t.Errorf("after an unrelated reload, the same key in the same window: %s crossings of 80%%, want 1", m)
+	}
+}
