@@ -114,6 +114,13 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Res
 // back where the store and the algorithm allow it (Refunder), and
 // otherwise leaves it spent. The Decision is the key's state after, as
 // Charge reports it.
+//
+// A Commit that returns an error (other than ErrSettled or a negative
+// cost) leaves r unsettled, so that the caller can retry it: a give-back
+// that succeeded is not repeated, and the charge is sent again. (A charge
+// whose call failed after the store applied it, as a timeout can, is then
+// counted twice: the error cannot tell, and a quota errs on the side of
+// counting.)
 func (r *Reservation) Commit(ctx context.Context, actual int64) (Decision, error) {
 	if r == nil || r.lim == nil || r.lim.bound == nil {
 		return Decision{}, errNoLimiter
@@ -127,13 +134,19 @@ func (r *Reservation) Commit(ctx context.Context, actual int64) (Decision, error
 	if r.settled {
 		return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: commit: %w", l.policy.Name, r.key, ErrSettled)
 	}
-	r.settled = true
 	if actual < r.estimate && r.stamp != nil {
 		if _, err := l.store.(Refunder).Refund(ctx, l.policy, r.key, r.stamp, r.estimate-actual); err != nil {
 			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: commit: %w", l.policy.Name, r.key, err)
 		}
+		// Given back (or not givable): what r holds is now actual, and
+		// a retry gives nothing back again.
+		r.estimate, r.stamp = actual, nil
 	}
-	return l.Charge(ctx, r.key, max(0, actual-r.estimate))
+	d, err := l.Charge(ctx, r.key, max(0, actual-r.estimate))
+	if err == nil {
+		r.settled = true
+	}
+	return d, err
 }
 
 // Cancel settles r as unused: Commit(ctx, 0).

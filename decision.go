@@ -29,4 +29,10 @@ type Decision struct {
 	// Delay, for an admitted leaky-bucket request, is how long the request
 	// waits in the queue before it is released. Zero for other algorithms.
 	Delay time.Duration
+	// Debt, on a rejection, is the whole units the key holds beyond its
+	// capacity: costs Limiter.Charge recorded past the limit that have not
+	// yet drained (a bucket's TAT past now + Burst·T, rounded down to whole
+	// units; a window's count past the limit; a sliding window's weighted
+	// count, rounded down). Zero when the key is not in debt.
+	Debt int64
 }

@@ -35,6 +35,7 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *sluice.Decision)
 		d.Remaining = m.room(debt)
 		d.ResetAfter = time.Duration(debt.ceil())
 		d.Impossible = true
+		d.Debt = m.owed(debt)
 		return
 	}
 	step := m.unit // a peek (cost 0) is judged as cost 1 and changes nothing
@@ -49,6 +50,7 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *sluice.Decision)
 		d.Remaining = m.room(debt)
 		d.ResetAfter = time.Duration(debt.ceil())
 		d.RetryAfter = time.Duration(m.sub(m.add(tat, step), m.burstDur).ceil() - now)
+		d.Debt = m.owed(debt)
 		return
 	}
 	d.Allowed = true
@@ -64,6 +66,16 @@ func (m *Model) takeBucket(ns, frac *int64, now, cost int64, d *sluice.Decision)
 	d.ResetAfter = time.Duration(newDebt.ceil())
 	next := m.add(tat, step)
 	*ns, *frac = next.ns, next.frac
+}
+
+// owed returns the whole units by which a bucket with the given debt (the
+// time until it is full again) runs past its burst: ⌊(debt − Burst·T)/T⌋,
+// 0 when it does not.
+func (m *Model) owed(debt rtime) int64 {
+	if !m.burstDur.less(debt) {
+		return 0
+	}
+	return m.units(m.sub(debt, m.burstDur))
 }
 
 // room returns the whole units a bucket with the given debt can still

@@ -240,3 +240,43 @@ func TestChargeCaps(t *testing.T) {
 		}
 	}
 }
+
+// TestDebt: a key charged past its capacity reports, on every refusal, the
+// whole units it holds beyond it (Decision.Debt), and 0 once it is paid
+// back: 10 a minute (T = 6 s), a charge of 25.
+func TestDebt(t *testing.T) {
+	const t0 = int64(600 * time.Second) // a window's start
+	for _, alg := range sluice.Algorithms() {
+		if alg == sluice.LeakyBucket {
+			continue // a shaper: Charge is refused for it
+		}
+		t.Run(string(alg), func(t *testing.T) {
+			m, err := New(sluice.Policy{Algorithm: alg, Limit: 10, Period: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, d := m.Charge(State{}, t0, 25)
+			if d.Allowed || d.Debt != 15 {
+				t.Fatalf("the charge's decision: %+v, want refused with debt 15", d)
+			}
+			// Half a period on: a bucket has drained 5 units; a window
+			// counts the 25 still.
+			want := map[sluice.Algorithm]int64{sluice.TokenBucket: 10, sluice.GCRA: 10}[alg]
+			if want == 0 {
+				want = 15
+			}
+			for _, cost := range []int64{0, 1, 11} {
+				if _, d := m.Take(s, t0+int64(30*time.Second), cost); d.Allowed || d.Debt != want {
+					t.Fatalf("cost %d half a period on: %+v, want refused with debt %d", cost, d, want)
+				}
+			}
+			// Paid back: no debt, and a key under its limit has none.
+			if _, d := m.Take(s, t0+int64(10*time.Minute), 0); d.Debt != 0 || !d.Allowed {
+				t.Fatalf("ten periods on: %+v, want admitted with no debt", d)
+			}
+			if _, d := m.Take(State{}, t0, 0); d.Debt != 0 {
+				t.Fatalf("a fresh key: %+v, want no debt", d)
+			}
+		})
+	}
+}

@@ -58,12 +58,14 @@ func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *sluice
 	if n := len(log); n > 0 {
 		expires = log[n-1].At + m.period
 	}
-	d.Remaining = max(0, m.limit-used) // used > limit: written under a larger limit
+	d.Remaining = max(0, m.limit-used) // used > limit: charged, or written under a larger limit
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
+		d.Debt = max(0, used-m.limit)
 		return 0, 0, expires
 	case max(cost, 1) > m.limit-used: // not used+cost: at MaxLimit that overflows; a peek is judged as cost 1
+		d.Debt = max(0, used-m.limit)
 		// The request fits once enough of the oldest entries have left:
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
 		// At(j) + P.

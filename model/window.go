@@ -3,6 +3,7 @@
 package model
 
 import (
+	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -51,7 +52,8 @@ func (m *Model) takeFixed(start, count *int64, now, cost int64, d *sluice.Decisi
 		}
 		return
 	}
-	d.Remaining = max(0, m.limit-n) // n > limit: written under a larger limit
+	d.Remaining = max(0, m.limit-n) // n > limit: charged, or written under a larger limit
+	d.Debt = max(0, n-m.limit)
 	if n > 0 {
 		d.ResetAfter = time.Duration(end - now)
 	}
@@ -97,9 +99,11 @@ func (m *Model) takeSliding(start, count, prevp *int64, now, cost int64, d *slui
 	switch {
 	case cost > m.limit:
 		d.Impossible = true
+		d.Debt = m.slidingOwed(prev, cur, e, p)
 		return
 	case max(cost, 1) > d.Remaining: // a peek is judged as cost 1
 		d.RetryAfter = time.Duration(m.slidingRetry(prev, cur, e, max(cost, 1), p, pn))
+		d.Debt = m.slidingOwed(prev, cur, e, p)
 		return
 	}
 	d.Allowed = true
@@ -120,6 +124,25 @@ func (m *Model) slidingRoom(prev, cur, e, period int64) int64 {
 	p := uint64(period)
 	ahi, alo := mul64(uint64(m.limit-cur), p)
 	bhi, blo := mul64(uint64(prev), p-uint64(e))
+	if cmp128(ahi, alo, bhi, blo) <= 0 {
+		return 0
+	}
+	hi, lo := sub128(ahi, alo, bhi, blo)
+	return int64(quo128(hi, lo, p))
+}
+
+// slidingOwed returns the whole units by which the weighted count runs past
+// the limit at e into the window of length P: ⌊(prev·(P−e) + (cur−Limit)·P)
+// / P⌋, at least 0.
+func (m *Model) slidingOwed(prev, cur, e, period int64) int64 {
+	p := uint64(period)
+	ahi, alo := mul64(uint64(prev), p-uint64(e))
+	if cur >= m.limit {
+		bhi, blo := mul64(uint64(cur-m.limit), p)
+		lo, carry := bits.Add64(alo, blo, 0)
+		return int64(quo128(ahi+bhi+carry, lo, p)) // < 2^125: no overflow
+	}
+	bhi, blo := mul64(uint64(m.limit-cur), p)
 	if cmp128(ahi, alo, bhi, blo) <= 0 {
 		return 0
 	}

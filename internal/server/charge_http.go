@@ -188,11 +188,11 @@ func (s *Server) charge(ctx context.Context, domain string, descs []descriptor, 
 	}
 	outs = make([]outcome, len(descs))
 	for i, d := range descs {
-		r := sn.cfg.Match(domain, d.entries)
-		if r == nil || r.InFlight != nil {
+		var lim *sluice.Limiter
+		if s.resolve(ctx, sn, domain, d.entries, &outs[i], &lim) == nil {
 			continue
 		}
-		outs[i].rule = r
+		r := outs[i].rule // the rule that decides the key: its override's, its shadow copy
 		switch {
 		case r.Unlimited:
 			continue
@@ -200,7 +200,7 @@ func (s *Server) charge(ctx context.Context, domain string, descs []descriptor, 
 			outs[i].over = d.hits > 0 && !r.ShadowMode
 			continue
 		}
-		dd, err := sn.limiters[r].Charge(ctx, storeKey(r, d.entries), d.hits)
+		dd, err := lim.Charge(ctx, storeKey(r, d.entries), d.hits)
 		if err == nil && recorded != nil && d.hits > 0 {
 			recorded[i] = true // even if the deadline has passed since
 		}
@@ -216,6 +216,8 @@ func (s *Server) charge(ctx context.Context, domain string, descs []descriptor, 
 		}
 		outs[i].decision = dd
 		outs[i].over = !dd.Allowed && !r.ShadowMode
+		outs[i].shadowOver = !dd.Allowed && r.ShadowMode
+		s.quota.crossings.observe(domain, d.entries, &outs[i]) // usage.go
 	}
 	return outs, failure, nil
 }

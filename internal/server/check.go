@@ -99,19 +99,9 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			outs[i].rule, limiters[i], outs[i].override = r, l, true
 			continue
 		}
-		r := sn.cfg.Match(domain, d.entries)
-		if r == nil || r.InFlight != nil { // RLS cannot release a slot: no limit here
+		r := s.resolve(ctx, sn, domain, d.entries, &outs[i], &limiters[i])
+		if r == nil {
 			continue
-		}
-		outs[i].rule, limiters[i] = r, sn.limiters[r]
-		if sr := sn.shadowed[r]; sr != nil {
-			outs[i].rule = sr // WithShadowMode: the rule, in shadow mode
-			outs[i].configured = r
-		}
-		if r.Overridable { // the key's own limit, if it has one (limits.go)
-			if or, ol := s.override(ctx, r, outs[i].rule, d.entries); or != nil {
-				outs[i].rule, limiters[i], outs[i].configured = or, ol, r
-			}
 		}
 		// An unlimited rule replaces too, as in envoyproxy/ratelimit.
 		for _, name := range r.Replaces {
@@ -256,6 +246,30 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		s.unmatched(label, domain, descs)
 	}
 	return allowed, outs, nil
+}
+
+// resolve finds what decides the descriptor entries of domain: the rule the
+// configuration matches (nil when none does, or an in-flight rule, which
+// RLS and the JSON API cannot release), and sets o.rule and *l to the rule
+// and limiter that decide it: the matched rule's, its shadow-mode copy
+// under WithShadowMode, or the key's own limit (limits.go), with
+// o.configured the matched rule when it differs. check and charge share it,
+// so a charge lands on the state the key's decisions read.
+func (s *Server) resolve(ctx context.Context, sn *snapshot, domain string, entries []config.Entry, o *outcome, l **sluice.Limiter) *config.Rule {
+	r := sn.cfg.Match(domain, entries)
+	if r == nil || r.InFlight != nil {
+		return nil
+	}
+	o.rule, *l = r, sn.limiters[r]
+	if sr := sn.shadowed[r]; sr != nil {
+		o.rule, o.configured = sr, r // WithShadowMode: the rule, in shadow mode
+	}
+	if r.Overridable { // the key's own limit, if it has one (limits.go)
+		if or, ol := s.override(ctx, r, o.rule, entries); or != nil {
+			o.rule, *l, o.configured = or, ol, r
+		}
+	}
+	return r
 }
 
 // gone counts a request whose caller left before its answer (cerr, the

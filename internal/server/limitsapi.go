@@ -471,6 +471,5 @@ func (s *Server) quotaApplied(c *config.Config) {
 	s.quota.mu.Lock()
 	clear(s.quota.policies)
 	s.quota.mu.Unlock()
-	s.quota.crossings.applied()
 	go s.reportOrphans(c)
 }

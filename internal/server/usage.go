@@ -147,6 +147,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	u.Remaining = d.Remaining
 	u.Used = max(u.Capacity-d.Remaining, 0)
 	u.ResetAfter = d.ResetAfter.Seconds()
+	u.Debt = d.Debt
 	switch p.Algorithm {
 	case sluice.FixedWindow, sluice.SlidingWindow:
 		start, end := period(p, now)
@@ -186,6 +187,11 @@ func period(p sluice.Policy, now time.Time) (start, end time.Time) {
 // it once. The labels are bounded: domains and rules are the configured
 // ones, at most 8 thresholds each.
 //
+// A charge (POST /v1/charge, /v1/commit) counts its crossings as a check
+// does. A reload keeps what was counted: a key counts, in a period, only
+// thresholds above the highest it has counted there (so new thresholds
+// above it count when reached, and none is counted twice).
+//
 // "Once" is remembered for at most maxCrossingKeys keys per process, about
 // 100 bytes each with a short key (~6.5 MB): past it, entries of past
 // periods go first, then arbitrary ones, and a key forgotten may count and
@@ -210,8 +216,8 @@ type crossings struct {
 type crossKey struct{ rule, key string }
 
 type crossSeen struct {
-	end   int64 // the end of the period remembered, UnixNano
-	level int   // thresholds crossed in it
+	end int64 // the end of the period remembered, UnixNano
+	pct int   // the highest threshold (percent) counted in it
 }
 
 func (c *crossings) init(s *Server) {
@@ -227,13 +233,6 @@ func (c *crossings) init(s *Server) {
 	}
 }
 
-// applied forgets what was remembered under the previous configuration
-// (its thresholds may have changed).
-func (c *crossings) applied() {
-	c.mu.Lock()
-	clear(c.seen)
-	c.mu.Unlock()
-}
 
 // observe counts and logs the thresholds o's decision crossed.
 func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
@@ -273,12 +272,17 @@ func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
 	if seen.end != end {
 		seen = crossSeen{end: end}
 	}
-	from := seen.level
-	if level > from {
-		c.seen[k] = crossSeen{end: end, level: level}
+	// The thresholds crossed and not yet counted: those above the highest
+	// one counted (which a reload that changed the thresholds keeps).
+	from := level
+	for from > 0 && ths[from-1] > seen.pct {
+		from--
+	}
+	if from < level {
+		c.seen[k] = crossSeen{end: end, pct: ths[level-1]}
 	}
 	c.mu.Unlock()
-	for _, t := range ths[min(from, level):level] {
+	for _, t := range ths[from:level] {
 		th := strconv.Itoa(t)
 		c.counter.WithLabelValues(domain, r.FullKey, th).Inc()
 		c.s.log.Info("usage threshold crossed", "domain", r.Domain, "rule", r.FullKey, "entries", fmt.Sprint(cutEntries(entries)),

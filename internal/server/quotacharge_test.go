@@ -9,12 +9,10 @@ import (
 	"testing"
 )
 
-// TestOutside9UsageReportsDebt: GET /v1/usage promises "debt: what the key
-// owes beyond its limit (costs charged after the fact); 0 until charges
-// exist" (usage.go, README "Usage", openapi quota.yaml). After a charge of
-// 1500 on a 1000-a-minute fixed window, the key owes 500, but usage
-// answers debt 0 (the field is never set).
-func TestOutside9UsageReportsDebt(t *testing.T) {
+// TestUsageReportsDebt: GET /v1/usage reports what the key owes beyond
+// its limit: after a charge of 1500 on a 1000-a-minute fixed window, debt
+// 500 (it answered 0: the field was never set).
+func TestUsageReportsDebt(t *testing.T) {
 	h := start(t, map[string]string{"llm.yaml": tokensYAML})
 	code, body := h.do(t, "POST", "/v1/charge", "-",
 		`{"domain":"llm","hits_addend":1500,"descriptors":[{"entries":[{"key":"plain","value":"acme"}]}]}`)
@@ -41,14 +39,11 @@ func overriddenTenant(t *testing.T) *harness {
 
 const acmeEntries = `[{"entries":[{"key":"alg","value":"fixed-window"},{"key":"tenant","value":"acme"}]}]`
 
-// TestOutside9ChargeAppliesOverride: README "Quotas" says overrides "apply
-// to RLS and the JSON API", and POST /v1/charge records a cost "past the
-// limit" so that the key "refuses until the debt is paid back". For a
-// tenant with an override, /v1/check decides under the override's policy
-// (whose count is apart from the default's), but /v1/charge charges the
-// rule's default limiter (charge_http.go: sn.limiters[r]): the charge
-// lands on a state no decision reads, and the tenant keeps being admitted.
-func TestOutside9ChargeAppliesOverride(t *testing.T) {
+// TestChargeUsesOverride: POST /v1/charge charges the state a tenant's
+// decisions read: under its override (limits API), not the rule's default
+// (which no decision of the tenant reads), so a charge past the
+// override's budget refuses the tenant's next checks.
+func TestChargeUsesOverride(t *testing.T) {
 	h := overriddenTenant(t)
 	code, body := h.post(t, "/v1/charge", `{"domain":"api","hits_addend":50,"descriptors":`+acmeEntries+`}`)
 	if code != 200 {
@@ -62,11 +57,10 @@ func TestOutside9ChargeAppliesOverride(t *testing.T) {
 	}
 }
 
-// TestOutside9CommitAppliesOverride: the same through /v1/reserve and
-// /v1/commit: the reservation is decided under acme's override, the
-// commit's excess charged under the rule's default, so a commit far over
-// the tenant's budget leaves it admitting.
-func TestOutside9CommitAppliesOverride(t *testing.T) {
+// TestCommitUsesOverride: the same through /v1/reserve and /v1/commit:
+// the reservation is decided under acme's override, and so is the commit's
+// excess.
+func TestCommitUsesOverride(t *testing.T) {
 	h := overriddenTenant(t)
 	code, body := h.post(t, "/v1/reserve", `{"domain":"api","hits_addend":1,"descriptors":`+acmeEntries+`}`)
 	var r ReserveResponse
@@ -81,16 +75,11 @@ func TestOutside9CommitAppliesOverride(t *testing.T) {
 	}
 }
 
-// TestOutside9ChargeCrossesThresholds: README "Threshold crossings": "Each
-// time a tenant's use reaches one of its rule's usage_thresholds ... for
-// the first time in a period, sluice_usage_threshold_crossings_total
-// counts it and one line is logged." A tenant whose use reaches 80% and
-// 100% through costs charged after the response (POST /v1/charge, or the
-// commit of a reservation) crosses both, yet nothing is counted: the
-// charge path never observes crossings (only check does), so a tenant
-// whose last request of the period takes it over its budget is never
-// reported.
-func TestOutside9ChargeCrossesThresholds(t *testing.T) {
+// TestChargeCountsCrossings: a tenant whose use reaches 80% and 100%
+// through costs charged after the response (POST /v1/charge, or the commit
+// of a reservation) counts both crossings, as a check would (only check
+// counted them).
+func TestChargeCountsCrossings(t *testing.T) {
 	h := start(t, map[string]string{"llm.yaml": tokensYAML})
 	code, body := h.post(t, "/v1/charge", `{"domain":"llm","hits_addend":1500,"descriptors":[{"entries":[{"key":"plain","value":"acme"}]}]}`)
 	if code != 200 {
@@ -104,15 +93,11 @@ func TestOutside9ChargeCrossesThresholds(t *testing.T) {
 	}
 }
 
-// TestOutside9ReloadRecountsCrossings: README "Threshold crossings": a
-// crossing is counted (and logged) when a tenant's use reaches a threshold
-// "for the first time in a period". Every reload forgets what was
-// remembered (crossings.applied clears it, "its thresholds may have
-// changed"), even a reload that changed nothing about the rule (another
-// domain's file here), so the tenant's next request in the same window
-// counts and logs the 80% crossing a second time. README says "once" is
-// forgotten only past 65,536 keys.
-func TestOutside9ReloadRecountsCrossings(t *testing.T) {
+// TestReloadKeepsCrossings: a crossing counted in a period is not counted
+// again after a reload (here one that changed another domain's file: every
+// reload forgot what was counted, and the tenant's next request counted
+// its 80% crossing a second time).
+func TestReloadKeepsCrossings(t *testing.T) {
 	yaml := "domain: api\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: minute, requests_per_unit: 10}\n"
 	h := start(t, map[string]string{"api.yaml": yaml})
 	metric := func() string {

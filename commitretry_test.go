@@ -4,6 +4,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -12,16 +13,12 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// TestOutside9FailedCommitCanBeRetried: Reservation.Commit marks the
-// reservation settled before it charges, so a commit whose charge fails
-// (here its context had ended: Charge's "may not have been recorded")
-// loses the charge for good: the retry answers ErrSettled and charges
-// nothing, and the key that used 50 of a budget of 10 keeps admitting.
-// README ("Costs known after the response"): the cost "cannot be admitted
-// beforehand, and must still count"; serve's /v1/commit was fixed for the
-// same loss (CHANGELOG: "the reservation now stays open until a commit
-// records every charge"), the library's Reservation was not.
-func TestOutside9FailedCommitCanBeRetried(t *testing.T) {
+// TestCommitRetryAfterFailure: a Commit whose charge fails (here its
+// context had ended: Charge's "may not have been recorded") leaves the
+// reservation open, so the retry records the charge and the key that used
+// 50 of a budget of 10 refuses (the retry answered ErrSettled and the key
+// kept admitting); a Commit after that answers ErrSettled.
+func TestCommitRetryAfterFailure(t *testing.T) {
 	clock := sluicetest.NewClock(time.Unix(0, 0))
 	store := memstore.New(memstore.WithClock(clock))
 	defer store.Close()
@@ -44,5 +41,8 @@ func TestOutside9FailedCommitCanBeRetried(t *testing.T) {
 	}
 	if d, _ := lim.Allow(context.Background(), "tenant"); d.Allowed {
 		t.Errorf("after a reservation that used 50 of a budget of 10 a minute, the next request in the window was admitted: %+v", d)
+	}
+	if _, err := r.Commit(context.Background(), 50); !errors.Is(err, sluice.ErrSettled) {
+		t.Errorf("a third commit: %v, want ErrSettled", err)
 	}
 }
