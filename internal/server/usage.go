@@ -233,7 +233,6 @@ func (c *crossings) init(s *Server) {
 	}
 }
 
-
 // observe counts and logs the thresholds o's decision crossed.
 func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
 	r := o.rule
