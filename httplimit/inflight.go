@@ -57,7 +57,8 @@ const DefaultInFlightRetryAfter = time.Second
 // InFlight adds in-flight limits to the requests that match pattern (a
 // ServeMux pattern, as for Route), or to every request when pattern is
 // "". A request faces the limits of "" and of the most specific pattern
-// that matches it.
+// that matches it; one that ServeMux would redirect to a cleaned path
+// faces those of the route it is redirected to, as for Route.
 func InFlight(pattern string, limits ...InFlightLimit) Option {
 	return func(c *config) error {
 		for i, l := range limits {
@@ -80,26 +81,24 @@ type inflightSpec struct {
 
 // inflightSet is the compiled in-flight limits of a Middleware.
 type inflightSet struct {
-	mux    *http.ServeMux
-	global []InFlightLimit
+	mux       *http.ServeMux            // nil: no routes
+	byPattern map[string]*inflightRoute // the routes of mux
+	global    []InFlightLimit
 }
 
 type inflightRoute struct{ limits []InFlightLimit }
-
-func (inflightRoute) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
 func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	s := &inflightSet{}
-	byPattern := map[string]*inflightRoute{}
+	s := &inflightSet{byPattern: map[string]*inflightRoute{}}
 	for _, sp := range specs {
 		if sp.pattern == "" {
 			s.global = append(s.global, sp.limits...)
 			continue
 		}
-		if rt := byPattern[sp.pattern]; rt != nil {
+		if rt := s.byPattern[sp.pattern]; rt != nil {
 			rt.limits = append(rt.limits, sp.limits...)
 			continue
 		}
@@ -107,24 +106,22 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 			s.mux = http.NewServeMux()
 		}
 		rt := &inflightRoute{limits: sp.limits}
-		if err := register(s.mux, sp.pattern, rt); err != nil {
+		if err := register(s.mux, sp.pattern); err != nil {
 			return nil, err
 		}
-		byPattern[sp.pattern] = rt
+		s.byPattern[sp.pattern] = rt
 	}
 	return s, nil
 }
 
 // serve runs next behind the in-flight limits of r; rated says the rate
-// limits decided r (and admitted it).
+// limits decided r (and admitted it). r's route is found as for the rate
+// limits (lookup): a path the ServeMux would redirect meets the limits of
+// the route it is redirected to.
 func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Request, next http.Handler, rated bool) {
 	var route []InFlightLimit
-	if s.mux != nil {
-		if h, _ := s.mux.Handler(r); h != nil {
-			if rt, ok := h.(*inflightRoute); ok {
-				route = rt.limits
-			}
-		}
+	if rt, ok := lookup(s.mux, s.byPattern, r); ok {
+		route = rt.limits
 	}
 	if len(s.global) == 0 && len(route) == 0 {
 		if rated {

@@ -201,6 +201,49 @@ func TestCriticalNeedsTrust(t *testing.T) {
 	}
 }
 
+// TestInFlightRouteRedirectedPath: a request the ServeMux would redirect
+// to a cleaned path ("/reports//1", "/x/../reports/1") faces the in-flight
+// limits of the route it is redirected to, as it faces that route's rate
+// limits: while "/reports/1" holds the route's only slot, each is refused
+// with 503 and never reaches the handler (the application's router, which
+// need not redirect, would have run two reports at once).
+func TestInFlightRouteRedirectedPath(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	f, err := inflight.New(store, "reports", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("GET /reports/{id}", httplimit.InFlightLimit{InFlight: f}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/reports//1", "/x/../reports/1", "/reports/./1"}
+	codes := map[string]int{}
+	var ran []string
+	var h http.Handler
+	h = m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran = append(ran, r.URL.Path)
+		if r.URL.Path != "/reports/1" {
+			return
+		}
+		for _, p := range paths { // while /reports/1 holds the slot
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
+			codes[p] = w.Code
+		}
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/reports/1", nil))
+	for _, p := range paths {
+		if codes[p] != http.StatusServiceUnavailable {
+			t.Errorf("GET %s while /reports/1 holds the only slot: %d, want 503", p, codes[p])
+		}
+	}
+	if len(ran) != 1 {
+		t.Errorf("the handler ran for %q, want only /reports/1 (limit 1)", ran)
+	}
+}
+
 var errUnreachable = errors.New("dial tcp: connection refused")
 
 // unreachable is an in-flight store (inflight.Semaphore) whose every call
