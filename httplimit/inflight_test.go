@@ -244,6 +244,55 @@ func TestInFlightRouteRedirectedPath(t *testing.T) {
 	}
 }
 
+// TestInFlightRemainingHonoursReserve: the r of an in-flight limit's
+// RateLimit item counts the slots left to a request like the one admitted,
+// against the limit enforced for it. With a limit of 2 and a reserve of
+// ⌊2·0.5⌋ = 1, a non-critical request takes the one slot open to it, so
+// its r is 0 (not 1: the next non-critical request is refused); a critical
+// one, which may use the reserve, is told r=1.
+func TestInFlightRemainingHonoursReserve(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	f, err := inflight.New(store, "reports", 2, inflight.WithReserve(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}),
+		httplimit.WithCriticalFunc(httplimit.CriticalFrom(func(*http.Request) bool { return true })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		critical bool
+		want     string
+	}{{false, `"reports";r=0`}, {true, `"reports";r=1`}} {
+		var state string
+		nextCode := 0
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/first" {
+				return
+			}
+			state = w.Header().Get("RateLimit")
+			// While this request holds its slot, a non-critical one.
+			w2 := httptest.NewRecorder()
+			m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w2, httptest.NewRequest("GET", "/next", nil))
+			nextCode = w2.Code
+		}))
+		req := httptest.NewRequest("GET", "/first", nil)
+		if tc.critical {
+			req.Header.Set(httplimit.CriticalHeader, "critical")
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if state != tc.want {
+			t.Errorf("admitted request (critical %v): RateLimit %q, want %q", tc.critical, state, tc.want)
+		}
+		if want := http.StatusServiceUnavailable; nextCode != want {
+			t.Errorf("a non-critical request while the first (critical %v) holds a slot: %d, want %d (the reserve is kept)", tc.critical, nextCode, want)
+		}
+	}
+}
+
 var errUnreachable = errors.New("dial tcp: connection refused")
 
 // unreachable is an in-flight store (inflight.Semaphore) whose every call

@@ -209,6 +209,16 @@ var errNoLimiter = errors.New("inflight: Acquire: the Limiter has no store (make
 // limit l: ⌊l·f⌋.
 func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
 
+// LimitFor returns the limit Acquire enforces for a request now: Limit for
+// a critical one, and Limit less Reserved(Limit) for any other.
+func (f *Limiter) LimitFor(critical bool) int64 {
+	l := f.Limit()
+	if !critical {
+		l -= f.Reserved(l)
+	}
+	return l
+}
+
 // Acquire takes a slot of key if one is free now, for a critical request
 // or not. It returns the holder, or nil when every slot open to the request
 // is taken. On a store failure it returns the error and, under FailOpen, a
@@ -218,10 +228,7 @@ func (f *Limiter) Acquire(ctx context.Context, key string, critical bool) (*Hold
 	if f == nil || f.store == nil {
 		return nil, Slots{}, errNoLimiter
 	}
-	limit := f.Limit()
-	if !critical {
-		limit -= f.Reserved(limit)
-	}
+	limit := f.LimitFor(critical)
 	id := newHolderID()
 	started := f.clock()
 	s, err := f.store.Acquire(ctx, f.name, key, id, limit, f.ttl)
