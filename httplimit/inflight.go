@@ -3,7 +3,9 @@
 package httplimit
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -214,7 +216,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { slots.Release(ctx, sw.status >= 500) }()
-	next.ServeHTTP(sw, r)
+	next.ServeHTTP(sw.wrap(), r)
 }
 
 func appendSep(b []byte) []byte {
@@ -235,7 +237,8 @@ func addHeader(h http.Header, k, v string) {
 }
 
 // statusWriter records the status a handler answers, for adaptive limits:
-// a 5xx counts as a dropped request.
+// a 5xx counts as a dropped request. The handler gets it through wrap,
+// which keeps the optional interfaces of the writer it wraps.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -257,3 +260,54 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wrap returns w as the handler sees it: an http.Flusher iff the
+// underlying writer is one, and an http.Hijacker iff it is one, so that a
+// streaming handler (w.(http.Flusher)) or a WebSocket upgrade
+// (w.(http.Hijacker)) works behind the limits as without them, and none is
+// told of an interface the server's writer lacks.
+func (w *statusWriter) wrap() http.ResponseWriter {
+	_, fl := w.ResponseWriter.(http.Flusher)
+	_, hj := w.ResponseWriter.(http.Hijacker)
+	switch {
+	case fl && hj:
+		return flushHijacker{w}
+	case fl:
+		return flusher{w}
+	case hj:
+		return hijacker{w}
+	}
+	return w
+}
+
+// flush sends what is buffered; a response flushed before WriteHeader is a
+// 200. The writer must be an http.Flusher.
+func (w *statusWriter) flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.ResponseWriter.(http.Flusher).Flush()
+}
+
+// hijack hands the connection to the handler: what it then writes is not
+// seen, so a hijacked request never counts as dropped. The writer must be
+// an http.Hijacker.
+func (w *statusWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.ResponseWriter.(http.Hijacker).Hijack()
+}
+
+// flusher is a statusWriter whose writer is an http.Flusher.
+type flusher struct{ *statusWriter }
+
+func (w flusher) Flush() { w.flush() }
+
+// hijacker is a statusWriter whose writer is an http.Hijacker.
+type hijacker struct{ *statusWriter }
+
+func (w hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }
+
+// flushHijacker is a statusWriter whose writer is both.
+type flushHijacker struct{ *statusWriter }
+
+func (w flushHijacker) Flush()                                       { w.flush() }
+func (w flushHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }

@@ -3,8 +3,10 @@
 package httplimit_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -292,6 +294,85 @@ func TestInFlightRemainingHonoursReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestInFlightKeepsWriterInterfaces: behind an in-flight limit the
+// handler's writer is an http.Flusher and an http.Hijacker exactly when
+// the server's writer is (a streaming handler asks w.(http.Flusher), a
+// WebSocket upgrade w.(http.Hijacker)), and Flush and Hijack reach the
+// server's writer.
+func TestInFlightKeepsWriterInterfaces(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	f, err := inflight.New(store, "stream", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		w      http.ResponseWriter
+		fl, hj bool
+	}{
+		{"plain", plainWriter{httptest.NewRecorder()}, false, false},
+		{"flusher", httptest.NewRecorder(), true, false},
+		{"hijacker", &hijackWriter{ResponseWriter: httptest.NewRecorder()}, false, true},
+		{"both", &flushHijackWriter{hijackWriter{ResponseWriter: httptest.NewRecorder()}}, true, true},
+	} {
+		var fl, hj bool
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var f http.Flusher
+			f, fl = w.(http.Flusher)
+			if fl {
+				f.Flush()
+			}
+			var j http.Hijacker
+			j, hj = w.(http.Hijacker)
+			if hj {
+				j.Hijack()
+			}
+		}))
+		h.ServeHTTP(tc.w, httptest.NewRequest("GET", "/events", nil))
+		if fl != tc.fl || hj != tc.hj {
+			t.Errorf("%s writer: the handler's is a Flusher %v, a Hijacker %v; want %v, %v (as the server's)", tc.name, fl, hj, tc.fl, tc.hj)
+		}
+		if rec, ok := tc.w.(*httptest.ResponseRecorder); ok && tc.fl && !rec.Flushed {
+			t.Errorf("%s writer: the handler's Flush did not reach it", tc.name)
+		}
+		if hw, ok := tc.w.(*hijackWriter); ok && !hw.hijacked {
+			t.Errorf("%s writer: the handler's Hijack did not reach it", tc.name)
+		}
+		if hw, ok := tc.w.(*flushHijackWriter); ok && (!hw.hijacked || !hw.ResponseWriter.(*httptest.ResponseRecorder).Flushed) {
+			t.Errorf("%s writer: the handler's Flush or Hijack did not reach it", tc.name)
+		}
+	}
+}
+
+// plainWriter is a ResponseWriter with no optional interface.
+type plainWriter struct{ rec *httptest.ResponseRecorder }
+
+func (w plainWriter) Header() http.Header         { return w.rec.Header() }
+func (w plainWriter) Write(b []byte) (int, error) { return w.rec.Write(b) }
+func (w plainWriter) WriteHeader(code int)        { w.rec.WriteHeader(code) }
+
+// hijackWriter is a ResponseWriter that is an http.Hijacker and no
+// http.Flusher.
+type hijackWriter struct {
+	http.ResponseWriter // only its ResponseWriter methods are promoted
+	hijacked            bool
+}
+
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.hijacked = true
+	return nil, nil, errors.New("no connection")
+}
+
+// flushHijackWriter is a ResponseWriter that is both.
+type flushHijackWriter struct{ hijackWriter }
+
+func (w *flushHijackWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 var errUnreachable = errors.New("dial tcp: connection refused")
 
