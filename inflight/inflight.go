@@ -55,7 +55,8 @@ type Sample struct {
 //
 // With a reserve (WithReserve), the last slots are kept for critical
 // requests: with limit L and reserve fraction f, R = ⌊L·f⌋ slots are
-// reserved, a non-critical request is admitted iff fewer than L − R are
+// reserved (exactly, f being the decimal the caller wrote: see
+// WithReserve), a non-critical request is admitted iff fewer than L − R are
 // held, and a critical one iff fewer than L are held. So at most L are ever
 // held and at most L − R by non-critical work when critical work is
 // waiting; non-critical work is shed first.
@@ -68,7 +69,7 @@ type Limiter struct {
 	limit    int64
 	ctrl     Controller
 	ttl      time.Duration
-	reserve  float64
+	reserve  reserve
 	failure  sluice.FailureMode
 	local    Semaphore             // FailLocal's in-process store
 	replicas sluice.ReplicaCounter // FailLocal's replica count
@@ -105,13 +106,16 @@ func WithController(c Controller) Option {
 }
 
 // WithReserve keeps the fraction frac (in [0, 1)) of the limit, rounded
-// down, for critical requests.
+// down, for critical requests: R = ⌊L·f⌋ slots at the limit L, computed
+// exactly for every L, where f is the shortest decimal that reads back as
+// frac (strconv.FormatFloat(frac, 'f', -1, 64)), so 0.29 means 29/100 and
+// reserves 29 of 100, not the 28 its binary value would.
 func WithReserve(frac float64) Option {
 	return func(f *Limiter) error {
 		if !(frac >= 0 && frac < 1) {
 			return fmt.Errorf("inflight: WithReserve: %v: must be in [0, 1)", frac)
 		}
-		f.reserve = frac
+		f.reserve = newReserve(frac)
 		return nil
 	}
 }
@@ -206,8 +210,8 @@ func (f *Limiter) FailureMode() sluice.FailureMode { return f.failure }
 var errNoLimiter = errors.New("inflight: Acquire: the Limiter has no store (make it with New)")
 
 // Reserved returns the number of slots kept for critical requests at the
-// limit l: ⌊l·f⌋.
-func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
+// limit l: ⌊l·f⌋, exactly (see WithReserve), and 0 for l ≤ 0.
+func (f *Limiter) Reserved(l int64) int64 { return f.reserve.of(l) }
 
 // LimitFor returns the limit Acquire enforces for a request now: Limit for
 // a critical one, and Limit less Reserved(Limit) for any other.
