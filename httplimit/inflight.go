@@ -3,7 +3,9 @@
 package httplimit
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,7 +59,8 @@ const DefaultInFlightRetryAfter = time.Second
 // InFlight adds in-flight limits to the requests that match pattern (a
 // ServeMux pattern, as for Route), or to every request when pattern is
 // "". A request faces the limits of "" and of the most specific pattern
-// that matches it.
+// that matches it; one that ServeMux would redirect to a cleaned path
+// faces those of the route it is redirected to, as for Route.
 func InFlight(pattern string, limits ...InFlightLimit) Option {
 	return func(c *config) error {
 		for i, l := range limits {
@@ -80,26 +83,24 @@ type inflightSpec struct {
 
 // inflightSet is the compiled in-flight limits of a Middleware.
 type inflightSet struct {
-	mux    *http.ServeMux
-	global []InFlightLimit
+	mux       *http.ServeMux            // nil: no routes
+	byPattern map[string]*inflightRoute // the routes of mux
+	global    []InFlightLimit
 }
 
 type inflightRoute struct{ limits []InFlightLimit }
-
-func (inflightRoute) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
 func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	s := &inflightSet{}
-	byPattern := map[string]*inflightRoute{}
+	s := &inflightSet{byPattern: map[string]*inflightRoute{}}
 	for _, sp := range specs {
 		if sp.pattern == "" {
 			s.global = append(s.global, sp.limits...)
 			continue
 		}
-		if rt := byPattern[sp.pattern]; rt != nil {
+		if rt := s.byPattern[sp.pattern]; rt != nil {
 			rt.limits = append(rt.limits, sp.limits...)
 			continue
 		}
@@ -107,24 +108,22 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 			s.mux = http.NewServeMux()
 		}
 		rt := &inflightRoute{limits: sp.limits}
-		if err := register(s.mux, sp.pattern, rt); err != nil {
+		if err := register(s.mux, sp.pattern); err != nil {
 			return nil, err
 		}
-		byPattern[sp.pattern] = rt
+		s.byPattern[sp.pattern] = rt
 	}
 	return s, nil
 }
 
 // serve runs next behind the in-flight limits of r; rated says the rate
-// limits decided r (and admitted it).
+// limits decided r (and admitted it). r's route is found as for the rate
+// limits (lookup): a path the ServeMux would redirect meets the limits of
+// the route it is redirected to.
 func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Request, next http.Handler, rated bool) {
 	var route []InFlightLimit
-	if s.mux != nil {
-		if h, _ := s.mux.Handler(r); h != nil {
-			if rt, ok := h.(*inflightRoute); ok {
-				route = rt.limits
-			}
-		}
+	if rt, ok := lookup(s.mux, s.byPattern, r); ok {
+		route = rt.limits
 	}
 	if len(s.global) == 0 && len(route) == 0 {
 		if rated {
@@ -217,7 +216,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 	}
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() { slots.Release(ctx, sw.status >= 500) }()
-	next.ServeHTTP(sw, r)
+	next.ServeHTTP(sw.wrap(), r)
 }
 
 func appendSep(b []byte) []byte {
@@ -238,7 +237,8 @@ func addHeader(h http.Header, k, v string) {
 }
 
 // statusWriter records the status a handler answers, for adaptive limits:
-// a 5xx counts as a dropped request.
+// a 5xx counts as a dropped request. The handler gets it through wrap,
+// which keeps the optional interfaces of the writer it wraps.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -260,3 +260,54 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wrap returns w as the handler sees it: an http.Flusher iff the
+// underlying writer is one, and an http.Hijacker iff it is one, so that a
+// streaming handler (w.(http.Flusher)) or a WebSocket upgrade
+// (w.(http.Hijacker)) works behind the limits as without them, and none is
+// told of an interface the server's writer lacks.
+func (w *statusWriter) wrap() http.ResponseWriter {
+	_, fl := w.ResponseWriter.(http.Flusher)
+	_, hj := w.ResponseWriter.(http.Hijacker)
+	switch {
+	case fl && hj:
+		return flushHijacker{w}
+	case fl:
+		return flusher{w}
+	case hj:
+		return hijacker{w}
+	}
+	return w
+}
+
+// flush sends what is buffered; a response flushed before WriteHeader is a
+// 200. The writer must be an http.Flusher.
+func (w *statusWriter) flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.ResponseWriter.(http.Flusher).Flush()
+}
+
+// hijack hands the connection to the handler: what it then writes is not
+// seen, so a hijacked request never counts as dropped. The writer must be
+// an http.Hijacker.
+func (w *statusWriter) hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.ResponseWriter.(http.Hijacker).Hijack()
+}
+
+// flusher is a statusWriter whose writer is an http.Flusher.
+type flusher struct{ *statusWriter }
+
+func (w flusher) Flush() { w.flush() }
+
+// hijacker is a statusWriter whose writer is an http.Hijacker.
+type hijacker struct{ *statusWriter }
+
+func (w hijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }
+
+// flushHijacker is a statusWriter whose writer is both.
+type flushHijacker struct{ *statusWriter }
+
+func (w flushHijacker) Flush()                                       { w.flush() }
+func (w flushHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.hijack() }

@@ -3,8 +3,10 @@
 package httplimit_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -200,6 +202,177 @@ func TestCriticalNeedsTrust(t *testing.T) {
 		t.Fatalf("an untrusted critical claim: %d, want 503 (the reserve is granted only by WithCriticalFunc)", w.Code)
 	}
 }
+
+// TestInFlightRouteRedirectedPath: a request the ServeMux would redirect
+// to a cleaned path ("/reports//1", "/x/../reports/1") faces the in-flight
+// limits of the route it is redirected to, as it faces that route's rate
+// limits: while "/reports/1" holds the route's only slot, each is refused
+// with 503 and never reaches the handler (the application's router, which
+// need not redirect, would have run two reports at once).
+func TestInFlightRouteRedirectedPath(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	f, err := inflight.New(store, "reports", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("GET /reports/{id}", httplimit.InFlightLimit{InFlight: f}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/reports//1", "/x/../reports/1", "/reports/./1"}
+	codes := map[string]int{}
+	var ran []string
+	var h http.Handler
+	h = m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran = append(ran, r.URL.Path)
+		if r.URL.Path != "/reports/1" {
+			return
+		}
+		for _, p := range paths { // while /reports/1 holds the slot
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
+			codes[p] = w.Code
+		}
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/reports/1", nil))
+	for _, p := range paths {
+		if codes[p] != http.StatusServiceUnavailable {
+			t.Errorf("GET %s while /reports/1 holds the only slot: %d, want 503", p, codes[p])
+		}
+	}
+	if len(ran) != 1 {
+		t.Errorf("the handler ran for %q, want only /reports/1 (limit 1)", ran)
+	}
+}
+
+// TestInFlightRemainingHonoursReserve: the r of an in-flight limit's
+// RateLimit item counts the slots left to a request like the one admitted,
+// against the limit enforced for it. With a limit of 2 and a reserve of
+// ⌊2·0.5⌋ = 1, a non-critical request takes the one slot open to it, so
+// its r is 0 (not 1: the next non-critical request is refused); a critical
+// one, which may use the reserve, is told r=1.
+func TestInFlightRemainingHonoursReserve(t *testing.T) {
+	clock := sluicetest.NewClock(time.Unix(0, 0))
+	store := memstore.New(memstore.WithClock(clock))
+	defer store.Close()
+	f, err := inflight.New(store, "reports", 2, inflight.WithReserve(0.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}),
+		httplimit.WithCriticalFunc(httplimit.CriticalFrom(func(*http.Request) bool { return true })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		critical bool
+		want     string
+	}{{false, `"reports";r=0`}, {true, `"reports";r=1`}} {
+		var state string
+		nextCode := 0
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/first" {
+				return
+			}
+			state = w.Header().Get("RateLimit")
+			// While this request holds its slot, a non-critical one.
+			w2 := httptest.NewRecorder()
+			m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w2, httptest.NewRequest("GET", "/next", nil))
+			nextCode = w2.Code
+		}))
+		req := httptest.NewRequest("GET", "/first", nil)
+		if tc.critical {
+			req.Header.Set(httplimit.CriticalHeader, "critical")
+		}
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if state != tc.want {
+			t.Errorf("admitted request (critical %v): RateLimit %q, want %q", tc.critical, state, tc.want)
+		}
+		if want := http.StatusServiceUnavailable; nextCode != want {
+			t.Errorf("a non-critical request while the first (critical %v) holds a slot: %d, want %d (the reserve is kept)", tc.critical, nextCode, want)
+		}
+	}
+}
+
+// TestInFlightKeepsWriterInterfaces: behind an in-flight limit the
+// handler's writer is an http.Flusher and an http.Hijacker exactly when
+// the server's writer is (a streaming handler asks w.(http.Flusher), a
+// WebSocket upgrade w.(http.Hijacker)), and Flush and Hijack reach the
+// server's writer.
+func TestInFlightKeepsWriterInterfaces(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	f, err := inflight.New(store, "stream", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		w      http.ResponseWriter
+		fl, hj bool
+	}{
+		{"plain", plainWriter{httptest.NewRecorder()}, false, false},
+		{"flusher", httptest.NewRecorder(), true, false},
+		{"hijacker", &hijackWriter{ResponseWriter: httptest.NewRecorder()}, false, true},
+		{"both", &flushHijackWriter{hijackWriter{ResponseWriter: httptest.NewRecorder()}}, true, true},
+	} {
+		var fl, hj bool
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var f http.Flusher
+			f, fl = w.(http.Flusher)
+			if fl {
+				f.Flush()
+			}
+			var j http.Hijacker
+			j, hj = w.(http.Hijacker)
+			if hj {
+				j.Hijack()
+			}
+		}))
+		h.ServeHTTP(tc.w, httptest.NewRequest("GET", "/events", nil))
+		if fl != tc.fl || hj != tc.hj {
+			t.Errorf("%s writer: the handler's is a Flusher %v, a Hijacker %v; want %v, %v (as the server's)", tc.name, fl, hj, tc.fl, tc.hj)
+		}
+		if rec, ok := tc.w.(*httptest.ResponseRecorder); ok && tc.fl && !rec.Flushed {
+			t.Errorf("%s writer: the handler's Flush did not reach it", tc.name)
+		}
+		if hw, ok := tc.w.(*hijackWriter); ok && !hw.hijacked {
+			t.Errorf("%s writer: the handler's Hijack did not reach it", tc.name)
+		}
+		if hw, ok := tc.w.(*flushHijackWriter); ok && (!hw.hijacked || !hw.ResponseWriter.(*httptest.ResponseRecorder).Flushed) {
+			t.Errorf("%s writer: the handler's Flush or Hijack did not reach it", tc.name)
+		}
+	}
+}
+
+// plainWriter is a ResponseWriter with no optional interface.
+type plainWriter struct{ rec *httptest.ResponseRecorder }
+
+func (w plainWriter) Header() http.Header         { return w.rec.Header() }
+func (w plainWriter) Write(b []byte) (int, error) { return w.rec.Write(b) }
+func (w plainWriter) WriteHeader(code int)        { w.rec.WriteHeader(code) }
+
+// hijackWriter is a ResponseWriter that is an http.Hijacker and no
+// http.Flusher.
+type hijackWriter struct {
+	http.ResponseWriter // only its ResponseWriter methods are promoted
+	hijacked            bool
+}
+
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.hijacked = true
+	return nil, nil, errors.New("no connection")
+}
+
+// flushHijackWriter is a ResponseWriter that is both.
+type flushHijackWriter struct{ hijackWriter }
+
+func (w *flushHijackWriter) Flush() { w.ResponseWriter.(http.Flusher).Flush() }
 
 var errUnreachable = errors.New("dial tcp: connection refused")
 

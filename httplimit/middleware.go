@@ -128,10 +128,11 @@ type limit struct {
 	item   string // the RateLimit-Policy member
 }
 
-// routeHandler marks a route in the internal ServeMux.
-type routeHandler struct{ rt *route }
+// routeMark is the handler of every pattern of the internal ServeMuxes:
+// they only match (see lookup), and byPattern maps a pattern to its route.
+type routeMark struct{}
 
-func (routeHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
+func (routeMark) ServeHTTP(http.ResponseWriter, *http.Request) {}
 
 // New returns a Middleware. It fails, naming the culprit, on a bad route
 // pattern (or two that conflict), a negative cost or one no limit could
@@ -165,7 +166,7 @@ func New(opts ...Option) (*Middleware, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := register(m.mux, s.pattern, routeHandler{rt}); err != nil {
+		if err := register(m.mux, s.pattern); err != nil {
 			return nil, err
 		}
 		m.byPattern[s.pattern] = rt
@@ -184,15 +185,15 @@ func New(opts ...Option) (*Middleware, error) {
 	return m, nil
 }
 
-// register adds pattern to mux, turning ServeMux's panic on a bad or
-// conflicting pattern into an error.
-func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+// register adds pattern to mux (with routeMark), turning ServeMux's panic
+// on a bad or conflicting pattern into an error.
+func register(mux *http.ServeMux, pattern string) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("httplimit: route %q: %v", pattern, p)
 		}
 	}()
-	mux.Handle(pattern, h)
+	mux.Handle(pattern, routeMark{})
 	return nil
 }
 
@@ -266,20 +267,29 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 // match finds r's route with the internal ServeMux, so the result does not
-// depend on whatever router the application uses. A request the ServeMux
-// would redirect (to a cleaned path, or a trailing slash) counts under the
-// route it is redirected to when that route is known.
+// depend on whatever router the application uses (see lookup).
 func (m *Middleware) match(r *http.Request) *route {
-	if m.mux != nil {
-		h, pattern := m.mux.Handler(r)
-		if rh, ok := h.(routeHandler); ok {
-			return rh.rt
-		}
-		if rt, ok := m.byPattern[pattern]; ok && pattern != "" {
-			return rt
-		}
+	if rt, ok := lookup(m.mux, m.byPattern, r); ok {
+		return rt
 	}
 	return m.def
+}
+
+// lookup returns what byPattern holds for the pattern of mux that r
+// matches, mux being nil or holding exactly the patterns of byPattern. A
+// request the ServeMux would redirect (to a cleaned path, or a trailing
+// slash) gets the route it is redirected to: mux.Handler returns that
+// route's pattern with the redirect. Both the rate limits and the in-flight
+// limits find their route here, so a path cannot skip one and meet the
+// other.
+func lookup[V any](mux *http.ServeMux, byPattern map[string]V, r *http.Request) (v V, ok bool) {
+	if mux == nil {
+		return v, false
+	}
+	if _, pattern := mux.Handler(r); pattern != "" {
+		v, ok = byPattern[pattern]
+	}
+	return v, ok
 }
 
 // maxStack is how many limits per request fit the stack buffers.

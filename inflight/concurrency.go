@@ -57,11 +57,21 @@ func NewConcurrency(limit int) (*Concurrency, error) {
 	return &Concurrency{limit: limit, keys: make(map[string]*inflight)}, nil
 }
 
-// Limit returns the most requests per key in flight at once.
-func (c *Concurrency) Limit() int { return c.limit }
+// Limit returns the most requests per key in flight at once: 0 for the
+// zero or a nil Concurrency.
+func (c *Concurrency) Limit() int {
+	if c == nil {
+		return 0
+	}
+	return c.limit
+}
 
-// InFlight returns the number of slots of key in use.
+// InFlight returns the number of slots of key in use (0 for the zero or a
+// nil Concurrency).
 func (c *Concurrency) InFlight(key string) int {
+	if c == nil {
+		return 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.keys[key]; f != nil {

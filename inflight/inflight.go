@@ -55,20 +55,22 @@ type Sample struct {
 //
 // With a reserve (WithReserve), the last slots are kept for critical
 // requests: with limit L and reserve fraction f, R = ⌊L·f⌋ slots are
-// reserved, a non-critical request is admitted iff fewer than L − R are
+// reserved (exactly, f being the decimal the caller wrote: see
+// WithReserve), a non-critical request is admitted iff fewer than L − R are
 // held, and a critical one iff fewer than L are held. So at most L are ever
 // held and at most L − R by non-critical work when critical work is
 // waiting; non-critical work is shed first.
 //
 // Make one with New: the zero Limiter (and a nil *Limiter) has no store,
-// and its Acquire refuses every request with an error.
+// and its Acquire refuses every request with an error; its other methods
+// answer zero values (no name, a limit of 0, no reserve).
 type Limiter struct {
 	store    Semaphore
 	name     string
 	limit    int64
 	ctrl     Controller
 	ttl      time.Duration
-	reserve  float64
+	reserve  reserve
 	failure  sluice.FailureMode
 	local    Semaphore             // FailLocal's in-process store
 	replicas sluice.ReplicaCounter // FailLocal's replica count
@@ -105,13 +107,16 @@ func WithController(c Controller) Option {
 }
 
 // WithReserve keeps the fraction frac (in [0, 1)) of the limit, rounded
-// down, for critical requests.
+// down, for critical requests: R = ⌊L·f⌋ slots at the limit L, computed
+// exactly for every L, where f is the shortest decimal that reads back as
+// frac (strconv.FormatFloat(frac, 'f', -1, 64)), so 0.29 means 29/100 and
+// reserves 29 of 100, not the 28 its binary value would.
 func WithReserve(frac float64) Option {
 	return func(f *Limiter) error {
 		if !(frac >= 0 && frac < 1) {
 			return fmt.Errorf("inflight: WithReserve: %v: must be in [0, 1)", frac)
 		}
-		f.reserve = frac
+		f.reserve = newReserve(frac)
 		return nil
 	}
 }
@@ -183,10 +188,18 @@ func New(store Semaphore, name string, limit int64, opts ...Option) (*Limiter, e
 }
 
 // Name returns the limit's name.
-func (f *Limiter) Name() string { return f.name }
+func (f *Limiter) Name() string {
+	if f == nil {
+		return ""
+	}
+	return f.name
+}
 
 // Limit returns the current limit: the fixed one, or the Controller's.
 func (f *Limiter) Limit() int64 {
+	if f == nil {
+		return 0
+	}
 	if f.ctrl != nil {
 		return max(f.ctrl.Limit(), 1)
 	}
@@ -194,20 +207,45 @@ func (f *Limiter) Limit() int64 {
 }
 
 // Adaptive reports whether a Controller sets the limit.
-func (f *Limiter) Adaptive() bool { return f.ctrl != nil }
+func (f *Limiter) Adaptive() bool { return f != nil && f.ctrl != nil }
 
 // TTL returns how long a slot is held without an Extend.
-func (f *Limiter) TTL() time.Duration { return f.ttl }
+func (f *Limiter) TTL() time.Duration {
+	if f == nil {
+		return 0
+	}
+	return f.ttl
+}
 
 // FailureMode returns what Acquire answers when the store fails.
-func (f *Limiter) FailureMode() sluice.FailureMode { return f.failure }
+func (f *Limiter) FailureMode() sluice.FailureMode {
+	if f == nil {
+		return sluice.FailOpen // the zero Limiter's
+	}
+	return f.failure
+}
 
 // errNoLimiter is Acquire's error on a Limiter New did not make.
 var errNoLimiter = errors.New("inflight: Acquire: the Limiter has no store (make it with New)")
 
 // Reserved returns the number of slots kept for critical requests at the
-// limit l: ⌊l·f⌋.
-func (f *Limiter) Reserved(l int64) int64 { return int64(float64(l) * f.reserve) }
+// limit l: ⌊l·f⌋, exactly (see WithReserve), and 0 for l ≤ 0.
+func (f *Limiter) Reserved(l int64) int64 {
+	if f == nil {
+		return 0
+	}
+	return f.reserve.of(l)
+}
+
+// LimitFor returns the limit Acquire enforces for a request now: Limit for
+// a critical one, and Limit less Reserved(Limit) for any other.
+func (f *Limiter) LimitFor(critical bool) int64 {
+	l := f.Limit()
+	if !critical {
+		l -= f.Reserved(l)
+	}
+	return l
+}
 
 // Acquire takes a slot of key if one is free now, for a critical request
 // or not. It returns the holder, or nil when every slot open to the request
@@ -218,10 +256,7 @@ func (f *Limiter) Acquire(ctx context.Context, key string, critical bool) (*Hold
 	if f == nil || f.store == nil {
 		return nil, Slots{}, errNoLimiter
 	}
-	limit := f.Limit()
-	if !critical {
-		limit -= f.Reserved(limit)
-	}
+	limit := f.LimitFor(critical)
 	id := newHolderID()
 	started := f.clock()
 	s, err := f.store.Acquire(ctx, f.name, key, id, limit, f.ttl)
@@ -266,7 +301,8 @@ func (f *Limiter) acquireLocal(ctx context.Context, key, id string, limit int64,
 	return &Holder{f: f, sem: f.local, key: key, id: id, started: started, inflight: n}, s, storeErr
 }
 
-// Holder is one held slot of a Limiter.
+// Holder is one held slot of a Limiter. The zero Holder (and a nil
+// *Holder) holds nothing: its methods do nothing and report no error.
 type Holder struct {
 	f        *Limiter  // nil: holds nothing (admitted on a store failure)
 	sem      Semaphore // where the slot is held: the store, or sluice.FailLocal's local one
@@ -279,7 +315,12 @@ type Holder struct {
 }
 
 // ID returns the holder's id in the store ("" when it holds nothing).
-func (h *Holder) ID() string { return h.id }
+func (h *Holder) ID() string {
+	if h == nil {
+		return ""
+	}
+	return h.id
+}
 
 // Release gives the slot back and, for an adaptive limit, reports the
 // request to the Controller (dropped: it failed because the backend is
@@ -298,7 +339,7 @@ func (h *Holder) Cancel(ctx context.Context) error {
 
 // release is Release, reporting to the Controller only if observe.
 func (h *Holder) release(ctx context.Context, observe, dropped bool) error {
-	if h.f == nil || h.done.Swap(true) {
+	if h == nil || h.f == nil || h.done.Swap(true) {
 		return nil
 	}
 	h.mu.Lock()
@@ -325,7 +366,7 @@ func (h *Holder) release(ctx context.Context, observe, dropped bool) error {
 // it. It reports false when the slot had already been reclaimed (its TTL
 // passed): the work then no longer counts against the limit.
 func (h *Holder) Extend(ctx context.Context) (bool, error) {
-	if h.f == nil || h.done.Load() {
+	if h == nil || h.f == nil || h.done.Load() {
 		return false, nil
 	}
 	s, err := h.sem.Extend(ctx, h.f.name, h.key, h.id, h.f.ttl)
@@ -340,7 +381,7 @@ func (h *Holder) Extend(ctx context.Context) (bool, error) {
 // process lives. It returns at once; each extension runs on a timer, and
 // none is left once the holder is released. Call it once.
 func (h *Holder) KeepAlive(ctx context.Context) {
-	if h.f == nil {
+	if h == nil || h.f == nil {
 		return
 	}
 	every := h.f.ttl / 3

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,14 +31,16 @@ func newInFlight(t *testing.T, store inflight.Semaphore, limit int64, opts ...in
 
 // TestInFlightReserve drives the reserve to its edges: with limit L and
 // fraction f, non-critical requests get exactly L − ⌊L·f⌋ slots and
-// critical ones exactly L.
+// critical ones exactly L; ⌊L·f⌋ is taken of the decimal f (100 at 0.29
+// reserves 29, where the float product 28.999999999999996 gives 28).
 func TestInFlightReserve(t *testing.T) {
 	ctx := t.Context()
 	for _, tc := range []struct {
 		limit       int64
 		frac        float64
 		nonCritical int64
-	}{{10, 0.2, 8}, {10, 0.25, 8}, {4, 0.25, 3}, {3, 0.34, 2}, {1, 0.5, 1}, {5, 0, 5}, {2, 0.99, 1}} {
+	}{{10, 0.2, 8}, {10, 0.25, 8}, {4, 0.25, 3}, {3, 0.34, 2}, {1, 0.5, 1}, {5, 0, 5}, {2, 0.99, 1},
+		{100, 0.29, 71}, {100, 0.57, 43}, {90, 0.7, 27}, {50, 0.58, 21}} {
 		t.Run(fmt.Sprintf("%d/%v", tc.limit, tc.frac), func(t *testing.T) {
 			store := memstore.New(memstore.WithSweepInterval(0))
 			defer store.Close()
@@ -58,6 +62,32 @@ func TestInFlightReserve(t *testing.T) {
 				t.Fatalf("critical request admitted beyond the limit %d", tc.limit)
 			}
 		})
+	}
+}
+
+// TestReservedIsExactFloor: Reserved(L) is ⌊L·f⌋ for the shortest decimal
+// f that reads back as the fraction given to WithReserve, computed exactly
+// (here against math/big) for every L up to math.MaxInt64, for short
+// decimals whose float products fall just below a whole number (100·0.29 =
+// 28.999999999999996), fractions of many digits, and the largest float64
+// below 1.
+func TestReservedIsExactFloor(t *testing.T) {
+	store := memstore.New()
+	defer store.Close()
+	for _, frac := range []float64{0, 0.29, 0.57, 0.7, 0.58, 0.1 + 0.2, 1.0 / 3, 0.5,
+		1.2345678901234567e-5, 5e-324, math.Nextafter(1, 0)} {
+		f := newInFlight(t, store, 1, inflight.WithReserve(frac))
+		exact, _ := new(big.Rat).SetString(strconv.FormatFloat(frac, 'f', -1, 64))
+		for _, l := range []int64{-1, 0, 1, 2, 7, 50, 90, 100, 1000, 1e9, 1<<53 + 1, 1e18, math.MaxInt64 - 1, math.MaxInt64} {
+			want := int64(0)
+			if l > 0 {
+				n := new(big.Int).Mul(big.NewInt(l), exact.Num())
+				want = n.Quo(n, exact.Denom()).Int64()
+			}
+			if got := f.Reserved(l); got != want {
+				t.Errorf("reserve %v: Reserved(%d) = %d, want ⌊%d·%s⌋ = %d", frac, l, got, l, exact.RatString(), want)
+			}
+		}
 	}
 }
 

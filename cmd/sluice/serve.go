@@ -252,7 +252,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 
 	log.Info("sluice serving",
 		"grpc", grpcLis.Addr().String(), "grpc_services", "envoy.service.ratelimit.v3.RateLimitService, envoy.service.rate_limit_quota.v3.RateLimitQuotaService, grpc.health.v1.Health, reflection",
-		"http", "http://"+httpLis.Addr().String(), "http_paths", "GET / (live page), POST /v1/check, POST /v1/reset, GET /v1/rules, GET /v1/status, POST /v1/simulate, GET /v1/openapi.json, GET /metrics, /healthz, /readyz",
+		"http", "http://"+httpLis.Addr().String(), "http_paths", strings.Join(httpPaths, ", "),
 		"store", storeName(o.storeURL), "config", source, "procs", procsInForce, "replicas", fb.describe, "max_keys", maxKeys)
 	if o.onGateway != nil && gwLis != nil {
 		o.onGateway(gwLis.Addr().String())

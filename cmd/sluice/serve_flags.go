@@ -21,7 +21,36 @@ import (
 // This file holds serve's command line: its usage, its flags and their
 // checks. serve.go runs the service they describe.
 
-const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
+// httpPaths is what serve answers over HTTP (server.Handler), one route a
+// line in its help and joined in its start-up log line (http_paths):
+// methods joined by "|", a path as ServeMux has it, and an optional note in
+// parentheses. TestHTTPPathsListEveryRoute holds it to the routes the
+// server serves (its OpenAPI document, which TestOpenAPIRoutes holds to the
+// mux).
+var httpPaths = []string{
+	"GET / (the live page, and its files)",
+	"POST /v1/check",
+	"POST /v1/reset",
+	"GET /v1/rules",
+	"GET /v1/status",
+	"POST /v1/simulate",
+	"POST /v1/charge",
+	"POST /v1/reserve",
+	"POST /v1/commit",
+	"GET /v1/usage",
+	"GET /v1/limits/{domain}",
+	"GET|PUT|DELETE /v1/limits/{domain}/{descriptor...}",
+	"GET /v1/openapi.json",
+	"GET /metrics",
+	"GET /healthz",
+	"GET /readyz",
+}
+
+// serveUsage is serve's help: serveUsageText with httpPaths in place of
+// its HTTP_PATHS line.
+var serveUsage = strings.Replace(serveUsageText, "HTTP_PATHS\n", "  "+strings.Join(httpPaths, "\n  ")+"\n", 1)
+
+const serveUsageText = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--max-keys auto|N] [--replicas N] [--redis-single-slot NAME]
                     [--store-timeout D]
                     [--shutdown-timeout D] [--procs auto|N] [--raw-sockets]
@@ -31,11 +60,12 @@ const serveUsage = `usage: sluice serve [--config DIR] [--store URL] [--http-add
 
 Serve runs the rate limit service: Envoy's rate limit service API (RLS v3,
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit), the gRPC
-health service and server reflection (for grpcurl) over gRPC, and over HTTP a JSON API (POST /v1/check,
-POST /v1/reset, GET /v1/rules, GET /v1/status, POST /v1/simulate), Prometheus metrics (/metrics),
-/healthz, /readyz and a live page at / (the version and uptime, the store and its health, the
-replica count, the rules, their recent decisions, the keys nearest their limits, RLQS divisions,
-and a panel that runs a burst through a rule on a throwaway store).
+health service and server reflection (for grpcurl) over gRPC, and over HTTP a JSON API,
+Prometheus metrics, health checks and a live page (the version and uptime, the store and its
+health, the replica count, the rules, their recent decisions, the keys nearest their limits, RLQS
+divisions, and a panel that runs a burst through a rule on a throwaway store):
+
+HTTP_PATHS
 
 HTTP API: described in OpenAPI 3 at GET /v1/openapi.json. POST bodies are
 JSON (Content-Type: application/json, else 415); POSTs from another site's

@@ -185,7 +185,7 @@ func TestServeDefaults(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"algorithm":"sliding-log","allowed":true,"limit":500,"remaining":499`) {
 		t.Errorf("HTTP check: %s %s", resp.Status, body)
 	}
-	for _, want := range []string{`msg="sluice serving"`, "grpc=" + r.grpcAddr, "http=http://" + r.httpAddr, "store=memory", `config="(built-in defaults)"`} {
+	for _, want := range []string{`msg="sluice serving"`, "grpc=" + r.grpcAddr, "http=http://" + r.httpAddr, "store=memory", `config="(built-in defaults)"`, "http_paths=" + strconv.Quote(strings.Join(httpPaths, ", "))} {
 		if !strings.Contains(r.stderr.String(), want) {
 			t.Errorf("the log lacks %q:\n%s", want, r.stderr)
 		}

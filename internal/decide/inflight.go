@@ -27,7 +27,10 @@ type Taken struct {
 	// request is taken, or the store failed and the local share is full),
 	// Unavailable (the store failed and the limit fails closed) or Gone.
 	Outcome Outcome
-	// Free is the number of slots left after this one, when known.
+	// Free is the number of slots left to a request like this one after
+	// it was admitted, when known: against the limit enforced for it
+	// (inflight.Limiter.LimitFor, less the reserve unless it is critical),
+	// never below 0.
 	Free int64
 	// Err is the store's error (also on an Admit the failure mode
 	// decided), or the context's on Gone.
@@ -58,7 +61,7 @@ func (s *Slots) Take(ctx context.Context, f *inflight.Limiter, key string, criti
 		}
 		t = Taken{Outcome: Gone, Err: ctx.Err()}
 	case h != nil:
-		t = Taken{Outcome: Admit, Free: f.Limit() - sl.Held, Err: err}
+		t = Taken{Outcome: Admit, Free: max(f.LimitFor(critical)-sl.Held, 0), Err: err}
 	case err != nil && f.FailureMode() != sluice.FailLocal:
 		t = Taken{Outcome: Unavailable, Err: err}
 	default: // full, or the store failed and the local share is full
