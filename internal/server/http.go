@@ -24,6 +24,10 @@ import (
 //	POST /v1/check   decide (or peek at) descriptors of a domain
 //	POST /v1/reset   forget one descriptor's state under its rule
 //	                 (both take a deadline in TimeoutHeader)
+//	POST /v1/charge  record costs known afterwards, past the limit (charge_http.go)
+//	POST /v1/reserve, /v1/commit  hold an estimate, then settle it with the actual cost
+//	GET  /v1/usage   a key's use of its limit, its period and its debt (usage.go)
+//	GET, PUT, DELETE /v1/limits/...  per-key limits at runtime (limitsapi.go)
 //	GET  /healthz    200 while the process serves
 //	GET  /readyz     200 once a configuration is in force, 503 before and while stopping
 //	GET  /metrics    Prometheus metrics
