@@ -4,9 +4,12 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -38,5 +41,80 @@ func TestOutside12OverrideKeepsTheMargin(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatalf("Override on a paused Redis returned %v only once the caller's context had ended (%v): want it bounded by the deadline less the margin, as Take is", err, ctx.Err())
+	}
+}
+
+// TestOutside12ReplicaCountAfterRestart: FailLocal's bound (docs/fleet.md,
+// "The bound of local": R replicas together admit per key at most
+// R·(⌊B/R⌋ + ⌊⌊N/R⌋·D/P⌋) during an outage) rests on every replica
+// dividing by the same R, so that the shares add up to at most the limit
+// (sluice.Policy.Share). Three replicas counted 3 by their heartbeats; Redis
+// restarts empty (a crash, an OOM kill) and the first replica to beat again
+// counts 1 and takes the whole limit as its share, though the other two are
+// alive and counted 3 a moment ago (a live replica drops out of the count
+// only when its beat expires, DefaultHeartbeatTTL, or it leaves). If Redis
+// fails again before they beat, the fleet admits 5+1+1 = 7 of a burst of 5
+// on a fresh key, over the bound of 3·⌊5/3⌋ = 3.
+func TestOutside12ReplicaCountAfterRestart(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	p := sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Hour}
+	var (
+		reps [3]*Replicas
+		lims [3]*sluice.Limiter
+	)
+	for i := range reps {
+		s := newStore(t, newClient(t, srv.Addr), WithBreaker(0, 0))
+		r, err := NewReplicas(s, fmt.Sprint("replica-", i), 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reps[i] = r
+		lims[i], err = sluice.NewLimiter(s, p, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(memstore.New(), r))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		for _, r := range reps {
+			if _, err := r.Beat(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i, r := range reps {
+		if n := r.Replicas(); n != 3 {
+			t.Fatalf("replica %d counts %d of 3 beating", i, n)
+		}
+	}
+	srv.Kill()
+	srv.Restart() // empty: the heartbeat set is gone
+	// The first beat on the old connection may see it reset; the next
+	// one reconnects (each beat is one call, as Run makes them).
+	for i := 0; ; i++ {
+		n, err := reps[0].Beat(t.Context())
+		if err == nil {
+			t.Logf("first beat after the restart: %d; counts %d %d %d", n, reps[0].Replicas(), reps[1].Replicas(), reps[2].Replicas())
+			break
+		}
+		if i == 3 {
+			t.Fatalf("no beat succeeded after the restart: %v", err)
+		}
+	}
+	srv.Kill() // and down again before the others beat
+	admitted := 0
+	for _, l := range lims {
+		for range 5 {
+			d, err := l.Allow(t.Context(), "fresh")
+			if err == nil {
+				t.Fatal("a decision from a dead Redis")
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+	}
+	if bound := 3 * (5 / 3); admitted > bound {
+		t.Fatalf("3 fail-local replicas admitted %d of a burst of 5 during an outage, over the bound R·⌊B/R⌋ = %d: the replica that beat first after the restart counted %d and took a share of %d",
+			admitted, bound, reps[0].Replicas(), p.Limit/int64(reps[0].Replicas()))
 	}
 }
