@@ -277,6 +277,25 @@ func (s *Store) begin(parent context.Context) (ctx context.Context, c callStart,
 	return withValues(d.ctx, parent), c, nil
 }
 
+// waitBound returns a channel that is closed when a wait for a call made on
+// the caller's behalf by another goroutine must end: the caller's deadline
+// less the margin, as begin bounds a call (nil, never, when there is no
+// deadline, no margin, or it would leave less than the margin: then the
+// caller's own deadline ends the wait); and a func that frees its timer.
+func (s *Store) waitBound(ctx context.Context) (<-chan time.Time, func()) {
+	cd, ok := ctx.Deadline()
+	if !ok || s.margin <= 0 {
+		return nil, func() {}
+	}
+	now := time.Now()
+	cd = cd.Add(-s.margin - cd.Sub(now)/10)
+	if cd.Sub(now) < s.margin {
+		return nil, func() {}
+	}
+	t := time.NewTimer(cd.Sub(now))
+	return t.C, func() { t.Stop() }
+}
+
 // callStart is what end needs to know of a call begun by begin.
 type callStart struct {
 	at       int64 // unix ns

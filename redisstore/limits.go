@@ -119,11 +119,18 @@ func (s *Store) barrier(ctx context.Context, cn *conn, domain, index string) err
 	} else {
 		f.mu.Unlock()
 	}
+	// Wait as a call would (begin): until the caller's deadline less the
+	// margin, so that the failure mode still answers in time.
+	bound, stop := s.waitBound(ctx)
+	defer stop()
 	select {
 	case <-c.done:
 		return c.err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-bound:
+		s.stats.callerTimeouts.Add(1)
+		return context.DeadlineExceeded
 	}
 }
 

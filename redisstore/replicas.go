@@ -5,6 +5,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +49,13 @@ var heartbeatScript = rueidis.NewLuaScript(heartbeatSource)
 //
 // While Redis is unreachable the count stays what the last beat saw, so each
 // replica keeps its share through an outage. Before the first beat the count
-// is 1.
+// is 1. The count is the largest a beat saw within the last TTL (by this
+// process's clock): it falls no faster than the others' beats expire, so a
+// Redis that restarted empty (whose first beat counts only this replica)
+// does not hand this replica the whole limit while the others, still
+// counting it, keep their shares. A replica that left (Leave) is thus still
+// counted, by the others, for up to the TTL: their shares are smaller for
+// that long, never larger.
 type Replicas struct {
 	store    *Store
 	id       string
@@ -56,6 +63,15 @@ type Replicas struct {
 	ttl      time.Duration
 	key      string
 	n        atomic.Int64
+
+	mu   sync.Mutex
+	seen []beatSeen // the counts beats saw within the last TTL, oldest first
+}
+
+// beatSeen is a count a beat saw, and when.
+type beatSeen struct {
+	n  int64
+	at time.Time
 }
 
 var _ sluice.ReplicaCounter = (*Replicas)(nil)
@@ -92,7 +108,8 @@ func NewReplicas(s *Store, id string, interval, ttl time.Duration) (*Replicas, e
 func (r *Replicas) Replicas() int { return int(max(r.n.Load(), 1)) }
 
 // Beat counts this replica in for the TTL and returns the number of
-// replicas counted now. On an error the count stays as it was.
+// replicas counted in Redis now (Replicas may answer more: the largest
+// count of the last TTL). On an error the count stays as it was.
 func (r *Replicas) Beat(ctx context.Context) (int, error) {
 	s := r.store
 	if s.closed.Load() {
@@ -108,8 +125,27 @@ func (r *Replicas) Beat(ctx context.Context) (int, error) {
 	if err != nil {
 		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
-	r.n.Store(max(n, 1))
+	r.n.Store(r.record(n, time.Now()))
 	return int(n), nil
+}
+
+// record adds a count a beat saw at now and returns the largest seen within
+// the last TTL (at least 1).
+func (r *Replicas) record(n int64, now time.Time) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keep := r.seen[:0]
+	for _, b := range r.seen {
+		if now.Sub(b.at) < r.ttl {
+			keep = append(keep, b)
+		}
+	}
+	r.seen = append(keep, beatSeen{n: n, at: now})
+	most := int64(1)
+	for _, b := range r.seen {
+		most = max(most, b.n)
+	}
+	return most
 }
 
 // Leave removes this replica from the count at once (on a graceful

@@ -61,8 +61,34 @@ func TestReplicas(t *testing.T) {
 	if _, err := a.Beat(ctx); err == nil {
 		t.Fatal("a beat on a killed Redis: no error")
 	}
-	if a.Replicas() != 2 {
-		t.Fatalf("during the outage: %d, want the last count, 2", a.Replicas())
+	if a.Replicas() != 3 {
+		t.Fatalf("during the outage: %d, want the largest count of the last TTL (an hour here), 3", a.Replicas())
+	}
+}
+
+// TestReplicasCountFalls: Replicas answers the largest count beats saw
+// within the last TTL, so it falls no faster than other replicas' beats
+// expire: a lower count (a Redis restarted empty, a replica that left) is
+// answered once the higher one is a TTL old.
+func TestReplicasCountFalls(t *testing.T) {
+	r := &Replicas{ttl: 3 * time.Second}
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, step := range []struct {
+		n    int64
+		at   time.Duration
+		want int64
+	}{
+		{3, 0, 3},
+		{1, time.Second, 3},             // Redis restarted empty: still 3
+		{2, 2 * time.Second, 3},         // the others beat again
+		{1, 3 * time.Second, 2},         // the 3 is a TTL old; the 2 is not
+		{1, 5 * time.Second, 1},         // and now the 2 is
+		{0, 6 * time.Second, 1},         // never below 1
+		{4, 6500 * time.Millisecond, 4}, // a rise counts at once
+	} {
+		if got := r.record(step.n, t0.Add(step.at)); got != step.want {
+			t.Fatalf("a beat seeing %d at +%v: Replicas %d, want %d", step.n, step.at, got, step.want)
+		}
 	}
 }
 

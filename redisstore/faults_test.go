@@ -13,14 +13,14 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// TestOutside12OverrideKeepsTheMargin: Override is on the decision path
-// and, as every call, is bounded by the caller's deadline less the margin
-// (package doc, "Failures"), so that the caller still gets an answer (its
-// failure mode's) in time. On a Redis that does not answer, the barrier
-// round trip of a domain not read in the last OverrideSettle is waited for
-// until the caller's context itself ends: the caller is then gone, and no
-// failure mode may answer it.
-func TestOutside12OverrideKeepsTheMargin(t *testing.T) {
+// TestOverrideKeepsTheMargin: Override is on the decision path and, as
+// every call, ends by the caller's deadline less the margin (package doc,
+// "Failures"), so that the caller's failure mode still answers in time: on
+// a Redis that does not answer, the barrier round trip of a domain not
+// read in the last OverrideSettle was waited for until the caller's
+// context itself ended (the caller then gone, which no failure mode may
+// answer).
+func TestOverrideKeepsTheMargin(t *testing.T) {
 	addr := sluicetest.StartRedis(t)
 	admin := newClient(t, addr)
 	s := newStore(t, newClient(t, addr)) // default timeout, margin and breaker
@@ -44,18 +44,14 @@ func TestOutside12OverrideKeepsTheMargin(t *testing.T) {
 	}
 }
 
-// TestOutside12ReplicaCountAfterRestart: FailLocal's bound (docs/fleet.md,
-// "The bound of local": R replicas together admit per key at most
-// R·(⌊B/R⌋ + ⌊⌊N/R⌋·D/P⌋) during an outage) rests on every replica
-// dividing by the same R, so that the shares add up to at most the limit
-// (sluice.Policy.Share). Three replicas counted 3 by their heartbeats; Redis
-// restarts empty (a crash, an OOM kill) and the first replica to beat again
-// counts 1 and takes the whole limit as its share, though the other two are
-// alive and counted 3 a moment ago (a live replica drops out of the count
-// only when its beat expires, DefaultHeartbeatTTL, or it leaves). If Redis
-// fails again before they beat, the fleet admits 5+1+1 = 7 of a burst of 5
-// on a fresh key, over the bound of 3·⌊5/3⌋ = 3.
-func TestOutside12ReplicaCountAfterRestart(t *testing.T) {
+// TestReplicaCountAfterRestart: FailLocal's bound (docs/fleet.md: R
+// replicas together admit per key at most R·(⌊B/R⌋ + ⌊⌊N/R⌋·D/P⌋) in an
+// outage) rests on every replica dividing by the same R. Three replicas
+// count 3; Redis restarts empty, and the first replica to beat again must
+// not take the whole limit as its share (it counted 1, and the fleet
+// admitted 5+1+1 = 7 of a burst of 5 when Redis failed again before the
+// others beat, over the bound of 3·⌊5/3⌋ = 3).
+func TestReplicaCountAfterRestart(t *testing.T) {
 	srv := sluicetest.StartRedisServer(t)
 	p := sluice.Policy{Name: "api", Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Hour}
 	var (

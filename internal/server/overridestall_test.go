@@ -15,14 +15,14 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// TestOutside12OverridableRuleAnswersByFailureMode: with a Sluice-Timeout,
-// "a store call ends by it (redisstore: less its margin), and the rule's
-// failure mode answers in time" (TimeoutHeader). A rule with
-// overridable: true on a Redis that does not answer is not answered by its
-// failure mode (open here: admit) but 504, because reading the key's
-// override waits for the caller's whole deadline. The same rule without
-// overridable is answered 200, admitted.
-func TestOutside12OverridableRuleAnswersByFailureMode(t *testing.T) {
+// TestOverridableRuleStalledRedis: with a Sluice-Timeout, "a store call
+// ends by it (redisstore: less its margin), and the rule's failure mode
+// answers in time" (TimeoutHeader), also for a rule with overridable: true,
+// whose key's override is read first: on a Redis that does not answer it
+// is answered by its failure mode (open here: admitted), as the same rule
+// without overridable is (it answered 504: reading the override waited
+// for the caller's whole deadline).
+func TestOverridableRuleStalledRedis(t *testing.T) {
 	addr := sluicetest.StartRedis(t)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
