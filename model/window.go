@@ -135,12 +135,18 @@ func (m *Model) slidingRoom(prev, cur, e, period int64) int64 {
 // the limit at e into the window of length P: ⌊(prev·(P−e) + (cur−Limit)·P)
 // / P⌋, at least 0.
 func (m *Model) slidingOwed(prev, cur, e, period int64) int64 {
+	if prev == 0 && cur <= m.limit {
+		return 0 // the common refusal: nothing charged past the limit
+	}
 	p := uint64(period)
 	ahi, alo := mul64(uint64(prev), p-uint64(e))
 	if cur >= m.limit {
 		bhi, blo := mul64(uint64(cur-m.limit), p)
 		lo, carry := bits.Add64(alo, blo, 0)
-		return int64(quo128(ahi+bhi+carry, lo, p)) // < 2^125: no overflow
+		if hi := ahi + bhi + carry; hi != 0 || lo >= p { // < 2^125: no overflow
+			return int64(quo128(hi, lo, p))
+		}
+		return 0 // less than a unit: no division
 	}
 	bhi, blo := mul64(uint64(m.limit-cur), p)
 	if cmp128(ahi, alo, bhi, blo) <= 0 {
