@@ -81,8 +81,20 @@ type Store struct {
 	clock  clock.Clock
 	use    func(sluice.Policy) bool
 	tables sync.Map // sluice.Policy → *table
+	count  atomic.Int64 // tables held, about
 	closed atomic.Bool
 }
+
+// maxTables bounds the policies a Store keeps lease tables for, so that a
+// flood of distinct policies (one per tenant, built per request) does not
+// grow it for ever. Past it, a new policy's table first drops the tables
+// that hold nothing worth keeping (no live block, no refusal being
+// reused); when that frees less than an eighth of them, every
+// other table goes. A table dropped with live blocks leaves their unspent
+// units to lapse (the package doc's H counts them: refusals may come
+// early by them, admissions never exceed the limit); a Limiter bound to a
+// dropped table keeps using it.
+const maxTables = 4096
 
 var (
 	_ sluice.Store  = (*Store)(nil)
@@ -125,8 +137,34 @@ func (s *Store) table(p sluice.Policy) *table {
 	if err != nil {
 		return nil // the store answers for an invalid policy
 	}
-	v, _ := s.tables.LoadOrStore(p, newTable(s, p, m))
+	v, loaded := s.tables.LoadOrStore(p, newTable(s, p, m))
+	if !loaded && s.count.Add(1) > maxTables {
+		s.prune(p)
+	}
 	return v.(*table)
+}
+
+// prune makes room for new tables (maxTables), keeping keep's.
+func (s *Store) prune(keep sluice.Policy) {
+	now := s.clock.Now().UnixNano()
+	freed := int64(0)
+	s.tables.Range(func(k, v any) bool {
+		if k.(sluice.Policy) != keep && v.(*table).idle(now) {
+			s.tables.Delete(k)
+			freed++
+		}
+		return true
+	})
+	if freed < maxTables/8 {
+		s.tables.Range(func(k, _ any) bool {
+			if k.(sluice.Policy) != keep {
+				s.tables.Delete(k)
+				freed++
+			}
+			return true
+		})
+	}
+	s.count.Add(-freed)
 }
 
 // Take decides a request from p's leases for key, taking a new block from

@@ -75,6 +75,29 @@ func newTable(s *Store, p sluice.Policy, m *model.Model) *table {
 	return lt
 }
 
+// idle reports whether the table holds nothing worth keeping at now: no
+// live block, no refusal being reused, no request holding a key.
+func (lt *table) idle(now int64) bool {
+	for i := range lt.shards {
+		sh := &lt.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			if !e.tryLock() {
+				sh.mu.Unlock()
+				return false
+			}
+			idle := e.idle(lt, now)
+			e.unlock()
+			if !idle {
+				sh.mu.Unlock()
+				return false
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return true
+}
+
 func (lt *table) now() int64 {
 	return lt.s.clock.Now().UnixNano()
 }

@@ -83,8 +83,15 @@ type Store struct {
 	next  sluice.Store
 	keyer Keyer // next as a Keyer, or nil
 	count func(sluice.Policy) int
-	sets  sync.Map // sluice.Policy → *set, for sharded policies
+	sets  sync.Map     // sluice.Policy → *set, for sharded policies
+	held  atomic.Int64 // sets held, about
 }
+
+// maxSets bounds the sharded policies a Store remembers, so that a flood
+// of distinct policies (one per tenant, built per request) does not grow it
+// for ever: past it, they are all forgotten (a set is only a cache of the
+// policy's shards; a Limiter bound to one keeps it).
+const maxSets = 4096
 
 var (
 	_ sluice.Store  = (*Store)(nil)
@@ -153,7 +160,10 @@ func (s *Store) set(p sluice.Policy) *set {
 			return nil
 		}
 	}
-	s.sets.Store(p, ss)
+	if _, loaded := s.sets.Swap(p, ss); !loaded && s.held.Add(1) > maxSets {
+		s.sets.Clear()
+		s.held.Store(0)
+	}
 	return ss
 }
 
