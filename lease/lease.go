@@ -80,7 +80,7 @@ type Store struct {
 	target time.Duration
 	clock  clock.Clock
 	use    func(sluice.Policy) bool
-	tables sync.Map // sluice.Policy → *table
+	tables sync.Map     // sluice.Policy → *table
 	count  atomic.Int64 // tables held, about
 	closed atomic.Bool
 }
