@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
@@ -211,6 +212,16 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		// (BENCHMARKS.md).
 		grpc.InitialWindowSize(grpcWindow),
 		grpc.InitialConnWindowSize(grpcWindow),
+		// A client that sends nothing for 30 s is pinged, and its
+		// connection closed if 10 s pass without an answer. A live
+		// Envoy never is: its RLQS stream reports every 5 s (and an idle
+		// connection costs a PING every 30 s). A dead or stopped one
+		// (host gone without a FIN, a process stopped, whose kernel still
+		// acknowledges) has its RLQS streams ended within 40 s, their
+		// records dropped and their senders, blocked while it did not
+		// read, freed; TCP alone notices a dead peer in minutes, and a
+		// stopped one never.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		tracing.GRPCServerOption(), // OTEL_* environment; none by default
 	)
 	srv.RegisterGRPC(g)

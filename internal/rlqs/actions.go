@@ -31,6 +31,17 @@ func blanket(bid *rlqspb.BucketId, allow bool, ttl time.Duration) *rlqspb.RateLi
 	return assignment(bid, &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_BlanketRule_{BlanketRule: r}}, ttl)
 }
 
+// abandon tells Envoy to forget a bucket (until its next request makes it
+// anew).
+func abandon(bid *rlqspb.BucketId) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	return &rlqspb.RateLimitQuotaResponse_BucketAction{
+		BucketId: bid,
+		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
+			AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{},
+		},
+	}
+}
+
 func assignment(bid *rlqspb.BucketId, st *typev3.RateLimitStrategy, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
 	return &rlqspb.RateLimitQuotaResponse_BucketAction{
 		BucketId: bid,

@@ -21,28 +21,41 @@
 // # Division
 //
 // A rule's limit is one limit per bucket for the whole fleet. Its budget is
-// the limit over a fill interval F (the rule's period when it is whole
-// seconds, else one second): L = ⌊limit·F/period⌋ whole tokens. Each
-// stream's demand d is measured with sluice's clock (Envoy's time_elapsed
-// is whole seconds): the requests it reported, allowed and denied, over the
-// time since its previous report (at least half a second apart). A stream
-// wants d·F plus an eighth (at least one token), so noise in its own
-// measurement does not refuse it; a stream whose demand is not yet known
-// wants without bound. Divide shares L max-min fairly: a stream wanting no
-// more than an equal share of what the smaller ones leave gets what it
-// wants, the others split the rest equally.
+// the limit over a fill interval F, the rule's period rounded up to whole
+// seconds (Envoy reads whole seconds): L = ⌊limit·F/period⌋ whole tokens,
+// at least the limit, so a rule slower than one a second with a period that
+// is not whole seconds (1 per 1.5 s: F = 2 s, L = 1) still admits, and L/F
+// is at most the rule's rate. Each stream's demand d is measured with
+// sluice's clock (Envoy's time_elapsed is whole seconds): the requests it
+// reported, allowed and denied, over the time since its previous report (at
+// least half a second apart). A stream wants d·F plus an eighth (at least
+// one token), so noise in its own measurement does not refuse it; a stream
+// whose demand is not yet known wants without bound. Divide shares L
+// max-min fairly: a stream wanting no more than an equal share of what the
+// smaller ones leave gets what it wants, the others split the rest equally.
 //
 // Every replica re-divides the buckets its streams report every tick C
 // (DefaultTick), from the records in the store (Board): each stream's
 // demand and grant, living for the assignment TTL A (DefaultTTL) after its
-// last claim. A replica's claims are atomic in the store and keep the
-// invariant Σ grants ≤ L: a stream gets at most L less the others' grants,
-// decreases are claimed before increases, so a share moves from one stream
-// to another only after the first gave it up. A stream that ends drops its
-// record at once, so the next tick (≤ C, within one report interval) gives
-// its share to the others. A grant changes at most once per tick per stream
-// and not when the new one is within a sixteenth of it (no flapping); a
-// reload that changes a bucket's rule, and the store's failures, aside.
+// last claim. A stream that stays open but has not reported a bucket for
+// 3·A (Envoy reports every bucket every 5 s) claims nothing for it and is
+// not re-issued its assignment, so its record lives out A after its last
+// claim, when its Envoy's assignment (issued at that claim at the latest)
+// has expired too, and its share goes to the others at the tick after; when
+// it reports again its demand is measured afresh. A division's round (a
+// read and a claim) has a deadline of its own, one tick after it starts,
+// and rounds of different divisions run side by side (at most 64 at once),
+// so only a store that does not answer a division within a tick is a
+// failure; a division whose round is still in progress at a tick is skipped
+// then, so each is re-divided at most once per tick. A replica's claims are
+// atomic in the store and keep the invariant Σ grants ≤ L: a stream gets at
+// most L less the others' grants, decreases are claimed before increases,
+// so a share moves from one stream to another only after the first gave it
+// up. A stream that ends drops its record at once, so the next tick (≤ C,
+// within one report interval) gives its share to the others. A grant
+// changes at most once per tick per stream and not when the new one is
+// within a sixteenth of it (no flapping); a reload that changes a bucket's
+// rule, and the store's failures, aside.
 //
 // Assignments are token buckets (Envoy ignores requests_per_time_unit):
 // tokens_per_fill = the grant, fill_interval = F, max_tokens = the grant's
@@ -50,9 +63,14 @@
 // apply, since Envoy starts every changed bucket full and a large one
 // would overshoot by as much), assignment_time_to_live = A
 // (Envoy reads whole seconds, and an unset TTL as expired at once). They
-// are sent when they change and re-sent unchanged when half of A has
-// passed, which Envoy takes as an extension (it keeps its bucket). A grant
-// of 0 is max_tokens 0: refuse.
+// are sent when they change (the grant, or the fill after a reload) and
+// re-sent unchanged when half of A has passed, which Envoy takes as an
+// extension (it keeps its bucket). Envoy also keeps its bucket when the
+// new one differs in fill_interval's whole seconds alone (it compares
+// max_tokens, tokens_per_fill and the nanos), so such a one follows a
+// deny-all of its bucket in the same response: Envoy applies both in
+// order and replaces its bucket, and no request sees the deny-all. A
+// grant of 0 is max_tokens 0: refuse.
 //
 // # The bound
 //
@@ -123,4 +141,10 @@
 // A replica serves at most DefaultMaxStreams streams and a stream reports
 // at most DefaultMaxBuckets buckets (WithLimits); beyond, the stream is
 // ended with RESOURCE_EXHAUSTED, counted in sluice_rlqs_refused_total.
+// Envoy forgets a bucket only when told to and reports every bucket it
+// has, so a bucket whose reports carry no requests for I = 6·A (a minute
+// by default; not reported at all counts the same) is abandoned: it is
+// sent abandon_action (Envoy forgets it until its next request, whose
+// report makes it anew, with a first assignment) and leaves its division,
+// its record dropped at once.
 package rlqs

@@ -22,6 +22,12 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 )
 
+// maxRounds bounds the division rounds a replica runs at once (each makes
+// its board calls one after another): the Redis board pipelines
+// concurrent calls on one connection, so a tick of many divisions costs
+// about two round trips per maxRounds of them.
+const maxRounds = 64
+
 // Defaults of the Service's options.
 const (
 	// DefaultTick is how often a replica re-divides the buckets its streams
@@ -42,6 +48,18 @@ const (
 // minElapsed is the shortest time over which a stream's demand is
 // measured: reports closer together are added to the next one.
 const minElapsed = 500 * time.Millisecond
+
+// idleTTLs is how many assignment TTLs a bucket's reports may carry no
+// requests before it is abandoned: Envoy forgets a bucket only when told
+// to, and reports every bucket it has, so without it a stream's buckets
+// would only grow.
+const idleTTLs = 6
+
+// silentTTLs is how many assignment TTLs a stream may not report a bucket
+// (Envoy reports every one every 5 s) before the bucket stops claiming its
+// share: its record then lives out its TTL, and its Envoy's assignment,
+// never re-issued, expires with it.
+const silentTTLs = 3
 
 // Stream is the server side of one RLQS stream.
 type Stream = grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]
@@ -65,6 +83,7 @@ type Service struct {
 
 	drain     chan struct{} // closed by Drain
 	drainOnce sync.Once
+	slots     chan struct{} // one value per division round in progress (maxRounds)
 
 	mu      sync.Mutex
 	seq     uint64
@@ -111,7 +130,8 @@ func New(cfg func() *config.Config, opts ...Option) (*Service, error) {
 		return nil, errors.New("rlqs: config is nil")
 	}
 	s := &Service{config: cfg, log: slog.Default(), tick: DefaultTick, ttl: DefaultTTL, burst: DefaultBurstWindow,
-		streams: map[*stream]struct{}{}, divs: map[string]*division{}, drain: make(chan struct{})}
+		streams: map[*stream]struct{}{}, divs: map[string]*division{}, drain: make(chan struct{}),
+		slots: make(chan struct{}, maxRounds)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -152,20 +172,11 @@ type stream struct {
 	ss     Stream
 	domain string
 	parts  map[string]*part // by bucketKey
-	sendMu sync.Mutex
-	ended  bool // guarded by sendMu: the handler has returned
-}
 
-func (st *stream) send(actions []*rlqspb.RateLimitQuotaResponse_BucketAction) error {
-	if len(actions) == 0 {
-		return nil
-	}
-	st.sendMu.Lock()
-	defer st.sendMu.Unlock()
-	if st.ended {
-		return nil // a tick's sends to a stream that has just ended
-	}
-	return st.ss.Send(&rlqspb.RateLimitQuotaResponse{BucketAction: actions})
+	out    *outbox       // what its sender has yet to send
+	quit   chan struct{} // closed by close: the sender stops
+	sent   chan struct{} // closed when the sender has stopped
+	broken chan error    // a Send's error (the stream is broken)
 }
 
 // kind is what a part's last assignment was.
@@ -190,9 +201,12 @@ type part struct {
 	last    time.Time // the report demand is measured from
 	pending uint64    // requests reported since last
 	demand  float64   // requests per second; negative: unknown
+	used    time.Time // the last report with requests (or the first report)
+	heard   time.Time // the last report
 
 	sent     kind
-	grant    int64 // tokens per fill interval, when sent == tokens
+	grant    int64         // tokens per fill interval, when sent == tokens
+	fill     time.Duration // the fill interval, when sent == tokens
 	changed  time.Time
 	issuedAt time.Time
 }
@@ -200,8 +214,13 @@ type part struct {
 // division is one rule's limit for one bucket, divided among the streams
 // that report the bucket.
 type division struct {
-	key     string
-	rule    *config.Rule
+	key  string
+	rule *config.Rule
+	// round holds a value while a round (read, claim, assign) of the
+	// division is in progress: rounds of a division run one at a time,
+	// and hold s.mu only between their board calls.
+	round chan struct{}
+
 	fill    time.Duration // whole seconds
 	budget  int64         // tokens per fill
 	parts   map[*part]struct{}
@@ -225,6 +244,7 @@ func (s *Service) StreamRateLimitQuotas(ss Stream) error {
 	if err != nil {
 		return err
 	}
+	go st.send()
 	defer s.close(st)
 	ctx := ss.Context()
 	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
@@ -246,13 +266,15 @@ func (s *Service) StreamRateLimitQuotas(ss Stream) error {
 	for {
 		select {
 		case msg := <-msgs:
-			if err := s.report(ctx, st, msg); err != nil {
+			if err := s.report(st, msg); err != nil {
 				return err
 			}
 		case err := <-errc:
 			if err == io.EOF {
 				return nil
 			}
+			return err
+		case err := <-st.broken:
 			return err
 		case <-s.drain:
 			return status.Error(codes.Unavailable, "rlqs: this sluice replica is shutting down; reconnect")
@@ -279,7 +301,8 @@ func (s *Service) open(ss Stream) (*stream, error) {
 		return nil, status.Errorf(codes.ResourceExhausted, "rlqs: %d streams open, the most this replica serves", len(s.streams))
 	}
 	s.seq++
-	st := &stream{id: fmt.Sprintf("%s/%d", s.replica, s.seq), ss: ss, parts: map[string]*part{}}
+	st := &stream{id: fmt.Sprintf("%s/%d", s.replica, s.seq), ss: ss, parts: map[string]*part{},
+		out: newOutbox(), quit: make(chan struct{}), sent: make(chan struct{}), broken: make(chan error, 1)}
 	s.streams[st] = struct{}{}
 	if !s.ticking {
 		s.ticking = true
@@ -288,21 +311,26 @@ func (s *Service) open(ss Stream) (*stream, error) {
 	return st, nil
 }
 
-// close forgets st: its records leave the board at once, so the next tick
-// gives its shares to the other streams.
+// close forgets st: its parts leave their divisions under s.mu, and their
+// records leave the board at once after it (dropRecords), so the next tick
+// gives its shares to the other streams. It returns once st's sender has
+// stopped (a Send in progress ends when the Envoy reads or its connection
+// ends), since no Send may follow the handler's return.
 func (s *Service) close(st *stream) {
-	st.sendMu.Lock()
-	st.ended = true
-	st.sendMu.Unlock()
+	st.out.close()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.streams, st)
+	var drops []record
 	for _, p := range st.parts {
-		s.leave(p)
+		drops = s.leave(p, drops)
 	}
+	s.mu.Unlock()
+	s.dropRecords(drops)
+	close(st.quit)
+	<-st.sent
 }
 
-func (s *Service) report(ctx context.Context, st *stream, msg *rlqspb.RateLimitQuotaUsageReports) error {
+func (s *Service) report(st *stream, msg *rlqspb.RateLimitQuotaUsageReports) error {
 	now := time.Now()
 	switch d := msg.GetDomain(); {
 	case st.domain == "" && d == "":
@@ -332,7 +360,7 @@ func (s *Service) report(ctx context.Context, st *stream, msg *rlqspb.RateLimitQ
 				s.stats.refused.Add(1)
 				return status.Errorf(codes.ResourceExhausted, "bucket_quota_usages[%d]: the stream reports %d buckets, the most one stream may", i, len(st.parts))
 			}
-			p = s.newPart(cfg, st, key, u.GetBucketId())
+			p = s.newPart(cfg, st, key, u.GetBucketId(), now)
 			if p.div != nil {
 				touched = append(touched, p.div)
 			} else {
@@ -341,29 +369,15 @@ func (s *Service) report(ctx context.Context, st *stream, msg *rlqspb.RateLimitQ
 		}
 		s.observe(p, now, u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
 	}
-	sends := map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction{}
-	sends[st] = first
-	for _, dv := range touched {
-		s.divide(ctx, dv, now, sends)
-	}
 	s.mu.Unlock()
-	return s.deliver(st, sends)
+	sends := map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction{st: first}
+	s.rounds(touched, now, true, sends)
+	deliver(sends)
+	return nil
 }
 
-// deliver sends each stream its actions; an error sending to self is
-// returned (the stream is broken), others' are left to their own handlers.
-func (s *Service) deliver(self *stream, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) error {
-	var err error
-	for st, acts := range sends {
-		if e := st.send(acts); e != nil && st == self {
-			err = e
-		}
-	}
-	return err
-}
-
-func (s *Service) newPart(cfg *config.Config, st *stream, key string, bid *rlqspb.BucketId) *part {
-	p := &part{st: st, key: key, bucket: bid, demand: Unknown}
+func (s *Service) newPart(cfg *config.Config, st *stream, key string, bid *rlqspb.BucketId, now time.Time) *part {
+	p := &part{st: st, key: key, bucket: bid, demand: Unknown, used: now}
 	st.parts[key] = p
 	s.place(cfg, p, true)
 	return p
@@ -399,7 +413,7 @@ func (s *Service) place(cfg *config.Config, p *part, counted bool) {
 	dkey := r.Policy.Name + "\x00" + p.key
 	dv := s.divs[dkey]
 	if dv == nil {
-		dv = &division{key: dkey, parts: map[*part]struct{}{}, replicas: 1}
+		dv = &division{key: dkey, parts: map[*part]struct{}{}, replicas: 1, round: make(chan struct{}, 1)}
 		s.divs[dkey] = dv
 	}
 	if dv.rule != r {
@@ -415,28 +429,51 @@ func divisible(r *config.Rule) bool {
 	return r != nil && !r.Deny && !r.Unlimited && r.InFlight == nil && !r.ShadowMode && r.Policy.Limit > 0
 }
 
-// leave takes p out of its division: its record leaves the board at once.
-func (s *Service) leave(p *part) {
+// record names one stream's record in a division on the board.
+type record struct{ division, stream string }
+
+// leave takes p out of its division and adds its record to drops, which
+// the caller passes to dropRecords once it has released s.mu. Called with
+// s.mu held.
+func (s *Service) leave(p *part, drops []record) []record {
 	dv := p.div
 	if dv == nil {
-		return
+		return drops
 	}
 	p.div = nil
 	delete(dv.parts, p)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := s.board.Drop(ctx, dv.key, p.st.id); err != nil {
-		s.log.Warn("rlqs: dropping a stream's record failed; it expires with its TTL", "division", dv.key, "error", err)
-	}
-	if len(dv.parts) == 0 {
+	if len(dv.parts) == 0 && s.divs[dv.key] == dv {
 		delete(s.divs, dv.key)
 	}
+	return append(drops, record{dv.key, p.st.id})
+}
+
+// dropTimeout bounds one Drop: a record that could not be dropped expires
+// with its TTL.
+const dropTimeout = time.Second
+
+// dropRecords removes records from the board at once, each call under its
+// own timeout and all of them at the same time, so that a store that does
+// not answer holds the caller for dropTimeout at most. Called without s.mu:
+// board calls never hold it.
+func (s *Service) dropRecords(drops []record) {
+	var wg sync.WaitGroup
+	for _, r := range drops {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
+			defer cancel()
+			if err := s.board.Drop(ctx, r.division, r.stream); err != nil {
+				s.log.Warn("rlqs: dropping a stream's record failed; it expires with its TTL", "division", r.division, "error", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // rematch places every part again in a new configuration: a part whose
 // division (rule name and bucket) is unchanged keeps it, with the new
 // rule's numbers; others move, and get a new first assignment.
-func (s *Service) rematch(cfg *config.Config, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
+func (s *Service) rematch(cfg *config.Config, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction, drops []record) []record {
 	for st := range s.streams {
 		for _, p := range st.parts {
 			old := p.div
@@ -449,7 +486,7 @@ func (s *Service) rematch(cfg *config.Config, now time.Time, sends map[*stream][
 				continue
 			}
 			oldStatic, oldRule := p.static, p.rule
-			s.leave(p)
+			drops = s.leave(p, drops)
 			s.place(cfg, p, false)
 			switch {
 			case p.div != nil:
@@ -459,28 +496,44 @@ func (s *Service) rematch(cfg *config.Config, now time.Time, sends map[*stream][
 			}
 		}
 	}
+	return drops
 }
 
 // setRule sets the division's rule and the budget it gives: the rule's
-// limit over a fill interval of whole seconds (the rule's period when it is
-// whole seconds, else one second).
+// limit over a fill interval of whole seconds, the rule's period rounded
+// up to whole seconds (Envoy reads fill_interval's whole seconds), so that
+// the budget is at least the limit (≥ 1) and its rate at most the rule's.
 func (dv *division) setRule(r *config.Rule) {
 	dv.rule = r
 	p := r.Policy.Period
-	dv.fill = time.Second
-	if p > 0 && p%time.Second == 0 {
-		dv.fill = p
-	}
+	dv.fill = fillOf(p)
 	// limit × fill / period, in floating point: exact enough for the
 	// limits a uint32 tokens_per_fill can carry, and never above.
 	b := math.Floor(float64(r.Policy.Limit) * float64(dv.fill) / float64(p))
 	dv.budget = int64(min(b, math.MaxUint32))
 }
 
+// fillOf is the fill interval of a rule of period p: p rounded up to whole
+// seconds, at least one.
+func fillOf(p time.Duration) time.Duration {
+	if p <= time.Second {
+		return time.Second
+	}
+	return (p + time.Second - 1) / time.Second * time.Second
+}
+
 // observe adds a report to p's demand.
 func (s *Service) observe(p *part, now time.Time, allowed, denied uint64) {
 	s.stats.reported(p.rule, allowed, denied)
+	if now.Sub(p.heard) >= silentTTLs*s.ttl {
+		// Back from silence (or new): measure afresh.
+		p.last, p.pending, p.demand = time.Time{}, 0, Unknown
+	}
+	p.heard = now
 	n := allowed + denied
+	if n > 0 {
+		p.used = now
+	}
 	if p.last.IsZero() {
 		p.last = now
 		return

@@ -5,7 +5,10 @@ package rlqs
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -154,6 +157,54 @@ func TestMatching(t *testing.T) {
 	})
 }
 
+// TestFillIsPeriodRoundedUp: a division's fill interval is its rule's
+// period rounded up to whole seconds, so a rule slower than one a second
+// whose period is not whole seconds (1 per 1.5 s) is granted a token per
+// fill, not deny-all, and no assignment admits more than the rule's rate.
+func TestFillIsPeriodRoundedUp(t *testing.T) {
+	for _, c := range []struct {
+		period string
+		limit  int
+		want   string
+	}{
+		{"1500ms", 1, "tb:1/1/2s"},
+		{"2500ms", 10, "tb:12/1/3s"},
+		{"500ms", 1, "tb:2/1/1s"},
+		{"90s", 3, "tb:3/1/1m30s"},
+	} {
+		t.Run(c.period, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := startReplica(t, loadConfig(t, fmt.Sprintf(`
+domain: edge
+descriptors:
+  - key: route
+    value: slow
+    rate_limit: {period: %s, requests_per_unit: %d, algorithm: token-bucket}
+`, c.period, c.limit)))
+				cl := open(t, r)
+				send(t, cl, "edge", usage(map[string]string{"route": "slow"}, 1, 0))
+				resp, err := cl.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := resp.GetBucketAction()[0]
+				if got := strategy(a); got != c.want {
+					t.Errorf("the only Envoy of a %d-per-%s rule is assigned %s, want %s", c.limit, c.period, got, c.want)
+				}
+				period, _ := time.ParseDuration(c.period)
+				tb := a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+				if tb == nil || tb.GetMaxTokens() == 0 {
+					t.Errorf("%s: every request refused", strategy(a))
+				} else if rate := float64(tb.GetTokensPerFill().GetValue()) / float64(tb.GetFillInterval().GetSeconds()); rate > float64(c.limit)/period.Seconds() {
+					t.Errorf("%s admits %.3f/s, more than %d per %s", strategy(a), rate, c.limit, c.period)
+				}
+				cl.CloseSend()
+				r.stop()
+			})
+		})
+	}
+}
+
 // TestBadReports: a stream must name its domain first and keep it, and
 // every bucket id needs an entry.
 func TestBadReports(t *testing.T) {
@@ -202,6 +253,174 @@ func TestLimits(t *testing.T) {
 		if got := r.svc.stats.refused.Load(); got != 2 {
 			t.Errorf("refused %d, want 2", got)
 		}
+		r.stop()
+	})
+}
+
+// TestIdleBucketsAreAbandoned: Envoy never forgets a bucket on its own
+// (only an abandon_action erases it) and reports every bucket it has in
+// every report, so a bucket whose reports carry no requests for idleTTLs
+// assignment TTLs is abandoned, as the RLQS AbandonAction doc has it ("If
+// no requests are reported for a bucket, after some time the server
+// considers the bucket inactive"): an Envoy whose DefaultMaxBuckets
+// buckets were each used once, then idle for ten minutes, has every one
+// abandoned, and its next new bucket is assigned instead of ending the
+// stream with RESOURCE_EXHAUSTED (which a reconnect, resending every
+// bucket, would meet again).
+func TestIdleBucketsAreAbandoned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplica(t, loadConfig(t, `
+domain: edge
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 100, algorithm: token-bucket}
+`))
+		cl := open(t, r)
+		var (
+			mu        sync.Mutex
+			abandoned = map[string]bool{}
+			assigned  = map[string]bool{}
+			ended     error
+		)
+		go func() {
+			for {
+				resp, err := cl.Recv()
+				mu.Lock()
+				if err != nil {
+					ended = err
+					mu.Unlock()
+					return
+				}
+				for _, a := range resp.GetBucketAction() {
+					k := a.GetBucketId().GetBucket()["tenant"]
+					if a.GetAbandonAction() != nil {
+						abandoned[k] = true
+					} else {
+						assigned[k] = true
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+		// report sends one usage report, as Envoy does, of every bucket it
+		// still has (an abandoned one is erased), plus extra.
+		report := func(first bool, n int, extra ...string) {
+			mu.Lock()
+			var us []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage
+			for i := range n {
+				k := fmt.Sprintf("t%d", i)
+				if abandoned[k] {
+					continue
+				}
+				var a uint64
+				if first {
+					a = 1
+				}
+				us = append(us, usage(map[string]string{"tenant": k}, a, 0))
+			}
+			for _, k := range extra {
+				us = append(us, usage(map[string]string{"tenant": k}, 1, 0))
+			}
+			mu.Unlock()
+			if len(us) > 0 {
+				send(t, cl, "edge", us...)
+			}
+		}
+		report(true, DefaultMaxBuckets)
+		for range 120 { // ten minutes of idle reports, every 5 s
+			time.Sleep(5 * time.Second)
+			report(false, DefaultMaxBuckets)
+		}
+		time.Sleep(5 * time.Second)
+		report(false, DefaultMaxBuckets, "new")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		t.Logf("abandoned %d of %d idle buckets; stream: %v", len(abandoned), DefaultMaxBuckets, ended)
+		if len(abandoned) != DefaultMaxBuckets {
+			t.Errorf("abandoned %d of %d buckets idle for ten minutes", len(abandoned), DefaultMaxBuckets)
+		}
+		if ended != nil || !assigned["new"] {
+			t.Errorf("after %d buckets idle for ten minutes, a new bucket ends the stream (%v): idle buckets are never abandoned", DefaultMaxBuckets, ended)
+		}
+		mu.Unlock()
+		cl.CloseSend()
+		r.stop()
+	})
+}
+
+// TestSilentStreamReleasesItsShare: Envoy reports every bucket every 5 s,
+// so a stream that stays open but stops reporting (a hung Envoy, or a peer
+// gone without a FIN) stops claiming its share after silentTTLs assignment
+// TTLs: its record lives out its TTL, A after its last claim, and then,
+// not before (its Envoy's assignment expires with it), the stream still
+// reporting (200/s offered, limit 100/s) is granted the whole limit, within
+// two ticks. Before, each tick claimed again for the silent stream with the
+// demand it last reported, and it held half the limit for good.
+func TestSilentStreamReleasesItsShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplica(t, loadConfig(t, apiRule))
+		bk := map[string]string{"route": "api"}
+		t0 := time.Now()
+		silent := open(t, r)
+		send(t, silent, "edge", usage(bk, 1, 0))
+		recv(t, silent)
+		go func() { // drain its assignments, as a TCP buffer would
+			for {
+				if _, err := silent.Recv(); err != nil {
+					return
+				}
+			}
+		}()
+		busy := open(t, r)
+		var (
+			mu     sync.Mutex
+			last   string
+			whole  time.Duration // when busy was first granted the whole limit
+			halved bool          // busy held half the limit (the silent stream the other half)
+		)
+		go func() {
+			for {
+				resp, err := busy.Recv()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for _, a := range resp.GetBucketAction() {
+					last = strategy(a)
+					halved = halved || last == "tb:50/13/1s"
+					if last == "tb:100/25/1s" && whole == 0 && halved {
+						whole = time.Since(t0)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+		send(t, busy, "edge", usage(bk, 1, 0))
+		for range 12 { // a minute of reports of 200/s offered
+			time.Sleep(5 * time.Second)
+			send(t, busy, "edge", usage(bk, 500, 500))
+		}
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		// The silent stream's last claim is the last tick before
+		// silentTTLs·A after its report at t0; its record expires A later.
+		from := silentTTLs*DefaultTTL + DefaultTTL - DefaultTick
+		to := from + 2*DefaultTick
+		t.Logf("the reporting stream was granted the whole limit %v after the other's only report; now %s", whole, last)
+		switch {
+		case !halved:
+			t.Errorf("the reporting stream never held half the limit: the silent stream's share was not in force")
+		case whole == 0 || last != "tb:100/25/1s":
+			t.Errorf("the only stream still reporting holds %s a minute after the other's only report, want tb:100/25/1s", last)
+		case whole < from:
+			t.Errorf("the silent stream's share went to the other %v after its last report, before its record (and its Envoy's assignment) could expire at %v", whole, from)
+		case whole > to:
+			t.Errorf("the silent stream's share went to the other %v after its last report, want by %v", whole, to)
+		}
+		silent.CloseSend()
+		busy.CloseSend()
 		r.stop()
 	})
 }
@@ -367,6 +586,51 @@ func TestReloadChangesBudget(t *testing.T) {
 	})
 }
 
+// TestReloadOfPeriodAloneReachesEnvoy: a reload that changes only a
+// rule's period (4 per second to 4 per minute, the same tokens per fill)
+// changes what Envoy enforces. The new fill is a change to assign, and
+// since Envoy keeps its token bucket when max_tokens, tokens_per_fill and
+// fill_interval's nanos are equal (the envoy simulator compares them as
+// Envoy's protoTokenBucketsEq does), the new bucket follows a deny-all of
+// its bucket in the same response. After the reload the fleet (one Envoy)
+// keeps within rate·w + Excess of the new limit.
+func TestReloadOfPeriodAloneReachesEnvoy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const before = `
+domain: edge
+descriptors:
+  - key: route
+    value: api
+    rate_limit: {unit: second, requests_per_unit: 4, algorithm: token-bucket}
+`
+		var cur atomic.Pointer[config.Config]
+		cur.Store(loadConfig(t, before))
+		svc, err := New(cur.Load, WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := startReplicaWith(t, svc)
+		e := &envoy{t: t, bucket: map[string]string{"route": "api"}, demand: 20, every: 5 * time.Second}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		t0 := time.Now()
+		go e.run(r.cc, t0.Add(100*time.Second), &wg)
+		time.Sleep(20 * time.Second)
+		cur.Store(loadConfig(t, strings.Replace(before, "unit: second", "unit: minute", 1)))
+		wg.Wait()
+		from, to := t0.Add(30*time.Second), t0.Add(90*time.Second)
+		w := to.Sub(from)
+		rate := 4.0 / 60
+		got := float64(e.between(from, to))
+		bound := rate*w.Seconds() + Excess(rate, 1, 1, 0, w, DefaultTick, DefaultBurstWindow)
+		t.Logf("admitted %.0f in %v after the reload to 4/min; bound %.1f; %d buckets started", got, w, bound, e.issued)
+		if got > bound {
+			t.Errorf("admitted %.0f in %v after a reload to 4 per minute, more than rate·w + Excess = %.1f: Envoy still enforces 4 per second", got, w, bound)
+		}
+		r.stop()
+	})
+}
+
 // metricValue is the value of svc's metric name with the labels
 // (`k="v",...` in name order), or -1.
 func metricValue(t *testing.T, svc *Service, name, labels string) float64 {
@@ -507,6 +771,239 @@ func TestDivisions(t *testing.T) {
 		}
 		a.CloseSend()
 		b.CloseSend()
+		r.stop()
+	})
+}
+
+// hanging is a store that does not answer (blackholed) the calls hang
+// selects until release is closed or the caller gives up; pending is set
+// while one such call is in progress.
+type hanging struct {
+	Board
+	hang    func(op string) bool // "read", "drop"
+	entered chan struct{}
+	release chan struct{}
+	pending atomic.Bool
+}
+
+func newHanging(hang func(op string) bool) *hanging {
+	return &hanging{Board: NewMemoryBoard(), hang: hang, entered: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (b *hanging) wait(ctx context.Context, op string) error {
+	if !b.hang(op) {
+		return nil
+	}
+	b.pending.Store(true)
+	defer b.pending.Store(false)
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *hanging) Read(ctx context.Context, d string, now time.Time) ([]Entry, error) {
+	if err := b.wait(ctx, "read"); err != nil {
+		return nil, err
+	}
+	return b.Board.Read(ctx, d, now)
+}
+
+func (b *hanging) Drop(ctx context.Context, d, stream string) error {
+	if err := b.wait(ctx, "drop"); err != nil {
+		return err
+	}
+	return b.Board.Drop(ctx, d, stream)
+}
+
+// TestBlackholedStoreDoesNotFreezeOtherStreams: board calls never hold the
+// service's mutex, so a store that does not answer holds up only the
+// stream whose call it is. Another Envoy's first report (of an allow-all
+// bucket, which needs no store call) is answered while the store has not
+// yet answered a closing stream's Drop of its records, or a stream's first
+// report's division (its Read). Not in a synctest bubble: a goroutine
+// waiting for a mutex would stop its clock.
+func TestBlackholedStoreDoesNotFreezeOtherStreams(t *testing.T) {
+	for _, op := range []string{"drop", "read"} {
+		t.Run(op, func(t *testing.T) {
+			var armed atomic.Bool
+			hb := newHanging(func(o string) bool { return o == op && armed.Load() })
+			// A long tick: the first report's division gives up on the
+			// store only after a minute.
+			r := startReplica(t, loadConfig(t, apiRule), WithBoard(hb), WithTick(time.Minute))
+			defer func() { r.cc.Close(); r.g.Stop() }()
+			// Whatever the outcome, the store answers after ten seconds.
+			defer time.AfterFunc(10*time.Second, func() { close(hb.release) }).Stop()
+			first := open(t, r)
+			if op == "drop" {
+				send(t, first, "edge", usage(map[string]string{"route": "api"}, 1, 0))
+				recv(t, first)
+				armed.Store(true)
+				first.CloseSend()
+			} else {
+				armed.Store(true)
+				send(t, first, "edge", usage(map[string]string{"route": "api"}, 1, 0))
+			}
+			<-hb.entered // the store does not answer the first stream's call
+			other := open(t, r)
+			send(t, other, "edge", usage(map[string]string{"route": "free"}, 1, 0))
+			got := recv(t, other)
+			if !hb.pending.Load() {
+				t.Errorf("another Envoy's first report (%v) was answered only once the store's %s had ended: a store that does not answer froze the replica's streams", got, op)
+			}
+			other.CloseSend()
+			first.CloseSend()
+		})
+	}
+}
+
+// TestStuckEnvoyDoesNotStallOthers: a Send blocks once the stream's
+// flow-control window and gRPC's write quota are full, so an Envoy that
+// stops reading (hung, or its socket no longer drained) must hold up only
+// its own stream's sender: a healthy Envoy on the same replica keeps
+// getting its assignments re-issued before their TTL runs out (the package
+// doc: they "are re-sent unchanged when half of A has passed") for the
+// minute the stuck one, with 1000 buckets re-issued every TTL/2, does not
+// read.
+func TestStuckEnvoyDoesNotStallOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplica(t, loadConfig(t, apiRule))
+		// The stuck Envoy: 1000 unmatched buckets with long ids, their
+		// allow-all assignments re-issued every TTL/2; it never reads.
+		stuck := open(t, r)
+		us := make([]*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, DefaultMaxBuckets)
+		for i := range us {
+			us[i] = usage(map[string]string{"tenant": fmt.Sprintf("%0200d", i)}, 1, 0)
+		}
+		send(t, stuck, "edge", us...)
+		// A healthy Envoy on the same replica.
+		good := open(t, r)
+		var (
+			mu      sync.Mutex
+			last    = time.Now()
+			longest time.Duration
+		)
+		go func() {
+			for {
+				if _, err := good.Recv(); err != nil {
+					return
+				}
+				mu.Lock()
+				longest = max(longest, time.Since(last))
+				last = time.Now()
+				mu.Unlock()
+			}
+		}()
+		send(t, good, "edge", usage(map[string]string{"route": "api"}, 1, 0))
+		for range 12 { // a minute of reports
+			time.Sleep(5 * time.Second)
+			send(t, good, "edge", usage(map[string]string{"route": "api"}, 50, 0))
+		}
+		synctest.Wait()
+		mu.Lock()
+		longest = max(longest, time.Since(last))
+		mu.Unlock()
+		t.Logf("longest gap between the healthy Envoy's assignments: %v", longest)
+		if longest >= DefaultTTL {
+			t.Errorf("the healthy Envoy went %v without an assignment (TTL %v): its assignment expired while another Envoy did not read", longest, DefaultTTL)
+		}
+		// What waits for the stuck Envoy is the latest action of each of
+		// its buckets, not a minute of re-issues.
+		r.svc.mu.Lock()
+		for st := range r.svc.streams {
+			st.out.mu.Lock()
+			if n := len(st.out.acts); n > DefaultMaxBuckets {
+				t.Errorf("stream %s: %d actions wait to be sent for its %d buckets", st.id, n, DefaultMaxBuckets)
+			}
+			st.out.mu.Unlock()
+		}
+		r.svc.mu.Unlock()
+		good.CloseSend()
+		stuck.CloseSend()
+		r.stop()
+	})
+}
+
+// slowBoard answers every call after lat, like a store one round trip
+// away, and gives up when the caller's context ends first.
+type slowBoard struct {
+	Board
+	lat *atomic.Int64 // nanoseconds
+}
+
+func (b slowBoard) wait(ctx context.Context) error {
+	select {
+	case <-time.After(time.Duration(b.lat.Load())):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b slowBoard) Read(ctx context.Context, d string, now time.Time) ([]Entry, error) {
+	if err := b.wait(ctx); err != nil {
+		return nil, err
+	}
+	return b.Board.Read(ctx, d, now)
+}
+
+func (b slowBoard) Claim(ctx context.Context, d string, budget int64, now time.Time, ttl time.Duration, cs []Claim) ([]int64, error) {
+	if err := b.wait(ctx); err != nil {
+		return nil, err
+	}
+	return b.Board.Claim(ctx, d, budget, now, ttl, cs)
+}
+
+// TestHealthyStoreIsNotAFailure: each division's round has its own
+// deadline and rounds run side by side, so a store that answers every call
+// in 1 ms (a Redis a network hop away) divides all of one Envoy's 600
+// buckets (DefaultMaxBuckets allows 1000) at its first report and at every
+// tick: no store error is counted and the failure mode (open: ALLOW_ALL)
+// never decides. The package doc promises the failure mode only "when the
+// store fails".
+func TestHealthyStoreIsNotAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := loadConfig(t, `
+domain: edge
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 100, algorithm: token-bucket, failure_mode: open}
+`)
+		var lat atomic.Int64
+		lat.Store(int64(time.Millisecond))
+		r := startReplica(t, cfg, WithBoard(slowBoard{NewMemoryBoard(), &lat}))
+		cl := open(t, r)
+		var allowAlls atomic.Int64
+		go func() {
+			for {
+				resp, err := cl.Recv()
+				if err != nil {
+					return
+				}
+				for _, a := range resp.GetBucketAction() {
+					if strategy(a) == "allow" {
+						allowAlls.Add(1)
+					}
+				}
+			}
+		}()
+		const n = 600
+		us := make([]*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, n)
+		for i := range us {
+			us[i] = usage(map[string]string{"tenant": fmt.Sprintf("t%d", i)}, 1, 0)
+		}
+		send(t, cl, "edge", us...)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		errs := r.svc.stats.storeErrors.Load()
+		t.Logf("store errors %d, allow-all assignments %d", errs, allowAlls.Load())
+		if errs != 0 || allowAlls.Load() != 0 {
+			t.Errorf("a store answering every call in 1 ms: %d store errors and %d ALLOW_ALL assignments (failure_mode open) for %d buckets", errs, allowAlls.Load(), n)
+		}
+		cl.CloseSend()
 		r.stop()
 	})
 }

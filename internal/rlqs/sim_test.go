@@ -95,7 +95,9 @@ func (r *replica) stop() {
 // tokens_per_fill and fill_interval's nanos compared, as Envoy does) and
 // carries over when equal; the assignment expires after the whole seconds
 // of its TTL (none: at once); with no assignment in force the request is
-// allowed (Envoy's default no_assignment_behavior).
+// allowed (Envoy's default no_assignment_behavior); an abandon_action
+// erases the bucket, its assignment and its counts, and the next request
+// makes it anew (allowed and reported at once).
 type envoy struct {
 	t      testing.TB
 	bucket map[string]string
@@ -111,8 +113,9 @@ type envoy struct {
 	rate     float64
 	filled   time.Time
 	expires  time.Time
-	issued   int // assignments received that started a new bucket
-	lapses   int // requests decided after an assignment expired
+	issued   int  // assignments received that started a new bucket
+	erased   bool // an abandon_action erased the bucket; the next request makes it
+	lapses   int  // requests decided after an assignment expired
 	allowed  uint64
 	denied   uint64
 	admitted []admit // cumulative admitted per step, for windows
@@ -157,6 +160,11 @@ func (e *envoy) run(cc *grpc.ClientConn, stop time.Time, done *sync.WaitGroup) {
 	start := time.Now()
 	next := start.Add(e.every)
 	for now := time.Now(); now.Before(stop); now = time.Now() {
+		e.mu.Lock()
+		if e.erased {
+			e.erased, created = false, false
+		}
+		e.mu.Unlock()
 		acc += e.demand * step.Seconds()
 		for ; acc >= 1; acc-- {
 			if !created {
@@ -236,6 +244,11 @@ func (e *envoy) apply(a *rlqspb.RateLimitQuotaResponse_BucketAction) {
 	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if a.GetAbandonAction() != nil {
+		e.kind, e.tb, e.expires, e.erased = none, nil, time.Time{}, true
+		e.allowed, e.denied = 0, 0
+		return
+	}
 	q := a.GetQuotaAssignmentAction()
 	if q == nil {
 		return

@@ -6,6 +6,7 @@ import (
 	"context"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
@@ -28,8 +29,8 @@ func (s *Service) loop() {
 	}
 }
 
-// tickOnce re-divides every division with streams here and refreshes
-// static assignments; false once no stream is open.
+// tickOnce re-divides every division with streams here, refreshes static
+// assignments and abandons idle buckets; false once no stream is open.
 func (s *Service) tickOnce() bool {
 	now := time.Now()
 	cfg := s.config()
@@ -40,41 +41,109 @@ func (s *Service) tickOnce() bool {
 		return false
 	}
 	sends := map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction{}
+	var drops []record
 	if cfg != nil && cfg != s.placed {
 		s.placed = cfg
-		s.rematch(cfg, now, sends)
+		drops = s.rematch(cfg, now, sends, drops)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.tick)
-	for _, dv := range s.divs {
-		s.divide(ctx, dv, now, sends)
-	}
-	cancel()
 	for st := range s.streams {
-		for _, p := range st.parts {
-			if p.div == nil && now.Sub(p.issuedAt) >= s.ttl/2 {
+		for key, p := range st.parts {
+			switch {
+			case now.Sub(p.used) >= idleTTLs*s.ttl:
+				// Idle: Envoy forgets it, and its next request makes it
+				// anew (a first report).
+				sends[st] = append(sends[st], abandon(p.bucket))
+				drops = s.leave(p, drops)
+				delete(st.parts, key)
+			case p.div == nil && now.Sub(p.issuedAt) >= s.ttl/2:
 				sends[st] = append(sends[st], s.issueStatic(p, now))
 			}
 		}
 	}
+	divs := make([]*division, 0, len(s.divs))
+	for _, dv := range s.divs {
+		divs = append(divs, dv)
+	}
 	s.mu.Unlock()
-	s.deliver(nil, sends)
+	if len(drops) > 0 {
+		go s.dropRecords(drops)
+	}
+	s.rounds(divs, now, false, sends)
+	deliver(sends)
 	return true
 }
 
-// divide re-divides dv and adds the assignments that changed or need
-// refreshing to sends. Called with s.mu held.
-func (s *Service) divide(ctx context.Context, dv *division, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
+// rounds runs a round of each division, at once (at most maxRounds at a
+// time), and adds their assignments to sends. Each round has its own
+// deadline, one tick C after it starts (its wait for one of the maxRounds
+// slots included), so a round ends within a tick and a healthy store's
+// latency is paid once per maxRounds divisions, not once per division.
+// wait: a division whose round is in progress is waited for (a report:
+// its new streams need their first assignment); else it is skipped (a
+// tick: the round in progress divides it). Called without s.mu.
+func (s *Service) rounds(divs []*division, now time.Time, wait bool, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex // guards sends
+	)
+	for _, dv := range divs {
+		if wait {
+			dv.round <- struct{}{}
+		} else {
+			select {
+			case dv.round <- struct{}{}:
+			default:
+				continue
+			}
+		}
+		wg.Go(func() {
+			defer func() { <-dv.round }()
+			ctx, cancel := context.WithTimeout(context.Background(), s.tick)
+			defer cancel()
+			own := map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction{}
+			select {
+			case s.slots <- struct{}{}:
+				s.round(ctx, dv, now, own)
+				<-s.slots
+			case <-ctx.Done():
+				s.mu.Lock()
+				s.failed(dv, now, ctx.Err(), own)
+				s.mu.Unlock()
+			}
+			mu.Lock()
+			for st, acts := range own {
+				sends[st] = append(sends[st], acts...)
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// round re-divides dv and adds the assignments that changed or need
+// refreshing to sends: it reads the division's records, claims for this
+// replica's streams of it, and assigns the grants. Called holding
+// dv.round, without s.mu, which it holds only between its board calls.
+func (s *Service) round(ctx context.Context, dv *division, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
 	entries, err := s.board.Read(ctx, dv.key, now)
+	s.mu.Lock()
 	if err != nil {
 		s.failed(dv, now, err, sends)
+		s.mu.Unlock()
 		return
 	}
-	// The board's records, with this replica's fresh demands.
+	// The board's records, with this replica's fresh demands; a silent
+	// part wants nothing and claims nothing.
 	idx := make(map[string]int, len(entries))
 	for i, e := range entries {
 		idx[e.Stream] = i
 	}
+	silent := map[string]bool{}
 	for p := range dv.parts {
+		if s.silent(p, now) {
+			silent[p.st.id] = true
+			continue
+		}
 		if i, ok := idx[p.st.id]; ok {
 			entries[i].Demand = p.demand
 			continue
@@ -85,13 +154,19 @@ func (s *Service) divide(ctx context.Context, dv *division, now time.Time, sends
 	wants := make([]int64, len(entries))
 	ids := make([]string, len(entries))
 	for i, e := range entries {
-		wants[i] = want(e.Demand, int64(dv.fill/time.Second))
+		if !silent[e.Stream] {
+			wants[i] = want(e.Demand, int64(dv.fill/time.Second))
+		}
 		ids[i] = e.Stream
 	}
-	targets := Divide(dv.budget, wants, ids)
+	budget, fill := dv.budget, dv.fill
+	targets := Divide(budget, wants, ids)
 	parts := make([]*part, 0, len(dv.parts))
 	claims := make([]Claim, 0, len(dv.parts))
 	for p := range dv.parts {
+		if silent[p.st.id] {
+			continue
+		}
 		w := s.wantFor(p, targets[idx[p.st.id]], now)
 		parts = append(parts, p)
 		claims = append(claims, Claim{Stream: p.st.id, Demand: p.demand, Want: w})
@@ -107,7 +182,13 @@ func (s *Service) divide(ctx context.Context, dv *division, now time.Time, sends
 	for i, j := range order {
 		oc[i] = claims[j]
 	}
-	grants, err := s.board.Claim(ctx, dv.key, dv.budget, now, s.ttl, oc)
+	s.mu.Unlock()
+	var grants []int64
+	if len(oc) > 0 {
+		grants, err = s.board.Claim(ctx, dv.key, budget, now, s.ttl, oc)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
 		s.failed(dv, now, err, sends)
 		return
@@ -119,11 +200,21 @@ func (s *Service) divide(ctx context.Context, dv *division, now time.Time, sends
 	var fleetDemand float64
 	var fleetGrant, held int64
 	replicas := map[string]bool{}
+	var drops []record
 	for i, j := range order {
 		p := parts[j]
 		entries[idx[p.st.id]].Grant = grants[i]
+		if p.div != dv {
+			// p left while the claim was made, which may have written
+			// its record again after leave's drop: drop it again.
+			drops = append(drops, record{dv.key, p.st.id})
+			continue
+		}
 		held += grants[i]
-		s.assign(p, grants[i], now, sends)
+		s.assign(p, grants[i], fill, now, sends)
+	}
+	if len(drops) > 0 {
+		go s.dropRecords(drops)
 	}
 	for _, e := range entries {
 		if e.Demand > 0 {
@@ -136,13 +227,29 @@ func (s *Service) divide(ctx context.Context, dv *division, now time.Time, sends
 	dv.held = held
 }
 
+// silent reports whether p's stream has not reported it for silentTTLs
+// assignment TTLs: it then claims nothing and is not re-issued, so its
+// record lives out its TTL (A after its last claim) and the others may
+// claim its share then, when its Envoy's assignment (issued at that claim
+// at the latest) has expired too; from then on it holds nothing. Called
+// with s.mu held.
+func (s *Service) silent(p *part, now time.Time) bool {
+	if now.Sub(p.heard) < silentTTLs*s.ttl {
+		return false
+	}
+	if p.sent != none && now.Sub(p.issuedAt) >= s.ttl {
+		p.sent = none
+	}
+	return true
+}
+
 // wantFor is what p claims given its target: the target for a first
 // assignment; otherwise its current grant while it changed less than a
 // tick ago or the target is within a sixteenth of it (no flapping), else
 // the target.
 func (s *Service) wantFor(p *part, target int64, now time.Time) int64 {
-	if p.sent != tokens {
-		return target
+	if p.sent != tokens || p.fill != p.div.fill {
+		return target // a first assignment, or one in another fill's units
 	}
 	if now.Sub(p.changed) < s.tick {
 		return p.grant
@@ -158,18 +265,18 @@ func (s *Service) wantFor(p *part, target int64, now time.Time) int64 {
 }
 
 // assign issues p a token bucket of grant tokens per fill interval if it
-// changed or its last assignment is half through its TTL.
-func (s *Service) assign(p *part, grant int64, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
-	dv := p.div
-	changed := p.sent != tokens || p.grant != grant
+// changed (its grant or its fill: a reload may change the period alone) or
+// its last assignment is half through its TTL.
+func (s *Service) assign(p *part, grant int64, fill time.Duration, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
+	changed := p.sent != tokens || p.grant != grant || p.fill != fill
 	if !changed && now.Sub(p.issuedAt) < s.ttl/2 {
 		return
 	}
 	if changed {
 		p.changed = now
 	}
-	p.sent, p.grant, p.issuedAt = tokens, grant, now
-	sends[p.st] = append(sends[p.st], tokenBucket(p.bucket, grant, maxTokens(grant, dv.fill, s.burst), dv.fill, s.ttl))
+	p.sent, p.grant, p.fill, p.issuedAt = tokens, grant, fill, now
+	sends[p.st] = append(sends[p.st], tokenBucket(p.bucket, grant, maxTokens(grant, fill, s.burst), fill, s.ttl))
 }
 
 // maxTokens is the bucket size of a share: its rate over the burst window,
@@ -197,6 +304,9 @@ func (s *Service) failed(dv *division, now time.Time, err error, sends map[*stre
 			k = allowAll
 		}
 		for p := range dv.parts {
+			if s.silent(p, now) {
+				continue
+			}
 			if p.sent != k || now.Sub(p.issuedAt) >= s.ttl/2 {
 				p.sent, p.issuedAt = k, now
 				sends[p.st] = append(sends[p.st], blanket(p.bucket, allow, s.ttl))
@@ -213,17 +323,22 @@ func (s *Service) failed(dv *division, now time.Time, err error, sends map[*stre
 // before increases, and each stream gets at most that share less the
 // grants in force of this replica's other streams, so that those never sum
 // past it. A stream that joins gets what the others do not hold (0 if they
-// hold it all) until they are lowered. Called with s.mu held.
+// hold it all) until they are lowered; a silent one gets nothing, and its
+// grant counts while it is in force. Called with s.mu held.
 func (s *Service) divideLocal(dv *division, now time.Time, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
 	budget := min(dv.held, dv.budget)
 	parts := make([]*part, 0, len(dv.parts))
+	var inForce int64 // the grants in force of dv's streams here
 	for p := range dv.parts {
-		parts = append(parts, p)
+		if !s.silent(p, now) {
+			parts = append(parts, p)
+		} else if p.sent == tokens {
+			inForce += p.grant
+		}
 	}
 	sort.Slice(parts, func(i, j int) bool { return parts[i].st.id < parts[j].st.id })
 	wants := make([]int64, len(parts))
 	ids := make([]string, len(parts))
-	var inForce int64 // the grants in force of dv's streams here
 	for i, p := range parts {
 		wants[i] = want(p.demand, int64(dv.fill/time.Second))
 		ids[i] = p.st.id
@@ -252,7 +367,7 @@ func (s *Service) divideLocal(dv *division, now time.Time, sends map[*stream][]*
 		cur := current(i)
 		g := max(min(claims[i], budget-(inForce-cur)), 0)
 		inForce += g - cur
-		s.assign(parts[i], g, now, sends)
+		s.assign(parts[i], g, dv.fill, now, sends)
 	}
 }
 
