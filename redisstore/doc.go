@@ -165,7 +165,15 @@
 // applied). A Take sent alone (no call was in flight), a TakeAll and an
 // Override (all three on the decision path) see a cancellation before
 // their call, and then wait for it within its bound: not waiting would
-// need a goroutine per call, which doubled the client's CPU per decision. Only real failures count toward the circuit breaker:
+// need a goroutine per call, which doubled the client's CPU per decision.
+// A known limit: a call that runs out of its bound while it is the
+// connection's only one in flight makes the client close the connection
+// (it cannot realign the replies), and a call that finds the client
+// re-making it waits for that handshake, which the call that started it
+// bounds: on a Redis that has stopped answering, a call whose bound is
+// shorter than that one's may then return only when its caller's context
+// ends (the caller gets its context's error, never an admission). Only
+// real failures count toward the circuit breaker:
 // errors from Redis or the connection (refused, reset) and calls that run
 // out of the ceiling, far beyond a healthy Redis's latency. A call that runs
 // out of its caller's deadline is not one (Stats.CallerTimeouts): a busy

@@ -61,7 +61,12 @@ func TestOverridableRuleStalledRedis(t *testing.T) {
 	if err := admin.Do(context.Background(), admin.B().ClientPause().Timeout(2500).All().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	for _, domain := range []string{"plain", "api"} {
+	// api first: a call that times out alone closes its connection
+	// (rueidis cannot realign it), and a call that then finds the client
+	// re-making it waits for that handshake, started by another call,
+	// beyond its own bound (a known limit, stated in the package doc of
+	// redisstore); plain's check after api's is then bounded by its own.
+	for _, domain := range []string{"api", "plain"} {
 		code, body := check(domain)
 		var r CheckResponse
 		json.Unmarshal([]byte(body), &r)
