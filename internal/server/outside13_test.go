@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+)
+
+// outside13PeakHeap runs f and returns the largest growth of the live heap
+// (HeapAlloc, sampled every half millisecond) over its level after a GC
+// before f.
+func outside13PeakHeap(f func()) uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapAlloc
+	var (
+		stop atomic.Bool
+		peak atomic.Uint64
+		wg   sync.WaitGroup
+	)
+	sample := func() {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		if m.HeapAlloc > base && m.HeapAlloc-base > peak.Load() {
+			peak.Store(m.HeapAlloc - base)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			sample()
+			time.Sleep(500 * time.Microsecond)
+		}
+	}()
+	f()
+	sample()
+	stop.Store(true)
+	wg.Wait()
+	return peak.Load()
+}
+
+// outside13Writer counts what a handler writes, so the test holds no copy.
+type outside13Writer struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (w *outside13Writer) Header() http.Header         { return w.h }
+func (w *outside13Writer) WriteHeader(code int)        { w.code = code }
+func (w *outside13Writer) Write(b []byte) (int, error) { w.n += len(b); return len(b), nil }
+
+// TestOutside13ManyDescriptorsBounded: README ("Memory") promises that
+// serve's peak memory stays under 64 MiB + 2 × 128 bytes × keys held. One
+// request that gRPC's default 4 MiB message size and the JSON API's 1 MiB
+// body admit, made of hundreds of thousands of tiny descriptors (all on one
+// key, or on none), must not by itself take the whole 64 MiB: either it is
+// refused, or it is decided within that. Today nothing bounds the
+// descriptors of a request: a 3.6 MB RLS request grows the heap by over
+// 200 MiB while it is decoded, decided and answered (a 9 MB answer), and a
+// 1 MiB JSON body by over 100 MiB (a 24 MB answer). Concurrent requests
+// add up (grpc-go sets no MaxConcurrentStreams; HTTP serves any number of
+// connections).
+func TestOutside13ManyDescriptorsBounded(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	const budget = 64 << 20
+
+	t.Run("rls", func(t *testing.T) {
+		req := &rls.RateLimitRequest{Domain: "rides"}
+		for len(req.Descriptors) < 360_000 {
+			req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{
+				Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "city"}}})
+		}
+		raw, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(raw) > 4<<20 {
+			t.Fatalf("request of %d bytes: over gRPC's default limit, the test must stay under it", len(raw))
+		}
+		req = nil
+		var (
+			refused bool
+			answer  int
+		)
+		peak := outside13PeakHeap(func() {
+			// The server's path without the transport: its codec
+			// (rlsCodec → unmarshalRLS), the handler, the answer's encoding.
+			m := &rls.RateLimitRequest{}
+			if err := unmarshalRLS(raw, m); err != nil {
+				refused = true
+				return
+			}
+			resp, err := rlsServer{s: h.srv}.ShouldRateLimit(context.Background(), m)
+			if err != nil {
+				refused = true
+				return
+			}
+			b, _ := proto.Marshal(resp)
+			answer = len(b)
+		})
+		if !refused && peak > budget {
+			t.Errorf("one RLS request of %d bytes (%d descriptors on one key): the heap grew by %d MiB while it was decided (answer: %d bytes); want it refused or under %d MiB",
+				len(raw), 360_000, peak>>20, answer, budget>>20)
+		}
+	})
+
+	t.Run("json", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString(`{"domain":"rides","descriptors":[{}`)
+		n := 1
+		for b.Len() < maxBody-16 {
+			b.WriteString(`,{}`)
+			n++
+		}
+		b.WriteString(`]}`)
+		body := b.String()
+		w := &outside13Writer{h: http.Header{}}
+		peak := outside13PeakHeap(func() {
+			r, _ := http.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			h.srv.Handler().ServeHTTP(w, r)
+		})
+		if w.code == http.StatusOK && peak > budget {
+			t.Errorf("one /v1/check body of %d bytes (%d empty descriptors): the heap grew by %d MiB while it was decided (answer: %d bytes); want it refused or under %d MiB",
+				len(body), n, peak>>20, w.n, budget>>20)
+		}
+	})
+}
+
+// TestOutside13RLQSBucketBytes: an RLQS stream may report DefaultMaxBuckets
+// (1000) buckets, and each bucket id is kept verbatim, in several copies
+// (the BucketId, its bucketKey, the division's key), whatever its size; and
+// GET /v1/rules (no token, polled by the live page every second or two)
+// sorts the divisions by rebuilding each bucket's whole bucketKey in every
+// comparison, so its cost grows as n·log n × the bucket's bytes, although
+// it shows each value cut to NearLimitValueBytes. The server keeps RLS
+// descriptor values past 64 bytes as a digest (README, "Memory": "no value,
+// however long, makes a key cost more than a key of 64 bytes") and the live
+// view's memory "whatever the traffic" bounded (live.go); RLQS buckets, fed
+// by Envoy from request headers, have neither. Here one stream reports 200
+// buckets of 64 KiB (what Envoy's default header limit lets through).
+func TestOutside13RLQSBucketBytes(t *testing.T) {
+	h := start(t, map[string]string{"edge.yaml": "domain: edge\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: second, requests_per_unit: 100}\n"})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	h.srv.RegisterGRPC(g)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	const buckets, size = 200, 64 << 10
+	runtime.GC() // twice: what earlier tests left in pools goes too
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	st, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{}) // a fix may end the stream (RESOURCE_EXHAUSTED)
+	go func() {
+		defer close(ended)
+		for {
+			if _, err := st.Recv(); err != nil {
+				return
+			}
+		}
+	}()
+	{
+		pad := strings.Repeat("x", size-8)
+		for i := 0; i < buckets; i += 40 {
+			var us []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage
+			for j := i; j < i+40; j++ {
+				us = append(us, &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+					BucketId: &rlqspb.BucketId{Bucket: map[string]string{"tenant": fmt.Sprintf("%08d", j) + pad}}, NumRequestsAllowed: 1})
+			}
+			if err := st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: us}); err != nil {
+				break // the server ended the stream
+			}
+		}
+	}
+	// Wait (for a condition, not a duration) until the replica divides
+	// them all, or ends the stream.
+	for deadline := time.Now().Add(30 * time.Second); len(h.srv.rlqs.Divisions()) < buckets; {
+		select {
+		case <-ended:
+			t.Logf("the stream was ended after %d divisions", len(h.srv.rlqs.Divisions()))
+		default:
+			if time.Now().After(deadline) {
+				t.Fatalf("%d divisions after 30 s, want %d", len(h.srv.rlqs.Divisions()), buckets)
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		break
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	// Envoy needs its bucket id back in each assignment, so one copy of
+	// what the stream reported may be held; more is copies.
+	held, reported := int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(buckets*size)
+	if held > reported+4<<20 {
+		t.Errorf("one stream's %d buckets of %d KiB (%d MiB reported): the replica holds %d MiB for them (%d KiB a bucket); want at most one copy (+4 MiB)",
+			buckets, size>>10, reported>>20, held>>20, held/buckets>>10)
+	}
+
+	runtime.ReadMemStats(&before)
+	resp, err := http.Get(h.http.URL + "/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("GET /v1/rules with %d RLQS buckets of %d KiB: allocated %d MiB for an answer of %d KiB; want its cost bounded by what it shows (under 16 MiB)",
+			buckets, size>>10, alloc>>20, n>>10)
+	}
+}
+
+// TestOutside13DetailedMetricOtherLabels: MaxMetricValues promises that a
+// rule adds at most MaxMetricValues+1 policy label values "whatever the
+// traffic" (metricnames.go:14-21; README: "at most 100 label values per
+// rule from requests, the rest counted as (other)"). But the (other) name
+// keeps a level's empty value empty: a key-only level matches any value,
+// the empty one included, so past the budget each pattern of empty and
+// non-empty values is a label of its own: 2^depth of them for a
+// detailed_metric rule of depth depth (MaxDepth is 64).
+func TestOutside13DetailedMetricOtherLabels(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": `domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        descriptors:
+          - key: c
+            detailed_metric: true
+            rate_limit: {unit: minute, requests_per_unit: 1000000}
+`})
+	for i := range MaxMetricValues {
+		h.should(t, "d", desc("a", fmt.Sprintf("x%d", i), "b", "y", "c", "z"))
+	}
+	for mask := range 8 {
+		v := func(bit int) string {
+			if mask&(1<<bit) != 0 {
+				return fmt.Sprintf("late%d", mask)
+			}
+			return ""
+		}
+		if r := h.should(t, "d", desc("a", v(0), "b", v(1), "c", v(2))); codesOf(r) != "OK: OK" {
+			t.Fatalf("mask %d: %s", mask, codesOf(r))
+		}
+	}
+	m := h.get(t, "/metrics")
+	labels := map[string]bool{}
+	for _, line := range strings.Split(m, "\n") {
+		if !strings.HasPrefix(line, "sluice_decisions_total{") {
+			continue
+		}
+		if i := strings.Index(line, `policy="d.a`); i >= 0 {
+			rest := line[i+len(`policy="`):]
+			labels[rest[:strings.IndexByte(rest, '"')]] = true
+		}
+	}
+	if len(labels) > MaxMetricValues+1 {
+		var extra []string
+		for l := range labels {
+			if strings.Contains(l, OtherValue) || !strings.Contains(l, "_x") {
+				extra = append(extra, l)
+			}
+		}
+		t.Errorf("the detailed_metric rule has %d policy label values, want at most MaxMetricValues+1 = %d; past the budget: %q",
+			len(labels), MaxMetricValues+1, extra)
+	}
+}
