@@ -211,6 +211,17 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		// (BENCHMARKS.md).
 		grpc.InitialWindowSize(grpcWindow),
 		grpc.InitialConnWindowSize(grpcWindow),
+		// grpc-go's default, 4 MiB, kept and stated: a request carries at
+		// most server.MaxDescriptors descriptors of config.MaxDepth
+		// entries, checked on the message's bytes before it is decoded,
+		// so what a request costs follows its bytes (about twice them);
+		// and its values are bytes Envoy copies from the request (a
+		// header, the path, up to Envoy's default header limit of 60 KiB
+		// each): 64 descriptors of one such value are 3.75 MiB. A lower
+		// limit would refuse requests Envoy can send, and Envoy admits a
+		// request whose check fails (failure_mode_deny defaults to false).
+		// RLQS reports, on the same server, are bounded by their buckets.
+		grpc.MaxRecvMsgSize(4<<20),
 		tracing.GRPCServerOption(), // OTEL_* environment; none by default
 	)
 	srv.RegisterGRPC(g)

@@ -27,8 +27,38 @@ import (
 // envoy.service.rate_limit_quota.v3.RateLimitQuotaService (package rlqs)
 // on g.
 func (s *Server) RegisterGRPC(g grpc.ServiceRegistrar) {
-	rls.RegisterRateLimitServiceServer(g, rlsServer{s: s})
+	g.RegisterService(&rlsService, rlsServer{s: s})
 	s.rlqs.Register(g)
+}
+
+// rlsService is RateLimitService as the generated code registers it, but
+// its request is decoded into an rlsCall, so that a request over the
+// bounds (MaxDescriptors, config.MaxDepth) is refused as InvalidArgument
+// before it is decoded.
+var rlsService = grpc.ServiceDesc{
+	ServiceName: "envoy.service.ratelimit.v3.RateLimitService",
+	HandlerType: (*rls.RateLimitServiceServer)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "ShouldRateLimit", Handler: shouldRateLimit}},
+	Metadata:    "envoy/service/ratelimit/v3/rls.proto",
+}
+
+// shouldRateLimit is the generated handler of ShouldRateLimit, with the
+// request decoded into an rlsCall.
+func shouldRateLimit(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	var call rlsCall
+	if err := dec(&call); err != nil {
+		return nil, err
+	}
+	if call.refused != "" {
+		return nil, status.Error(codes.InvalidArgument, call.refused)
+	}
+	if interceptor == nil {
+		return srv.(rls.RateLimitServiceServer).ShouldRateLimit(ctx, call.req)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: rls.RateLimitService_ShouldRateLimit_FullMethodName}
+	return interceptor(ctx, call.req, info, func(ctx context.Context, req any) (any, error) {
+		return srv.(rls.RateLimitServiceServer).ShouldRateLimit(ctx, req.(*rls.RateLimitRequest))
+	})
 }
 
 type rlsServer struct {
@@ -49,12 +79,19 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
 	}
+	// Over gRPC the codec has checked the bounds already (overBounds).
+	if msg := descriptorsBound(len(req.GetDescriptors())); msg != "" {
+		return nil, status.Error(codes.InvalidArgument, msg)
+	}
 	hits := int64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1
 	}
 	descs := make([]descriptor, len(req.GetDescriptors()))
 	for i, d := range req.GetDescriptors() {
+		if msg := entriesBound(i, len(d.GetEntries())); msg != "" {
+			return nil, status.Error(codes.InvalidArgument, msg)
+		}
 		dd, err := fromProto(d, hits)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: %v", i, err)
