@@ -198,7 +198,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		gwSrv = &http.Server{Handler: tracing.HTTPHandler(gw, "sluice gateway"), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: server.IdleTimeout}
 	}
 
-	g := grpc.NewServer(
+	g := grpc.NewServer(append(server.GRPCServerOptions(), // what one client may hold (its doc)
 		// Enough long-lived workers that a call does not start a
 		// goroutine of its own (whose stack then grows as it runs)
 		// while others wait for Redis: with one worker per CPU, stack
@@ -223,7 +223,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		// RLQS reports, on the same server, are bounded by their buckets.
 		grpc.MaxRecvMsgSize(4<<20),
 		tracing.GRPCServerOption(), // OTEL_* environment; none by default
-	)
+	)...)
 	srv.RegisterGRPC(g)
 	// Health: the server ("") and the RLS service by name, SERVING until
 	// the shutdown begins (hs.Shutdown turns both NOT_SERVING).

@@ -410,8 +410,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ready\n")
 }
 
-// The HTTP API server's timeouts (NewHTTPServer). A client that reaches the
-// port holds a connection, a goroutine and its buffers only this long:
+// The HTTP API server's timeouts (NewHTTPServer); the gRPC port's bounds
+// are GRPCServerOptions'. A client that reaches the port holds a
+// connection, a goroutine and its buffers only this long:
 //   - ReadHeaderTimeout: the request line and headers, a few hundred bytes.
 //   - ReadTimeout: the whole request, a body of at most 1 MiB (maxBody) at
 //     100 KiB/s or faster.
