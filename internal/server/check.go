@@ -47,12 +47,17 @@ func descriptorsBound(n int) string {
 }
 
 // entriesBound returns the message that refuses a request whose
-// descriptor i has n entries, or "" when n is within config.MaxDepth.
+// descriptor i has n entries, or "" when n is within config.MaxDepth
+// (i < 0: the descriptor is not named).
 func entriesBound(i, n int) string {
 	if n <= config.MaxDepth {
 		return ""
 	}
-	return fmt.Sprintf("descriptors[%d].entries: %d given; at most %d a descriptor", i, n, config.MaxDepth)
+	field := "entries"
+	if i >= 0 {
+		field = fmt.Sprintf("descriptors[%d].entries", i)
+	}
+	return fmt.Sprintf("%s: %d given; at most %d a descriptor", field, n, config.MaxDepth)
 }
 
 // descriptor is one descriptor of a request, whatever the API.
