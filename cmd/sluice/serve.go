@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
@@ -199,7 +198,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		gwSrv = &http.Server{Handler: tracing.HTTPHandler(gw, "sluice gateway"), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: server.IdleTimeout}
 	}
 
-	g := grpc.NewServer(
+	g := grpc.NewServer(append(server.GRPCServerOptions(), // what one client may hold (its doc)
 		// Enough long-lived workers that a call does not start a
 		// goroutine of its own (whose stack then grows as it runs)
 		// while others wait for Redis: with one worker per CPU, stack
@@ -212,18 +211,19 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		// (BENCHMARKS.md).
 		grpc.InitialWindowSize(grpcWindow),
 		grpc.InitialConnWindowSize(grpcWindow),
-		// A client that sends nothing for 30 s is pinged, and its
-		// connection closed if 10 s pass without an answer. A live
-		// Envoy never is: its RLQS stream reports every 5 s (and an idle
-		// connection costs a PING every 30 s). A dead or stopped one
-		// (host gone without a FIN, a process stopped, whose kernel still
-		// acknowledges) has its RLQS streams ended within 40 s, their
-		// records dropped and their senders, blocked while it did not
-		// read, freed; TCP alone notices a dead peer in minutes, and a
-		// stopped one never.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// grpc-go's default, 4 MiB, kept and stated: a request carries at
+		// most server.MaxDescriptors descriptors of config.MaxDepth
+		// entries, checked on the message's bytes before it is decoded,
+		// so what a request costs follows its bytes (about twice them);
+		// and its values are bytes Envoy copies from the request (a
+		// header, the path, up to Envoy's default header limit of 60 KiB
+		// each): 64 descriptors of one such value are 3.75 MiB. A lower
+		// limit would refuse requests Envoy can send, and Envoy admits a
+		// request whose check fails (failure_mode_deny defaults to false).
+		// RLQS reports, on the same server, are bounded by their buckets.
+		grpc.MaxRecvMsgSize(4<<20),
 		tracing.GRPCServerOption(), // OTEL_* environment; none by default
-	)
+	)...)
 	srv.RegisterGRPC(g)
 	// Health: the server ("") and the RLS service by name, SERVING until
 	// the shutdown begins (hs.Shutdown turns both NOT_SERVING).

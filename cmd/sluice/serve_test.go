@@ -23,6 +23,8 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -489,5 +491,103 @@ func TestServeGateway(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr.String(), `msg="sluice gateway"`) {
 		t.Errorf("the log does not mention the gateway:\n%s", r.stderr)
+	}
+}
+
+// TestServeGRPCStreamsBounded: with default flags, one connection to the
+// gRPC port that opens 3000 streams, sends their headers and never their
+// message holds at most server.MaxConcurrentStreams of them: the server
+// refuses the rest (RST_STREAM REFUSED_STREAM) before it answers a PING
+// sent after them, and holds no more goroutines than the streams it
+// accepted. Without the bound (grpc-go's default, 2^32-1 streams) each
+// stalled stream held a goroutine for as long as the connection lived:
+// 2,936 of them here.
+func TestServeGRPCStreamsBounded(t *testing.T) {
+	r := startServe(t, serveOptions{})
+	conn, err := net.Dial("tcp", r.grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // the framer's writes: this goroutine and the reader's acks
+	fr := http2.NewFramer(conn, conn)
+	write := func(f func() error) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return f()
+	}
+	if err := write(func() error { return fr.WriteSettings() }); err != nil {
+		t.Fatal(err)
+	}
+	// Read what the server sends, answering its SETTINGS and counting the
+	// streams it refuses, until the ack of our PING: the server writes in
+	// the order it reads, so every refusal of a stream opened before the
+	// PING comes before its ack.
+	refused := make(chan int, 1)
+	go func() {
+		n := 0
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				refused <- -1
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					write(fr.WriteSettingsAck)
+				}
+			case *http2.RSTStreamFrame:
+				if f.ErrCode == http2.ErrCodeRefusedStream {
+					n++
+				}
+			case *http2.PingFrame:
+				if f.IsAck() {
+					refused <- n
+					return
+				}
+			}
+		}
+	}()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", rls.RateLimitService_ShouldRateLimit_FullMethodName},
+		{":authority", "sluice"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	block := hb.Bytes()
+
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	const streams = 3000
+	for i := range streams {
+		if err := write(func() error {
+			return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: block, EndHeaders: true})
+		}); err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	if err := write(func() error { return fr.WritePing(false, [8]byte{1}) }); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	select {
+	case n = <-refused:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no PING ack in 30 s")
+	}
+	// Each stream accepted was handed to a handler before the PING was
+	// read: the count is taken.
+	grew := runtime.NumGoroutine() - before
+	if want := streams - server.MaxConcurrentStreams; n != want {
+		t.Errorf("%d stalled streams on one connection: %d refused, want %d (all past MaxConcurrentStreams = %d)",
+			streams, n, want, server.MaxConcurrentStreams)
+	}
+	if grew > server.MaxConcurrentStreams+32 {
+		t.Errorf("%d stalled streams on one connection: serve holds %d more goroutines (%d before); want at most MaxConcurrentStreams = %d (+32)",
+			streams, grew, before, server.MaxConcurrentStreams)
 	}
 }

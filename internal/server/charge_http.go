@@ -154,6 +154,8 @@ func descriptorsOf(req *CheckRequest) ([]descriptor, string) {
 		return nil, "domain: must not be empty"
 	case len(req.Descriptors) == 0:
 		return nil, "descriptors: must not be empty"
+	case len(req.Descriptors) > MaxDescriptors:
+		return nil, descriptorsBound(len(req.Descriptors))
 	}
 	hits := int64(1)
 	if req.HitsAddend != nil {
@@ -164,6 +166,9 @@ func descriptorsOf(req *CheckRequest) ([]descriptor, string) {
 	}
 	descs := make([]descriptor, len(req.Descriptors))
 	for i, d := range req.Descriptors {
+		if msg := entriesBound(i, len(d.Entries)); msg != "" {
+			return nil, msg
+		}
 		descs[i] = descriptor{entries: d.Entries, hits: hits}
 		if d.HitsAddend != nil {
 			descs[i].hits = *d.HitsAddend

@@ -20,6 +20,46 @@ import (
 	"github.com/sluicehq/sluice/internal/decide"
 )
 
+// MaxDescriptors is the most descriptors one request may carry, over RLS
+// and in the bodies of POST /v1/check, /v1/charge and /v1/reserve; a
+// descriptor carries at most config.MaxDepth entries, the deepest a rule
+// can be (a longer one could match no rule). A request over either bound
+// is refused (RLS: InvalidArgument; HTTP: 400) naming the field and the
+// number given.
+//
+// Envoy sends one descriptor per rate_limits entry of the route (and of
+// its virtual host) whose actions all produce an entry, and
+// envoyproxy/ratelimit decides them one by one: a handful in any real
+// configuration, tens at most. 64 leaves room for that. Unbounded, one
+// request was decided whatever its size: 360,000 descriptors of one entry
+// (3.6 MB, under gRPC's 4 MiB message limit) grew the heap by 245 MiB, a
+// 1 MiB /v1/check body of empty descriptors by 134 MiB. With the bounds,
+// a request's descriptors cost in proportion to its bytes.
+const MaxDescriptors = 64
+
+// descriptorsBound returns the message that refuses a request of n
+// descriptors, or "" when n is within MaxDescriptors.
+func descriptorsBound(n int) string {
+	if n <= MaxDescriptors {
+		return ""
+	}
+	return fmt.Sprintf("descriptors: %d given; at most %d a request", n, MaxDescriptors)
+}
+
+// entriesBound returns the message that refuses a request whose
+// descriptor i has n entries, or "" when n is within config.MaxDepth
+// (i < 0: the descriptor is not named).
+func entriesBound(i, n int) string {
+	if n <= config.MaxDepth {
+		return ""
+	}
+	field := "entries"
+	if i >= 0 {
+		field = fmt.Sprintf("descriptors[%d].entries", i)
+	}
+	return fmt.Sprintf("%s: %d given; at most %d a descriptor", field, n, config.MaxDepth)
+}
+
 // descriptor is one descriptor of a request, whatever the API.
 type descriptor struct {
 	entries []config.Entry

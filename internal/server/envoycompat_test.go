@@ -284,6 +284,64 @@ func TestValueToMetric(t *testing.T) {
 	}
 }
 
+// TestDetailedMetricOverflowOneLabel: past MaxMetricValues, a
+// detailed_metric rule counts every request under one fixed name, its path
+// with OtherValue at each level, whichever of the request's values are
+// empty (a key-only level matches the empty value too), so the rule adds
+// MaxMetricValues+1 policy label values whatever the traffic. The name
+// kept empty values empty: each pattern of empty and non-empty values was
+// a label of its own, 2^depth of them (108 here, at depth 3).
+func TestDetailedMetricOverflowOneLabel(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": `domain: d
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        descriptors:
+          - key: c
+            detailed_metric: true
+            rate_limit: {unit: minute, requests_per_unit: 1000000}
+`})
+	for i := range MaxMetricValues {
+		h.should(t, "d", desc("a", fmt.Sprintf("x%d", i), "b", "y", "c", "z"))
+	}
+	for mask := range 8 { // each pattern of empty and non-empty values
+		v := func(bit int) string {
+			if mask&(1<<bit) != 0 {
+				return fmt.Sprintf("late%d", mask)
+			}
+			return ""
+		}
+		if r := h.should(t, "d", desc("a", v(0), "b", v(1), "c", v(2))); codesOf(r) != "OK: OK" {
+			t.Fatalf("mask %d: %s", mask, codesOf(r))
+		}
+	}
+	m := h.get(t, "/metrics")
+	if want := `sluice_decisions_total{domain="d",policy="d.a_(other).b_(other).c_(other)",result="ok"} 8`; !strings.Contains(m, want) {
+		t.Errorf("metrics lack %s", want)
+	}
+	labels := map[string]bool{}
+	for _, line := range strings.Split(m, "\n") {
+		if !strings.HasPrefix(line, "sluice_decisions_total{") {
+			continue
+		}
+		if i := strings.Index(line, `policy="d.a`); i >= 0 {
+			rest := line[i+len(`policy="`):]
+			labels[rest[:strings.IndexByte(rest, '"')]] = true
+		}
+	}
+	if len(labels) != MaxMetricValues+1 {
+		var extra []string
+		for l := range labels {
+			if !strings.Contains(l, "_x") {
+				extra = append(extra, l)
+			}
+		}
+		t.Errorf("the detailed_metric rule has %d policy label values, want MaxMetricValues+1 = %d; past the budget: %q",
+			len(labels), MaxMetricValues+1, extra)
+	}
+}
+
 // TestLongLabelValues: a request's key and value go into a policy label cut
 // to MaxLabelValueBytes.
 func TestLongLabelValues(t *testing.T) {

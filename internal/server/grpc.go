@@ -14,6 +14,7 @@ import (
 	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -27,8 +28,103 @@ import (
 // envoy.service.rate_limit_quota.v3.RateLimitQuotaService (package rlqs)
 // on g.
 func (s *Server) RegisterGRPC(g grpc.ServiceRegistrar) {
-	rls.RegisterRateLimitServiceServer(g, rlsServer{s: s})
+	g.RegisterService(&rlsService, rlsServer{s: s})
 	s.rlqs.Register(g)
+}
+
+// rlsService is RateLimitService as the generated code registers it, but
+// its request is decoded into an rlsCall, so that a request over the
+// bounds (MaxDescriptors, config.MaxDepth) is refused as InvalidArgument
+// before it is decoded.
+var rlsService = grpc.ServiceDesc{
+	ServiceName: "envoy.service.ratelimit.v3.RateLimitService",
+	HandlerType: (*rls.RateLimitServiceServer)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "ShouldRateLimit", Handler: shouldRateLimit}},
+	Metadata:    "envoy/service/ratelimit/v3/rls.proto",
+}
+
+// shouldRateLimit is the generated handler of ShouldRateLimit, with the
+// request decoded into an rlsCall.
+func shouldRateLimit(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	var call rlsCall
+	if err := dec(&call); err != nil {
+		return nil, err
+	}
+	if call.refused != "" {
+		return nil, status.Error(codes.InvalidArgument, call.refused)
+	}
+	if interceptor == nil {
+		return srv.(rls.RateLimitServiceServer).ShouldRateLimit(ctx, call.req)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: rls.RateLimitService_ShouldRateLimit_FullMethodName}
+	return interceptor(ctx, call.req, info, func(ctx context.Context, req any) (any, error) {
+		return srv.(rls.RateLimitServiceServer).ShouldRateLimit(ctx, req.(*rls.RateLimitRequest))
+	})
+}
+
+// The gRPC server's bounds (GRPCServerOptions), as NewHTTPServer's
+// timeouts bound the HTTP port. A client holds at most
+// MaxConcurrentStreams streams on one connection, each a goroutine and its
+// buffers; a stream past them is refused (RST_STREAM REFUSED_STREAM) and
+// costs nothing. A stream a client opens and never sends its message on
+// (a unary call without a deadline) is held for as long as the connection
+// lives, so a connection that is open and answers pings holds at most
+// MaxConcurrentStreams goroutines; one whose peer has gone is closed
+// KeepaliveTime + KeepaliveTimeout after its last frame, and one with no
+// stream open, after MaxConnectionIdle.
+//
+//   - MaxConcurrentStreams: Envoy's HTTP/2 client honours the server's
+//     SETTINGS_MAX_CONCURRENT_STREAMS and opens another connection past it,
+//     so nothing Envoy sends is refused. 256 calls in flight on one
+//     connection at Envoy's default 20 ms timeout are 12,800 decisions a
+//     second on that connection alone. It was grpc-go's default, 2^32-1:
+//     3000 stalled streams on one connection held 2,936 goroutines.
+//   - MaxConnectionIdle: a connection with no stream open (an Envoy
+//     with no traffic, a client that left its connection open) is sent a
+//     GOAWAY; Envoy opens a new one for its next call.
+//   - KeepaliveTime, KeepaliveTimeout: a connection silent for
+//     KeepaliveTime is pinged and closed if the ping is not answered in
+//     KeepaliveTimeout: an Envoy that vanished (its node gone, no FIN)
+//     releases its streams, an RLQS stream's record among them, within
+//     40 s rather than the operating system's TCP timeout (a stopped
+//     process, whose kernel still acknowledges, never). A live Envoy is
+//     never pinged: its RLQS stream reports every 5 s, and an idle
+//     connection costs one PING every 30 s.
+//   - KeepaliveMinTime: a client may ping as often as every 5 s, with or
+//     without a stream open (grpc-go's default, 5 minutes and only with a
+//     stream, answers a client that pings more often with GOAWAY
+//     too_many_pings). Envoy sends none by default; its
+//     connection_keepalive, when set, pings at the interval it is given,
+//     and a gRPC client's keepalive every 10 s or more.
+//
+// No MaxConnectionAge: RLQS streams (RegisterGRPC, on the same server) are
+// long-lived bidirectional streams, which an age would end after its grace
+// however long the grace; an ended stream drops its record and its share
+// goes to the other streams at the next tick, while its Envoy enforces its
+// last assignment until its TTL: outside the bound the rlqs package states.
+const (
+	MaxConcurrentStreams = 256
+	MaxConnectionIdle    = 5 * time.Minute
+	KeepaliveTime        = 30 * time.Second
+	KeepaliveTimeout     = 10 * time.Second
+	KeepaliveMinTime     = 5 * time.Second
+)
+
+// GRPCServerOptions returns the options that set the gRPC server's bounds
+// above, for grpc.NewServer.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(MaxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: MaxConnectionIdle,
+			Time:              KeepaliveTime,
+			Timeout:           KeepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             KeepaliveMinTime,
+			PermitWithoutStream: true,
+		}),
+	}
 }
 
 type rlsServer struct {
@@ -49,12 +145,19 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
 	}
+	// Over gRPC the codec has checked the bounds already (overBounds).
+	if msg := descriptorsBound(len(req.GetDescriptors())); msg != "" {
+		return nil, status.Error(codes.InvalidArgument, msg)
+	}
 	hits := int64(req.GetHitsAddend())
 	if hits == 0 {
 		hits = 1
 	}
 	descs := make([]descriptor, len(req.GetDescriptors()))
 	for i, d := range req.GetDescriptors() {
+		if msg := entriesBound(i, len(d.GetEntries())); msg != "" {
+			return nil, status.Error(codes.InvalidArgument, msg)
+		}
 		dd, err := fromProto(d, hits)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: %v", i, err)

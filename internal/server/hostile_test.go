@@ -6,20 +6,29 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/memstore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestSimulateBounded: a simulation beyond MaxSimulations running is
@@ -276,6 +285,162 @@ func TestHTTPTimeout(t *testing.T) {
 			h.ServeHTTP(rec, req)
 			if rec.Code != http.StatusBadRequest {
 				t.Errorf("%s with %s: soon: %d", path, TimeoutHeader, rec.Code)
+			}
+		}
+	})
+}
+
+// TestRequestDescriptorsBounded: a request of more than MaxDescriptors
+// descriptors, or with a descriptor of more than config.MaxDepth entries,
+// is refused naming the field and the number given: over RLS as
+// InvalidArgument, over the JSON API as 400. Over RLS the count is taken
+// from the message's bytes before it is decoded: 360,000 descriptors of
+// one entry (3.6 MB, under gRPC's 4 MiB limit) are refused having
+// allocated little more than the message itself, where deciding them
+// allocated hundreds of MiB (the heap grew by 245 MiB); over the JSON API
+// decoding stops at the bound, so a 1 MiB body of empty descriptors (or of
+// one descriptor's empty entries) allocates a few times its size, not 55
+// times. Requests at the bounds are decided.
+func TestRequestDescriptorsBounded(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	h.srv.RegisterGRPC(g)
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	// request is a RateLimitRequest of domain rides with descs descriptors
+	// of one entry (city, value) and, last, one of deep entries (none when
+	// deep is 0).
+	request := func(descs int, value string, deep int) []byte {
+		req := &rls.RateLimitRequest{Domain: "rides"}
+		for range descs {
+			req.Descriptors = append(req.Descriptors, desc("city", value))
+		}
+		if deep > 0 {
+			d := &rlcommon.RateLimitDescriptor{}
+			for range deep {
+				d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: "city", Value: "rome"})
+			}
+			req.Descriptors = append(req.Descriptors, d)
+		}
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ask := func(in []byte) error {
+		var out []byte
+		return conn.Invoke(context.Background(), rls.RateLimitService_ShouldRateLimit_FullMethodName, &in, &out)
+	}
+	check := func(body string) (int, string) {
+		resp, err := http.Post(h.http.URL+"/v1/check", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	jsonBody := func(descs, deep int) string {
+		var b strings.Builder
+		b.WriteString(`{"domain":"rides","descriptors":[`)
+		for i := range descs {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`{"entries":[{"key":"city","value":"rome"}]}`)
+		}
+		if deep > 0 {
+			b.WriteString(`,{"entries":[{"key":"city","value":"rome"}`)
+			b.WriteString(strings.Repeat(`,{"key":"city","value":"rome"}`, deep-1))
+			b.WriteString(`]}`)
+		}
+		b.WriteString(`]}`)
+		return b.String()
+	}
+
+	t.Run("rls", func(t *testing.T) {
+		for _, c := range []struct {
+			descs, deep int
+			want        string // "" for decided
+		}{
+			{MaxDescriptors, 0, ""},
+			{MaxDescriptors - 1, config.MaxDepth, ""},
+			{MaxDescriptors + 1, 0, fmt.Sprintf("descriptors: %d given; at most %d", MaxDescriptors+1, MaxDescriptors)},
+			{1, config.MaxDepth + 1, fmt.Sprintf("descriptors[1].entries: %d given; at most %d", config.MaxDepth+1, config.MaxDepth)},
+		} {
+			err := ask(request(c.descs, "rome", c.deep))
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%d descriptors, %d entries deep: %v; want it decided", c.descs, c.deep, err)
+			case c.want != "" && (status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want)):
+				t.Errorf("%d descriptors, %d entries deep: %v; want InvalidArgument %q", c.descs, c.deep, err, c.want)
+			}
+		}
+
+		const many = 360_000
+		in := request(many, "", 0) // 10 bytes a descriptor
+		if len(in) > 4<<20 {
+			t.Fatalf("request of %d bytes: over gRPC's default limit", len(in))
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := ask(in)
+		runtime.ReadMemStats(&after)
+		if want := fmt.Sprintf("descriptors: %d given", many); status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), want) {
+			t.Errorf("%d descriptors: %v; want InvalidArgument %q", many, err, want)
+		}
+		t.Logf("%d descriptors in %d bytes: refused, %d KiB allocated", many, len(in), (after.TotalAlloc-before.TotalAlloc)>>10)
+		// The message is read once and copied once (the codec's buffer);
+		// anything past a few times its size is decoding.
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4*uint64(len(in)) {
+			t.Errorf("%d descriptors in %d bytes: the call allocated %d MiB; want at most 4 times the message (%d MiB)",
+				many, len(in), alloc>>20, 4*len(in)>>20)
+		}
+	})
+
+	t.Run("json", func(t *testing.T) {
+		many := (maxBody - 64) / 3 // empty descriptors (or entries) in a body near maxBody
+		for _, c := range []struct {
+			body string
+			want string // "" for decided
+		}{
+			{jsonBody(MaxDescriptors, 0), ""},
+			{jsonBody(MaxDescriptors-1, config.MaxDepth), ""},
+			{jsonBody(MaxDescriptors+1, 0), fmt.Sprintf("descriptors: %d given; at most %d", MaxDescriptors+1, MaxDescriptors)},
+			{jsonBody(1, config.MaxDepth+1), fmt.Sprintf("descriptors[1].entries: %d given; at most %d", config.MaxDepth+1, config.MaxDepth)},
+			{`{"domain":"rides","descriptors":[{}` + strings.Repeat(`,{}`, many-1) + `]}`,
+				fmt.Sprintf("descriptors: %d given", many)},
+			{`{"domain":"rides","descriptors":[{"entries":[{}` + strings.Repeat(`,{}`, many-1) + `]}]}`,
+				fmt.Sprintf("descriptors[0].entries: %d given", many)},
+		} {
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			code, body := check(c.body)
+			runtime.ReadMemStats(&after)
+			body = body[:min(len(body), 200)]
+			switch {
+			case c.want == "" && code != http.StatusOK:
+				t.Errorf("body of %d bytes: %d %s; want it decided", len(c.body), code, body)
+			case c.want != "" && (code != http.StatusBadRequest || !strings.Contains(body, c.want)):
+				t.Errorf("body of %d bytes: %d %s; want 400 %q", len(c.body), code, body, c.want)
+			}
+			// The body is read, buffered and copied a few times; decoding
+			// 349,505 descriptors allocated 55 times it.
+			if alloc := after.TotalAlloc - before.TotalAlloc; len(c.body) > maxBody/2 && alloc > 16*uint64(len(c.body)) {
+				t.Errorf("body of %d bytes (%.40s…): %d MiB allocated; want at most 16 times the body (%d MiB)",
+					len(c.body), c.body, alloc>>20, 16*len(c.body)>>20)
 			}
 		}
 	})

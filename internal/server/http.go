@@ -3,6 +3,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -121,17 +123,114 @@ func (s *Server) mux() *routes {
 
 // CheckRequest is the body of POST /v1/check.
 type CheckRequest struct {
-	Domain      string           `json:"domain"`
-	Descriptors []JSONDescriptor `json:"descriptors"`
+	Domain      string          `json:"domain"`
+	Descriptors JSONDescriptors `json:"descriptors"`
 	// HitsAddend is the cost of every descriptor: 1 when absent, 0 to peek.
 	HitsAddend *int64 `json:"hits_addend,omitempty"`
 }
 
+// JSONDescriptors is the descriptors of a CheckRequest: at most
+// MaxDescriptors of at most config.MaxDepth entries each. Decoding builds
+// no more than that: past a bound it only counts the elements and fails
+// naming the field and the count, so a body of many small descriptors (a
+// 1 MiB body holds 349,505 empty ones) costs no more than one at the
+// bounds.
+type JSONDescriptors []JSONDescriptor
+
 // JSONDescriptor is one descriptor of a CheckRequest.
 type JSONDescriptor struct {
-	Entries []config.Entry `json:"entries"`
+	Entries jsonEntries `json:"entries"`
 	// HitsAddend, when set, overrides the request's for this descriptor.
 	HitsAddend *int64 `json:"hits_addend,omitempty"`
+}
+
+// jsonEntries is a JSONDescriptor's entries, decoded up to config.MaxDepth.
+type jsonEntries []config.Entry
+
+// errEntries is what decoding jsonEntries fails with past config.MaxDepth:
+// the descriptor's index is the caller's to add.
+type errEntries struct{ n int }
+
+func (e errEntries) Error() string { return entriesBound(-1, e.n) }
+
+func (es *jsonEntries) UnmarshalJSON(b []byte) error {
+	list, n, err := decodeList[config.Entry](b, config.MaxDepth, nil)
+	if err == nil && n > config.MaxDepth {
+		return errEntries{n}
+	}
+	*es = list
+	return err
+}
+
+func (ds *JSONDescriptors) UnmarshalJSON(b []byte) error {
+	list, n, err := decodeList[JSONDescriptor](b, MaxDescriptors, func(i int, err error) error {
+		if e := (errEntries{}); errors.As(err, &e) {
+			return errors.New(entriesBound(i, e.n))
+		}
+		return err
+	})
+	if err == nil && n > MaxDescriptors {
+		return errors.New(descriptorsBound(n))
+	}
+	*ds = list
+	return err
+}
+
+// decodeList decodes the JSON array b (or null) into at most most
+// elements, unknown fields refused, each element's error passed through
+// elemErr (when not nil) with its index. Past most it decodes nothing more
+// and only counts the elements: n is their number.
+func decodeList[T any](b []byte, most int, elemErr func(int, error) error) (list []T, n int, err error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, 0, err
+	}
+	if tok == nil {
+		return nil, 0, nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		var zero []T
+		return nil, 0, &json.UnmarshalTypeError{Value: fmt.Sprint(tok), Type: reflect.TypeOf(zero)}
+	}
+	for ; dec.More(); n++ {
+		if n >= most {
+			if err := skipValue(dec); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			if elemErr != nil {
+				err = elemErr(n, err)
+			}
+			return nil, 0, err
+		}
+		list = append(list, v)
+	}
+	return list, n, nil
+}
+
+// skipValue reads one JSON value of dec's and keeps nothing of it.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('['), json.Delim('{'):
+			depth++
+		case json.Delim(']'), json.Delim('}'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
 }
 
 // CheckResponse is the answer to POST /v1/check.
@@ -183,13 +282,13 @@ type ResetRequest struct {
 	// Descriptors holds the one descriptor to reset.
 	Descriptors []ResetDescriptor `json:"descriptors,omitempty"`
 	// Entries is the descriptor's entries (the older form).
-	Entries []config.Entry `json:"entries,omitempty"`
+	Entries jsonEntries `json:"entries,omitempty"`
 }
 
 // ResetDescriptor is the descriptor of a ResetRequest: a JSONDescriptor
 // without a cost.
 type ResetDescriptor struct {
-	Entries []config.Entry `json:"entries"`
+	Entries jsonEntries `json:"entries"`
 }
 
 // entries returns the descriptor's entries, or a 400's message.
@@ -410,8 +509,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ready\n")
 }
 
-// The HTTP API server's timeouts (NewHTTPServer). A client that reaches the
-// port holds a connection, a goroutine and its buffers only this long:
+// The HTTP API server's timeouts (NewHTTPServer); the gRPC port's bounds
+// are GRPCServerOptions'. A client that reaches the port holds a
+// connection, a goroutine and its buffers only this long:
 //   - ReadHeaderTimeout: the request line and headers, a few hundred bytes.
 //   - ReadTimeout: the whole request, a body of at most 1 MiB (maxBody) at
 //     100 KiB/s or faster.

@@ -13,8 +13,9 @@ import (
 // MaxMetricValues bounds the policy label values one rule adds to the
 // metrics from request values (detailed_metric, value_to_metric): the first
 // MaxMetricValues distinct names a rule produces are used as they are; every
-// later one is counted under the rule's name with OtherValue in place of
-// the request's values. So a rule adds at most MaxMetricValues+1 policy
+// later one is counted under one fixed name per rule: its path with
+// OtherValue at every level whose value comes from the request, empty
+// values included (d.a_(other).b_(other)). So a rule adds at most MaxMetricValues+1 policy
 // label values whatever the traffic, and the whole label set is bounded by
 // (MaxMetricValues+1) × the rules that use request values, plus one per
 // other rule. The set a rule has admitted survives reloads (it is keyed by
@@ -59,29 +60,19 @@ func (m *metricNames) name(r *config.Rule, entries []config.Entry) string {
 	if !detailed && !toMetric {
 		return r.Title()
 	}
-	build := func(other bool) string {
-		var b strings.Builder
-		b.WriteString(r.Domain)
-		for i, e := range entries {
-			v := e.Value
-			if !detailed && i < len(r.Path) {
-				if l := r.Levels[i]; !l.ValueToMetric || l.ShareThreshold {
-					v = r.Path[i].Value
-				}
-			}
-			if other && v != "" && (detailed || (i < len(r.Levels) && r.Levels[i].ValueToMetric && !r.Levels[i].ShareThreshold)) {
-				v = OtherValue
-			}
-			b.WriteByte('.')
-			b.WriteString(labelValue(e.Key))
-			if v != "" {
-				b.WriteByte('_')
-				b.WriteString(labelValue(v))
-			}
-		}
-		return b.String()
+	fromRequest := func(i int) bool { // level i's value in the name is the request's
+		return detailed || (i < len(r.Levels) && r.Levels[i].ValueToMetric && !r.Levels[i].ShareThreshold)
 	}
-	n := build(false)
+	var b strings.Builder
+	b.WriteString(r.Domain)
+	for i, e := range entries {
+		v := e.Value
+		if i < len(r.Path) && !fromRequest(i) {
+			v = r.Path[i].Value
+		}
+		writeLevel(&b, e.Key, v)
+	}
+	n := b.String()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.seen == nil {
@@ -96,7 +87,32 @@ func (m *metricNames) name(r *config.Rule, entries []config.Entry) string {
 		set[n] = struct{}{}
 		return n
 	}
-	return build(true)
+	// Past the budget, one fixed name per rule: the rule's path with
+	// OtherValue at every level whose value comes from the request. It
+	// owes nothing to the request, not even which of its values are empty
+	// (a key-only level matches the empty value too): a name that kept
+	// them empty was a label per pattern of empty values, 2^depth of them.
+	b.Reset()
+	b.WriteString(r.Domain)
+	for i, p := range r.Path {
+		v := p.Value
+		if fromRequest(i) {
+			v = OtherValue
+		}
+		writeLevel(&b, p.Key, v)
+	}
+	return b.String()
+}
+
+// writeLevel writes one level of a policy label: ".key", or ".key_value"
+// when value is not empty.
+func writeLevel(b *strings.Builder, key, value string) {
+	b.WriteByte('.')
+	b.WriteString(labelValue(key))
+	if value != "" {
+		b.WriteByte('_')
+		b.WriteString(labelValue(value))
+	}
 }
 
 // labelValue is a request's key or value as a part of a label: cut at

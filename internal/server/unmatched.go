@@ -33,20 +33,32 @@ type UnmatchedInfo struct {
 	// Requests counts them since start.
 	Requests int64 `json:"requests"`
 	// LastDomain and LastKeys are the last such request's domain (as
-	// sent, cut to MaxLabelValueBytes) and its descriptors' keys.
+	// sent, cut to MaxLabelValueBytes) and its descriptors' keys (at most
+	// 8 descriptors of 8 keys, each cut: under 8 KiB).
 	LastDomain string `json:"last_domain"`
 	LastKeys   string `json:"last_keys"`
 	// LastAt is when it came, Unix seconds.
 	LastAt int64 `json:"last_at"`
 }
 
+// The last unmatched request's keys list at most unmatchedDescriptors
+// descriptors of at most unmatchedEntries keys each, every key cut to
+// MaxLabelValueBytes (with its mark, under 110 bytes): under 8 KiB per
+// domain label whatever the request, kept, served on every GET /v1/rules
+// and logged. Enough to spot a misspelt key; a request within
+// MaxDescriptors and config.MaxDepth could otherwise leave 64 × 64 keys.
+const (
+	unmatchedDescriptors = 8
+	unmatchedEntries     = 8
+)
+
 // unmatchedKeys lists descs' entry keys, a descriptor's joined by "," and
-// descriptors by " | ", each key cut to MaxLabelValueBytes and at most 8
-// descriptors: the values are left out (they are the unbounded part).
+// descriptors by " | ", within the bounds above, "…" marking what is left
+// out: the values are left out too (they are the unbounded part).
 func unmatchedKeys(descs []descriptor) string {
 	var b strings.Builder
 	for i, d := range descs {
-		if i == 8 {
+		if i == unmatchedDescriptors {
 			b.WriteString(" | …")
 			break
 		}
@@ -56,6 +68,10 @@ func unmatchedKeys(descs []descriptor) string {
 		for j, e := range d.entries {
 			if j > 0 {
 				b.WriteByte(',')
+			}
+			if j == unmatchedEntries {
+				b.WriteString("…")
+				break
 			}
 			b.WriteString(labelValue(e.Key))
 		}

@@ -77,6 +77,43 @@ func TestUnmatchedCounted(t *testing.T) {
 	}
 }
 
+// TestUnmatchedKeysBounded: the keys the live page keeps of the last
+// request that matched no rule (and logs each second) list at most 8
+// descriptors of 8 keys each, "…" marking what is left out, each key cut to
+// MaxLabelValueBytes: under 8 KiB however many entries and bytes the
+// request has. A descriptor's entries were listed whole: one of 40,000
+// entries left 2.6 MB per domain label; within MaxDescriptors and
+// config.MaxDepth, 64 × 64 keys of 512 bytes left 48 KiB.
+func TestUnmatchedKeysBounded(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	d := &rlcommon.RateLimitDescriptor{}
+	for i := range 10 {
+		d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: "k" + itoa(i), Value: "v"})
+	}
+	h.should(t, "rides", d)
+	if got, want := h.srv.unmatchedList()[0].LastKeys, "k0,k1,k2,k3,k4,k5,k6,k7,…"; got != want {
+		t.Errorf("one descriptor of 10 keys: LastKeys %q, want %q", got, want)
+	}
+
+	long := strings.Repeat("k", 512)
+	var ds []*rlcommon.RateLimitDescriptor
+	for range MaxDescriptors {
+		d := &rlcommon.RateLimitDescriptor{}
+		for range config.MaxDepth {
+			d.Entries = append(d.Entries, &rlcommon.RateLimitDescriptor_Entry{Key: long, Value: "v"})
+		}
+		ds = append(ds, d)
+	}
+	h.should(t, "rides", ds...)
+	keys := h.srv.unmatchedList()[0].LastKeys
+	if len(keys) > 8<<10 {
+		t.Errorf("%d descriptors of %d keys of %d bytes: LastKeys holds %d bytes; want under 8 KiB", MaxDescriptors, config.MaxDepth, len(long), len(keys))
+	}
+	if n := strings.Count(keys, ",…"); n != 8 || !strings.HasSuffix(keys, " | …") {
+		t.Errorf("LastKeys marks %d descriptors cut, want 8, and ends %q, want \" | …\"", n, keys[max(0, len(keys)-8):])
+	}
+}
+
 func rlsRequest(domain string, ds ...*rlcommon.RateLimitDescriptor) *rls.RateLimitRequest {
 	return &rls.RateLimitRequest{Domain: domain, Descriptors: ds}
 }
