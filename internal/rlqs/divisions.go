@@ -3,7 +3,10 @@
 package rlqs
 
 import (
-	"sort"
+	"cmp"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -39,29 +42,65 @@ type StreamShare struct {
 }
 
 // Divisions returns the divisions this replica's streams take part in,
-// sorted by rule and bucket.
-func (s *Service) Divisions() []Division {
+// sorted by rule and bucket key (a bucket's entries in key order, or its
+// digest: see bucketKey). perRule > 0 keeps, of each rule's divisions, the
+// perRule of greatest fleet demand (ties: by bucket key), so that what a
+// caller shows (a page polled every second or two) costs what it shows,
+// not what the fleet reports: a comparison is of keys of at most 64 bytes,
+// and only the divisions kept are copied.
+func (s *Service) Divisions(perRule int) []Division {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Division, 0, len(s.divs))
+	type ref struct {
+		dv     *division
+		rule   string
+		demand float64
+	}
+	refs := make([]ref, 0, len(s.divs))
 	for _, dv := range s.divs {
-		d := Division{Rule: dv.rule.FullKey, Budget: dv.budget, Fill: dv.fill, FleetDemand: dv.fleetDemand,
+		refs = append(refs, ref{dv, dv.rule.FullKey, dv.fleetDemand})
+	}
+	byKey := func(a, b ref) int {
+		if c := strings.Compare(a.rule, b.rule); c != 0 {
+			return c
+		}
+		return strings.Compare(a.dv.bucket, b.dv.bucket)
+	}
+	if perRule > 0 {
+		slices.SortFunc(refs, func(a, b ref) int {
+			if c := strings.Compare(a.rule, b.rule); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(b.demand, a.demand); c != 0 {
+				return c
+			}
+			return strings.Compare(a.dv.bucket, b.dv.bucket)
+		})
+		kept, rule, n := refs[:0], "", 0
+		for i, r := range refs {
+			if i == 0 || r.rule != rule {
+				rule, n = r.rule, 0
+			}
+			if n++; n <= perRule {
+				kept = append(kept, r)
+			}
+		}
+		refs = kept
+	}
+	slices.SortFunc(refs, byKey)
+	out := make([]Division, 0, len(refs))
+	for _, r := range refs {
+		dv := r.dv
+		d := Division{Rule: r.rule, Budget: dv.budget, Fill: dv.fill, FleetDemand: dv.fleetDemand,
 			FleetGrant: dv.fleetGrant, Replicas: dv.replicas, Failing: dv.failing}
 		for p := range dv.parts {
 			if d.Bucket == nil {
-				d.Bucket = make(map[string]string, len(p.bucket.GetBucket()))
-				for k, v := range p.bucket.GetBucket() {
-					d.Bucket[k] = v
-				}
+				d.Bucket = maps.Clone(p.bucket.GetBucket())
 			}
 			d.Streams = append(d.Streams, StreamShare{Stream: p.st.id, Demand: p.demand, Grant: p.grant})
 		}
-		sort.Slice(d.Streams, func(i, j int) bool { return d.Streams[i].Stream < d.Streams[j].Stream })
+		slices.SortFunc(d.Streams, func(a, b StreamShare) int { return strings.Compare(a.Stream, b.Stream) })
 		out = append(out, d)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Rule+"\x00"+bucketKey(out[i].Bucket), out[j].Rule+"\x00"+bucketKey(out[j].Bucket)
-		return a < b
-	})
 	return out
 }

@@ -140,7 +140,18 @@
 //
 // A replica serves at most DefaultMaxStreams streams and a stream reports
 // at most DefaultMaxBuckets buckets (WithLimits); beyond, the stream is
-// ended with RESOURCE_EXHAUSTED, counted in sluice_rlqs_refused_total.
+// ended with RESOURCE_EXHAUSTED, counted in sluice_rlqs_refused_total. A
+// bucket id has at most MaxBucketIDEntries entries and MaxBucketIDBytes
+// bytes of keys and values (Envoy's bucket_id_builder makes a few entries
+// of tens of bytes); a report with a larger one ends its stream with
+// INVALID_ARGUMENT, counted there too. A replica keeps one copy of each
+// bucket id, to send back in its assignments; its part, its division and
+// the division's records in the store are named by its key, the entries
+// length-prefixed in key order, or past 64 bytes '#' and the SHA-256 of
+// that (two bucket ids never share a division), so what a stream holds is
+// O(DefaultMaxBuckets × MaxBucketIDBytes) whatever Envoy reports.
+// Divisions sorts by those keys, and keeps of each rule at most the
+// divisions its caller asks for.
 // Envoy forgets a bucket only when told to and reports every bucket it
 // has, so a bucket whose reports carry no requests for I = 6·A (a minute
 // by default; not reported at all counts the same) is abandoned: it is

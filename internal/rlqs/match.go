@@ -3,6 +3,8 @@
 package rlqs
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,25 +95,64 @@ func (ms *matchers) get(c *config.Config) *matcher {
 	return ms.cur
 }
 
-// bucketKey names a bucket id injectively: its entries sorted by key, each
-// length-prefixed.
+// bucketKey names a bucket id: its verbatim key (its entries sorted by
+// key, each key and value length-prefixed, so no two bucket ids share one)
+// when that is at most maxBucketKey bytes long, else its digest form: '#'
+// and the unpadded base64url SHA-256 of the verbatim key (44 bytes), as
+// internal/server's storeKey names an RLS descriptor. A verbatim key starts
+// with a decimal digit (its first key's length), so no verbatim key is a
+// digest form. The key names the bucket's part in its stream, its
+// division and the division's records in the store, so what each holds
+// per bucket is bounded whatever the bucket's values; only the part's
+// BucketId, which Envoy needs back in each assignment, holds them.
 func bucketKey(bucket map[string]string) string {
 	keys := make([]string, 0, len(bucket))
-	for k := range bucket {
+	n := 0
+	for k, v := range bucket {
 		keys = append(keys, k)
+		n += decimalLen(len(k)) + 1 + len(k) + decimalLen(len(v)) + 1 + len(v)
 	}
 	sort.Strings(keys)
-	var b strings.Builder
+	b := make([]byte, 0, n)
 	for _, k := range keys {
 		v := bucket[k]
-		b.WriteString(strconv.Itoa(len(k)))
-		b.WriteByte(':')
-		b.WriteString(k)
-		b.WriteString(strconv.Itoa(len(v)))
-		b.WriteByte(':')
-		b.WriteString(v)
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+		b = strconv.AppendInt(b, int64(len(v)), 10)
+		b = append(b, ':')
+		b = append(b, v...)
 	}
-	return b.String()
+	if len(b) <= maxBucketKey {
+		return string(b)
+	}
+	// SHA-256, a cryptographic hash with no seed: every replica sharing a
+	// store computes the same key, and no Envoy can make two buckets share
+	// a division (and so one budget) on purpose.
+	sum := sha256.Sum256(b)
+	var d [digestKeyLen]byte
+	d[0] = '#'
+	base64.RawURLEncoding.Encode(d[1:], sum[:])
+	return string(d[:])
+}
+
+// maxBucketKey is the longest verbatim bucket key; a longer one is named by
+// its digest form (bucketKey). It is internal/server's bound for RLS store
+// keys (maxStoreKey): it holds the usual bucket ids verbatim (a route or
+// tenant name, a UUID), so their divisions keep their readable names in the
+// store.
+const maxBucketKey = 64
+
+// digestKeyLen is the length of a bucket key in digest form: '#' and 32
+// bytes in unpadded base64.
+const digestKeyLen = 1 + (sha256.Size*8+5)/6
+
+func decimalLen(n int) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
 }
 
 // MatchBucket returns the rule of c that a bucket of domain matches (nil:

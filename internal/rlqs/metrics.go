@@ -58,7 +58,7 @@ var (
 	descOpen = prometheus.NewDesc("sluice_rlqs_open_streams",
 		"RLQS streams open on this replica.", nil, nil)
 	descRefused = prometheus.NewDesc("sluice_rlqs_refused_total",
-		"Streams and buckets refused because this replica serves the most streams it may, or a stream reports the most buckets it may.", nil, nil)
+		"Streams and buckets refused because this replica serves the most streams it may, a stream reports the most buckets it may, or a report has a bucket id with more entries or bytes than one may have.", nil, nil)
 	descStoreErrors = prometheus.NewDesc("sluice_rlqs_store_errors_total",
 		"Divisions the store failed to make (the rule's failure mode decided them).", nil, nil)
 )

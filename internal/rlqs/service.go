@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"sync"
 	"time"
@@ -44,6 +45,39 @@ const (
 	// DefaultMaxBuckets bounds the buckets one stream may report.
 	DefaultMaxBuckets = 1000
 )
+
+// The bounds of one bucket id: a report with a bucket id past either is
+// refused (InvalidArgument), and the stream ended. Envoy builds a bucket id
+// from its configuration's bucket_id_builder: a few entries, each a fixed
+// string or a request attribute (a route or tenant name, an API key, a
+// client ID), tens of bytes. The bounds leave room for many times that
+// while bounding the bucket ids a stream holds, DefaultMaxBuckets of them:
+// their keys and values take at most 1 MiB. (A bucket id is kept, once, for
+// Envoy needs it back in each assignment; everything else names the bucket
+// by its key, at most 64 bytes: see bucketKey.)
+const (
+	// MaxBucketIDBytes bounds the bytes of a bucket id's keys and values,
+	// all told.
+	MaxBucketIDBytes = 1024
+	// MaxBucketIDEntries bounds the entries of a bucket id.
+	MaxBucketIDEntries = 16
+)
+
+// checkBucketSize returns why bucket, the bucket id of report entry i, is
+// past the bounds, or nil.
+func checkBucketSize(i int, bucket map[string]string) error {
+	if len(bucket) > MaxBucketIDEntries {
+		return status.Errorf(codes.InvalidArgument, "bucket_quota_usages[%d].bucket_id: %d entries, more than the %d a bucket id may have", i, len(bucket), MaxBucketIDEntries)
+	}
+	n := 0
+	for k, v := range bucket {
+		n += len(k) + len(v)
+	}
+	if n > MaxBucketIDBytes {
+		return status.Errorf(codes.InvalidArgument, "bucket_quota_usages[%d].bucket_id: %d bytes of keys and values, more than the %d a bucket id may have", i, n, MaxBucketIDBytes)
+	}
+	return nil
+}
 
 // minElapsed is the shortest time over which a stream's demand is
 // measured: reports closer together are added to the next one.
@@ -192,11 +226,11 @@ const (
 // part is one stream's bucket.
 type part struct {
 	st     *stream
-	key    string // bucketKey
-	bucket *rlqspb.BucketId
-	rule   *config.Rule // nil: unmatched
-	static kind         // allowAll or denyAll for a bucket sluice does not divide
-	div    *division    // nil for static buckets
+	key    string           // bucketKey: at most 64 bytes
+	bucket *rlqspb.BucketId // the one copy of the bucket id, sent back to Envoy
+	rule   *config.Rule     // nil: unmatched
+	static kind             // allowAll or denyAll for a bucket sluice does not divide
+	div    *division        // nil for static buckets
 
 	last    time.Time // the report demand is measured from
 	pending uint64    // requests reported since last
@@ -214,8 +248,9 @@ type part struct {
 // division is one rule's limit for one bucket, divided among the streams
 // that report the bucket.
 type division struct {
-	key  string
-	rule *config.Rule
+	key    string // the rule's policy name, "\x00" and the bucket key
+	bucket string // the bucket key (bucketKey)
+	rule   *config.Rule
 	// round holds a value while a round (read, claim, assign) of the
 	// division is in progress: rounds of a division run one at a time,
 	// and hold s.mu only between their board calls.
@@ -352,6 +387,11 @@ func (s *Service) report(st *stream, msg *rlqspb.RateLimitQuotaUsageReports) err
 			s.mu.Unlock()
 			return status.Errorf(codes.InvalidArgument, "bucket_quota_usages[%d].bucket_id: must have at least one entry", i)
 		}
+		if err := checkBucketSize(i, b); err != nil {
+			s.mu.Unlock()
+			s.stats.refused.Add(1)
+			return err
+		}
 		key := bucketKey(b)
 		p := st.parts[key]
 		if p == nil {
@@ -360,7 +400,9 @@ func (s *Service) report(st *stream, msg *rlqspb.RateLimitQuotaUsageReports) err
 				s.stats.refused.Add(1)
 				return status.Errorf(codes.ResourceExhausted, "bucket_quota_usages[%d]: the stream reports %d buckets, the most one stream may", i, len(st.parts))
 			}
-			p = s.newPart(cfg, st, key, u.GetBucketId(), now)
+			// A copy of its entries alone: nothing else the report
+			// carried (unknown fields) is kept.
+			p = s.newPart(cfg, st, key, &rlqspb.BucketId{Bucket: maps.Clone(b)}, now)
 			if p.div != nil {
 				touched = append(touched, p.div)
 			} else {
@@ -413,7 +455,7 @@ func (s *Service) place(cfg *config.Config, p *part, counted bool) {
 	dkey := r.Policy.Name + "\x00" + p.key
 	dv := s.divs[dkey]
 	if dv == nil {
-		dv = &division{key: dkey, parts: map[*part]struct{}{}, replicas: 1, round: make(chan struct{}, 1)}
+		dv = &division{key: dkey, bucket: p.key, parts: map[*part]struct{}{}, replicas: 1, round: make(chan struct{}, 1)}
 		s.divs[dkey] = dv
 	}
 	if dv.rule != r {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -206,7 +207,8 @@ descriptors:
 }
 
 // TestBadReports: a stream must name its domain first and keep it, and
-// every bucket id needs an entry.
+// every bucket id needs an entry and keeps within MaxBucketIDEntries and
+// MaxBucketIDBytes (a bucket id at both bounds is TestBucketIDAtItsBounds).
 func TestBadReports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startReplica(t, loadConfig(t, apiRule))
@@ -218,6 +220,12 @@ func TestBadReports(t *testing.T) {
 			{"no domain", []*rlqspb.RateLimitQuotaUsageReports{{}}, "domain: must be set"},
 			{"domain changed", []*rlqspb.RateLimitQuotaUsageReports{{Domain: "edge"}, {Domain: "other"}}, `domain "other": the stream's domain is "edge"`},
 			{"empty bucket id", []*rlqspb.RateLimitQuotaUsageReports{{Domain: "edge", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{}}}}, "bucket_quota_usages[0].bucket_id: must have at least one entry"},
+			{"bucket id too long", []*rlqspb.RateLimitQuotaUsageReports{{Domain: "edge", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+				usage(map[string]string{"route": "api"}, 1, 0), usage(map[string]string{"route": strings.Repeat("x", MaxBucketIDBytes-len("route")+1)}, 1, 0)}}},
+				"bucket_quota_usages[1].bucket_id: 1025 bytes of keys and values, more than the 1024 a bucket id may have"},
+			{"bucket id of too many entries", []*rlqspb.RateLimitQuotaUsageReports{{Domain: "edge", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+				usage(entries(MaxBucketIDEntries+1), 1, 0)}}},
+				"bucket_quota_usages[0].bucket_id: 17 entries, more than the 16 a bucket id may have"},
 		} {
 			cl := open(t, r)
 			for _, m := range c.reports {
@@ -227,6 +235,37 @@ func TestBadReports(t *testing.T) {
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("%s: %v, want InvalidArgument with %q", c.name, err, c.want)
 			}
+		}
+		r.stop()
+	})
+}
+
+// entries is a bucket id of n entries.
+func entries(n int) map[string]string {
+	b := make(map[string]string, n)
+	for i := range n {
+		b[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return b
+}
+
+// TestBucketIDAtItsBounds: a bucket id of MaxBucketIDEntries entries and
+// one of MaxBucketIDBytes bytes are accepted, and the assignment echoes
+// each whole.
+func TestBucketIDAtItsBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplica(t, loadConfig(t, apiRule))
+		for _, b := range []map[string]string{entries(MaxBucketIDEntries), {"route": strings.Repeat("x", MaxBucketIDBytes-len("route"))}} {
+			cl := open(t, r)
+			send(t, cl, "edge", usage(b, 1, 0))
+			resp, err := cl.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if acts := resp.GetBucketAction(); len(acts) != 1 || !maps.Equal(acts[0].GetBucketId().GetBucket(), b) {
+				t.Errorf("a bucket id of %d entries: %v, want one assignment echoing it", len(b), acts)
+			}
+			cl.CloseSend()
 		}
 		r.stop()
 	})
@@ -242,7 +281,9 @@ func TestLimits(t *testing.T) {
 		recv(t, cl)
 		synctest.Wait()
 		cl2 := open(t, r)
-		send(t, cl2, "edge", usage(map[string]string{"route": "api"}, 1, 0))
+		// The stream is refused on opening: its report's Send may see the
+		// end first (io.EOF); Recv has the status either way.
+		cl2.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(map[string]string{"route": "api"}, 1, 0)}})
 		if _, err := cl2.Recv(); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "1 streams open") {
 			t.Errorf("second stream: %v, want RESOURCE_EXHAUSTED", err)
 		}
@@ -758,7 +799,7 @@ func TestDivisions(t *testing.T) {
 		send(t, b, "edge", usage(map[string]string{"route": "api"}, 1, 0))
 		recv(t, b)
 		synctest.Wait()
-		ds := r.svc.Divisions()
+		ds := r.svc.Divisions(0)
 		if len(ds) != 1 {
 			t.Fatalf("%d divisions, want 1", len(ds))
 		}
@@ -773,6 +814,49 @@ func TestDivisions(t *testing.T) {
 		b.CloseSend()
 		r.stop()
 	})
+}
+
+// TestDivisionsPerRule: Divisions(n) keeps, of each rule's divisions, the
+// n of greatest fleet demand (ties: by bucket key), sorted by rule and
+// bucket key; Divisions(0) keeps them all.
+func TestDivisionsPerRule(t *testing.T) {
+	cfg := loadConfig(t, apiRule)
+	svc, err := New(func() *config.Config { return cfg })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := cfg.Rules()
+	a, b := rules[0], rules[1]
+	for _, d := range []struct {
+		rule   *config.Rule
+		bucket string
+		demand float64
+	}{{a, "1", 5}, {a, "2", 9}, {a, "3", 1}, {a, "4", 9}, {b, "5", 0}, {b, "6", 2}, {b, "7", 1}} {
+		svc.divs[d.rule.Policy.Name+"\x00"+d.bucket] = &division{rule: d.rule, bucket: d.bucket, fleetDemand: d.demand, parts: map[*part]struct{}{}}
+	}
+	got := func(n int) string {
+		var s []string
+		for _, d := range svc.Divisions(n) {
+			s = append(s, fmt.Sprintf("%s/%g", d.Rule, d.FleetDemand))
+		}
+		return strings.Join(s, " ")
+	}
+	ra, rb := a.FullKey, b.FullKey
+	if ra > rb {
+		t.Fatalf("rules %q, %q: the test wants them in order", ra, rb)
+	}
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{0, fmt.Sprintf("%[1]s/5 %[1]s/9 %[1]s/1 %[1]s/9 %[2]s/0 %[2]s/2 %[2]s/1", ra, rb)},
+		{2, fmt.Sprintf("%[1]s/9 %[1]s/9 %[2]s/2 %[2]s/1", ra, rb)},
+		{1, fmt.Sprintf("%[1]s/9 %[2]s/2", ra, rb)},
+	} {
+		if g := got(c.n); g != c.want {
+			t.Errorf("Divisions(%d): %s, want %s", c.n, g, c.want)
+		}
+	}
 }
 
 // hanging is a store that does not answer (blackholed) the calls hang

@@ -8,7 +8,9 @@ import (
 )
 
 // RLQSDivision is one bucket of a rule as this replica divides its limit
-// among the RLQS streams (Envoys) that report it (rlqs.Service.Divisions).
+// among the RLQS streams (Envoys) that report it (rlqs.Service.Divisions);
+// a rule lists at most RLQSDivisionsPerRule, those of greatest fleet
+// demand, in the order of their bucket keys (rlqs.Service.Divisions).
 type RLQSDivision struct {
 	// Bucket is the bucket id's entries, "key=value" joined by commas in
 	// key order; a value longer than NearLimitValueBytes is cut as the
@@ -42,12 +44,19 @@ type RLQSStream struct {
 	Grant int64 `json:"grant"`
 }
 
-// rlqsDivisions returns the RLQS service's divisions by rule full key.
+// RLQSDivisionsPerRule bounds the divisions GET /v1/rules lists per rule:
+// those of greatest fleet demand (rlqs.Service.Divisions). A replica may
+// divide millions of buckets (10,000 streams of up to 1,000 buckets each);
+// the page shows the hot ones, and the answer grows with what it shows.
+const RLQSDivisionsPerRule = 100
+
+// rlqsDivisions returns the RLQS service's divisions by rule full key, at
+// most RLQSDivisionsPerRule of each rule.
 func (s *Server) rlqsDivisions() map[string][]RLQSDivision {
 	if s.rlqs == nil {
 		return nil
 	}
-	divs := s.rlqs.Divisions()
+	divs := s.rlqs.Divisions(RLQSDivisionsPerRule)
 	if len(divs) == 0 {
 		return nil
 	}
