@@ -304,7 +304,8 @@ type RuleInfo struct {
 	// NearLimit are the keys nearest their limit, nearest first.
 	NearLimit []NearLimit `json:"near_limit"`
 	// RLQS is the rule's division among the RLQS streams that report its
-	// buckets, one entry per bucket (live_rlqs.go); empty when none do.
+	// buckets, one entry per bucket, at most RLQSDivisionsPerRule of them,
+	// those of greatest demand (live_rlqs.go); empty when none do.
 	RLQS []RLQSDivision `json:"rlqs"`
 }
 
