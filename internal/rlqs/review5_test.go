@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package rlqs
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// gatedBoard is a Board whose Drops wait, while the gate is set, until it
+// is opened (or their context ends): a Drop that is slow to land, as the
+// goroutine tickOnce starts for it may be.
+type gatedBoard struct {
+	Board
+	mu      sync.Mutex
+	gate    chan struct{}
+	waiting int // Drops waiting at the gate
+}
+
+func (b *gatedBoard) Drop(ctx context.Context, division, stream string) error {
+	b.mu.Lock()
+	g := b.gate
+	if g != nil {
+		b.waiting++
+	}
+	b.mu.Unlock()
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return b.Board.Drop(ctx, division, stream)
+}
+
+// TestReview5AbandonDropErasesNewRecord: a bucket abandoned at a tick has
+// its record dropped by a goroutine of its own (tickOnce: go
+// s.dropRecords). When the stream reports the bucket again before that
+// Drop lands (Envoy's next request makes it anew and reports it at once),
+// the new part's claim writes the stream's record, and the late Drop then
+// erases it: the stream holds a grant the board no longer shows, so
+// another replica claims it again and the grants in force sum past the
+// budget L (the invariant Σ grants ≤ L the bound rests on). Only the
+// reverse order (a part that left during a claim) is handled (round's
+// "drop it again").
+func TestReview5AbandonDropErasesNewRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := loadConfig(t, apiRule) // route=api: 100/s, F = 1 s, L = 100
+		shared := NewMemoryBoard()
+		gb := &gatedBoard{Board: shared, gate: make(chan struct{})}
+		r1 := startReplica(t, cfg, WithBoard(gb), WithReplicaID("r1"))
+		r2 := startReplica(t, cfg, WithBoard(shared), WithReplicaID("r2"))
+		bk := map[string]string{"route": "api"}
+
+		var mu sync.Mutex
+		grant := map[string]int64{} // the grant of the last token bucket, by client
+		abandoned := false
+		read := func(name string, cl client) {
+			for {
+				resp, err := cl.Recv()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for _, a := range resp.GetBucketAction() {
+					if a.GetAbandonAction() != nil {
+						abandoned = true
+						delete(grant, name)
+						continue
+					}
+					if tb := a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb != nil {
+						grant[name] = int64(tb.GetTokensPerFill().GetValue())
+						if tb.GetMaxTokens() == 0 {
+							grant[name] = 0 // a grant of 0: refuse
+						}
+					} else {
+						delete(grant, name)
+					}
+				}
+				mu.Unlock()
+			}
+		}
+		a := open(t, r1)
+		go read("a", a)
+		send(t, a, "edge", usage(bk, 1, 0))
+		// Reports with no requests, every 5 s, as Envoy sends them: the
+		// bucket is idle from t = 0 and is abandoned at the tick at 6·A.
+		for range 11 {
+			time.Sleep(5 * time.Second)
+			send(t, a, "edge", usage(bk, 0, 0))
+		}
+		time.Sleep(idleTTLs*DefaultTTL - 55*time.Second + DefaultTick/2)
+		synctest.Wait()
+		mu.Lock()
+		gb.mu.Lock()
+		waiting := gb.waiting
+		gb.mu.Unlock()
+		if !abandoned || waiting != 1 {
+			mu.Unlock()
+			t.Fatalf("setup: abandoned %v, drops waiting %d; want the bucket abandoned and its Drop waiting", abandoned, waiting)
+		}
+		mu.Unlock()
+
+		// Envoy's next request makes the bucket anew: reported at once.
+		send(t, a, "edge", usage(bk, 1, 0))
+		synctest.Wait()
+		close(gb.gate) // the abandon's Drop lands, within its timeout
+		synctest.Wait()
+
+		// Another replica's stream reports the bucket first.
+		b := open(t, r2)
+		go read("b", b)
+		send(t, b, "edge", usage(bk, 1, 0))
+		synctest.Wait()
+
+		mu.Lock()
+		ga, gbr := grant["a"], grant["b"]
+		mu.Unlock()
+		t.Logf("grants in force: stream a %d (its record dropped after its claim), stream b %d; budget 100", ga, gbr)
+		if ga+gbr > 100 {
+			t.Errorf("grants in force sum to %d, past the budget L = 100: the abandon's late Drop erased the re-made bucket's record", ga+gbr)
+		}
+		a.CloseSend()
+		b.CloseSend()
+		r1.stop()
+		r2.stop()
+	})
+}
