@@ -4,6 +4,7 @@ package rlqs
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -128,5 +129,125 @@ func TestReview5AbandonDropErasesNewRecord(t *testing.T) {
 		b.CloseSend()
 		r1.stop()
 		r2.stop()
+	})
+}
+
+// hangingBoard is a Board whose Reads of divisions containing slow wait,
+// while stall is set, until their context ends: a store that does not
+// answer one division.
+type hangingBoard struct {
+	Board
+	slow  string
+	mu    sync.Mutex
+	stall bool
+}
+
+func (b *hangingBoard) Read(ctx context.Context, division string, now time.Time) ([]Entry, error) {
+	b.mu.Lock()
+	stall := b.stall && strings.Contains(division, b.slow)
+	b.mu.Unlock()
+	if stall {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.Board.Read(ctx, division, now)
+}
+
+// TestReview5StaleTickActionOverridesReport: a tick's round of a division
+// refreshes its streams' assignments, but the tick delivers them only once
+// every division's round has ended (rounds: wg.Wait, then deliver), up to a
+// tick later when another division's store call hangs. A stream joining
+// the first division meanwhile has its first report's round run at once
+// (the division's round is over): it lowers the other stream's grant and
+// delivers that. Then the tick delivers its refresh, the grant from
+// before, which replaces the lowered one in the Envoy: the Envoy holds the
+// old grant while the board and the service hold the lowered one, and the
+// grants in force sum past L until the next re-issue (half a TTL).
+func TestReview5StaleTickActionOverridesReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := loadConfig(t, `
+domain: edge
+descriptors:
+  - key: route
+    value: api
+    rate_limit: {unit: second, requests_per_unit: 100, algorithm: token-bucket}
+  - key: route
+    value: slow
+    rate_limit: {unit: second, requests_per_unit: 100, algorithm: token-bucket}
+`)
+		sb := &hangingBoard{Board: NewMemoryBoard(), slow: "route_slow"}
+		r := startReplica(t, cfg, WithBoard(sb))
+		api := map[string]string{"route": "api"}
+		slow := map[string]string{"route": "slow"}
+
+		var mu sync.Mutex
+		grant := map[string]int64{} // the grant of the last api assignment, by client
+		read := func(name string, cl client) {
+			for {
+				resp, err := cl.Recv()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for _, a := range resp.GetBucketAction() {
+					if a.GetBucketId().GetBucket()["route"] != "api" {
+						continue
+					}
+					if tb := a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket(); tb != nil {
+						grant[name] = int64(tb.GetTokensPerFill().GetValue())
+						if tb.GetMaxTokens() == 0 {
+							grant[name] = 0
+						}
+					} else {
+						delete(grant, name)
+					}
+				}
+				mu.Unlock()
+			}
+		}
+		t0 := time.Now()
+		a := open(t, r)
+		go read("a", a)
+		send(t, a, "edge", usage(api, 1, 0))
+		s := open(t, r)
+		go read("s", s)
+		send(t, s, "edge", usage(slow, 1, 0))
+		synctest.Wait()
+
+		// From 4.5 s the store hangs on the slow division: the tick at
+		// 5 s (which refreshes a's assignment, issued at 0, half a TTL
+		// ago) delivers at 6 s, when that division's round times out.
+		time.Sleep(4500 * time.Millisecond)
+		sb.mu.Lock()
+		sb.stall = true
+		sb.mu.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+
+		// At 5.5 s a second Envoy reports api for the first time.
+		b := open(t, r)
+		go read("b", b)
+		send(t, b, "edge", usage(api, 1, 0))
+		synctest.Wait()
+		mu.Lock()
+		t.Logf("%v: a holds %d, b %d", time.Since(t0), grant["a"], grant["b"])
+		mu.Unlock()
+
+		time.Sleep(700 * time.Millisecond) // past 6 s: the tick at 5 s delivers
+		synctest.Wait()
+		mu.Lock()
+		ga, gb := grant["a"], grant["b"]
+		mu.Unlock()
+		t.Logf("%v: a holds %d, b %d; budget 100", time.Since(t0), ga, gb)
+		if ga+gb > 100 {
+			t.Errorf("the Envoys hold grants summing to %d, past the budget L = 100: the tick's stale refresh of a replaced the lower grant a's report round sent", ga+gb)
+		}
+		sb.mu.Lock()
+		sb.stall = false
+		sb.mu.Unlock()
+		a.CloseSend()
+		b.CloseSend()
+		s.CloseSend()
+		r.stop()
 	})
 }
