@@ -75,14 +75,15 @@ func WithPolicies(use func(sluice.Policy) bool) Option { return func(s *Store) {
 // sluice.ErrStoreClosed, Stats is zero and Close does nothing; make one
 // with New.
 type Store struct {
-	next   sluice.Store
-	giver  Giver // next as a Giver, or nil
-	target time.Duration
-	clock  clock.Clock
-	use    func(sluice.Policy) bool
-	tables sync.Map     // sluice.Policy → *table
-	count  atomic.Int64 // tables held, about
-	closed atomic.Bool
+	next    sluice.Store
+	giver   Giver // next as a Giver, or nil
+	target  time.Duration
+	clock   clock.Clock
+	use     func(sluice.Policy) bool
+	tables  sync.Map     // sluice.Policy → *table
+	count   atomic.Int64 // tables held, about
+	pruning atomic.Bool
+	closed  atomic.Bool
 }
 
 // maxTables bounds the policies a Store keeps lease tables for, so that a
@@ -144,22 +145,31 @@ func (s *Store) table(p sluice.Policy) *table {
 	return v.(*table)
 }
 
-// prune makes room for new tables (maxTables), keeping keep's.
+// prune makes room for new tables (maxTables), keeping keep's. One prune
+// runs at a time (a table created meanwhile waits for the next), and only
+// a delete that removed a table counts it.
 func (s *Store) prune(keep sluice.Policy) {
+	if !s.pruning.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.pruning.Store(false)
 	now := s.clock.Now().UnixNano()
 	freed := int64(0)
+	drop := func(k any) {
+		if _, ok := s.tables.LoadAndDelete(k); ok {
+			freed++
+		}
+	}
 	s.tables.Range(func(k, v any) bool {
 		if k.(sluice.Policy) != keep && v.(*table).idle(now) {
-			s.tables.Delete(k)
-			freed++
+			drop(k)
 		}
 		return true
 	})
 	if freed < maxTables/8 {
 		s.tables.Range(func(k, _ any) bool {
 			if k.(sluice.Policy) != keep {
-				s.tables.Delete(k)
-				freed++
+				drop(k)
 			}
 			return true
 		})
