@@ -32,7 +32,7 @@ type ShareClaim struct {
 // expires" (expires in ms of the callers' clock). Every call first drops the
 // expired records. ARGV[1] is the operation, ARGV[2] now (ms):
 //   - r: returns member, demand, grant of each live record.
-//   - d: drops the record of ARGV[3].
+//   - d: drops the record of ARGV[3] if it expires no later than ARGV[4].
 //   - c: claims, in order, for ARGV[6..] (member, demand, want triples,
 //     ARGV[5] of them), each getting min(want, budget ARGV[3] less the other
 //     records' grants), at least 0, living ARGV[4] ms; the hash lives that
@@ -57,6 +57,8 @@ local op = ARGV[1]
 if op == 'r' then
   return live
 elseif op == 'd' then
+  local v = redis.call('HGET', KEYS[1], ARGV[3])
+  if not v or tonumber(string.match(v, '(%S+)$')) > tonumber(ARGV[4]) then return 0 end
   return redis.call('HDEL', KEYS[1], ARGV[3])
 end
 local budget, ttl, n = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -147,9 +149,10 @@ func (s *Store) ClaimShares(ctx context.Context, name string, budget int64, now 
 	return arr, nil
 }
 
-// DropShare removes member's record from the division name at once.
-func (s *Store) DropShare(ctx context.Context, name, member string) error {
-	if _, err := s.shares(ctx, name, []string{"d", "0", member}); err != nil {
+// DropShare removes member's record from the division name at once, if it
+// expires no later than before (a record claimed since is kept).
+func (s *Store) DropShare(ctx context.Context, name, member string, before time.Time) error {
+	if _, err := s.shares(ctx, name, []string{"d", "0", member, ms(before)}); err != nil {
 		return fmt.Errorf("redisstore: drop share %q: %w", name, err)
 	}
 	return nil

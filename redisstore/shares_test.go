@@ -50,7 +50,16 @@ func TestShares(t *testing.T) {
 	if err != nil || len(sh) != 2 {
 		t.Fatalf("shares at t0+10s: %v, %v; want a and c", sh, err)
 	}
-	if err := s.DropShare(ctx, div, "a"); err != nil {
+	// a's record (last claimed at t0+1s) expires at t0+11s: a drop of
+	// records expiring by t0+10s (claimed by t0) keeps it; one by t0+11s
+	// drops it.
+	if err := s.DropShare(ctx, div, "a", t0.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if sh, err := s.Shares(ctx, div, t0.Add(10*time.Second)); err != nil || len(sh) != 2 {
+		t.Fatalf("shares after a drop of records claimed by t0: %v, %v; want a and c still", sh, err)
+	}
+	if err := s.DropShare(ctx, div, "a", t0.Add(11*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if g := claim(t0.Add(10*time.Second), ShareClaim{"c", 90, 100}); !slices.Equal(g, []int64{100}) {

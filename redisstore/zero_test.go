@@ -36,7 +36,7 @@ func TestZeroStore(t *testing.T) {
 			_, err := s.ClaimShares(ctx, "d", 10, time.Unix(0, 0), time.Second, []redisstore.ShareClaim{{Member: "m", Demand: 1, Want: 1}})
 			return err
 		},
-		"DropShare": func(s *redisstore.Store) error { return s.DropShare(ctx, "d", "m") },
+		"DropShare": func(s *redisstore.Store) error { return s.DropShare(ctx, "d", "m", time.Now()) },
 		"Override": func(s *redisstore.Store) error {
 			_, _, err := s.Override(ctx, "d", "id")
 			return err

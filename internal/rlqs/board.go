@@ -43,8 +43,10 @@ type Board interface {
 	// Claim makes claims in order, as described above, and returns the
 	// grant of each.
 	Claim(ctx context.Context, division string, budget int64, now time.Time, ttl time.Duration, claims []Claim) ([]int64, error)
-	// Drop removes stream's record at once.
-	Drop(ctx context.Context, division, stream string) error
+	// Drop removes stream's record at once if it expires no later than
+	// before: a record claimed since (a bucket that left and came back)
+	// is kept.
+	Drop(ctx context.Context, division, stream string, before time.Time) error
 }
 
 // NewMemoryBoard returns a board in this process's memory: divisions are
@@ -113,11 +115,13 @@ func (b *memBoard) Claim(_ context.Context, division string, budget int64, now t
 	return grants, nil
 }
 
-func (b *memBoard) Drop(_ context.Context, division, stream string) error {
+func (b *memBoard) Drop(_ context.Context, division, stream string, before time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if d := b.divs[division]; d != nil {
-		delete(d, stream)
+		if r, ok := d[stream]; ok && !r.expires.After(before) {
+			delete(d, stream)
+		}
 		if len(d) == 0 {
 			delete(b.divs, division)
 		}

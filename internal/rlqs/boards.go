@@ -57,6 +57,6 @@ func (b redisBoard) Claim(ctx context.Context, division string, budget int64, no
 	return b.s.ClaimShares(ctx, division, budget, now, ttl, cs)
 }
 
-func (b redisBoard) Drop(ctx context.Context, division, stream string) error {
-	return b.s.DropShare(ctx, division, stream)
+func (b redisBoard) Drop(ctx context.Context, division, stream string, before time.Time) error {
+	return b.s.DropShare(ctx, division, stream, before)
 }

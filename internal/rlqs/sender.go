@@ -17,7 +17,10 @@ import (
 // holds at most one action per bucket of the stream, however long the
 // sender is held up, and sends what is in force now, never a stale one.
 
-// outbox is what a stream's sender has yet to send.
+// outbox is what a stream's sender has yet to send. Actions are put in the
+// order they were decided (a round puts its division's before it lets
+// another round of that division start), so the latest of a bucket is the
+// one in force.
 type outbox struct {
 	mu     sync.Mutex
 	keys   []string // buckets in the order first queued since the last take

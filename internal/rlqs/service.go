@@ -356,8 +356,9 @@ func (s *Service) close(st *stream) {
 	s.mu.Lock()
 	delete(s.streams, st)
 	var drops []record
+	now := time.Now()
 	for _, p := range st.parts {
-		drops = s.leave(p, drops)
+		drops = s.leave(p, drops, now)
 	}
 	s.mu.Unlock()
 	s.dropRecords(drops)
@@ -412,9 +413,11 @@ func (s *Service) report(st *stream, msg *rlqspb.RateLimitQuotaUsageReports) err
 		s.observe(p, now, u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
 	}
 	s.mu.Unlock()
-	sends := map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction{st: first}
-	s.rounds(touched, now, true, sends)
-	deliver(sends)
+	// Each round delivers its division's assignments when it ends, so a
+	// lowered grant goes at once; the report's answer may take more than
+	// one response.
+	st.out.put(first)
+	s.rounds(touched, now, true)
 	return nil
 }
 
@@ -472,12 +475,19 @@ func divisible(r *config.Rule) bool {
 }
 
 // record names one stream's record in a division on the board.
-type record struct{ division, stream string }
+// record is a stream's record in a division, to drop if it expires no
+// later than before (a claim made since keeps it).
+type record struct {
+	division, stream string
+	before           time.Time
+}
 
-// leave takes p out of its division and adds its record to drops, which
-// the caller passes to dropRecords once it has released s.mu. Called with
-// s.mu held.
-func (s *Service) leave(p *part, drops []record) []record {
+// leave takes p out of its division at now and adds its record to drops,
+// which the caller passes to dropRecords once it has released s.mu: the
+// record as claimed up to now (expiring by now + A), not one a part of the
+// same bucket and stream claims after it (claims read the clock after the
+// part is made). Called with s.mu held.
+func (s *Service) leave(p *part, drops []record, now time.Time) []record {
 	dv := p.div
 	if dv == nil {
 		return drops
@@ -487,7 +497,7 @@ func (s *Service) leave(p *part, drops []record) []record {
 	if len(dv.parts) == 0 && s.divs[dv.key] == dv {
 		delete(s.divs, dv.key)
 	}
-	return append(drops, record{dv.key, p.st.id})
+	return append(drops, record{dv.key, p.st.id, now.Add(s.ttl)})
 }
 
 // dropTimeout bounds one Drop: a record that could not be dropped expires
@@ -504,7 +514,7 @@ func (s *Service) dropRecords(drops []record) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), dropTimeout)
 			defer cancel()
-			if err := s.board.Drop(ctx, r.division, r.stream); err != nil {
+			if err := s.board.Drop(ctx, r.division, r.stream, r.before); err != nil {
 				s.log.Warn("rlqs: dropping a stream's record failed; it expires with its TTL", "division", r.division, "error", err)
 			}
 		})
@@ -528,7 +538,7 @@ func (s *Service) rematch(cfg *config.Config, now time.Time, sends map[*stream][
 				continue
 			}
 			oldStatic, oldRule := p.static, p.rule
-			drops = s.leave(p, drops)
+			drops = s.leave(p, drops, time.Now())
 			s.place(cfg, p, false)
 			switch {
 			case p.div != nil:

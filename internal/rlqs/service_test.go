@@ -89,6 +89,35 @@ func recv(t *testing.T, cl client) []string {
 	return out
 }
 
+// recvN receives responses until they hold n actions (a report's answer,
+// or a tick's, may come in more than one: each division's round delivers
+// its own when it ends), and returns their strategies in order.
+func recvN(t *testing.T, cl client, n int) []string {
+	t.Helper()
+	var out []string
+	for len(out) < n {
+		out = append(out, recv(t, cl)...)
+	}
+	return out
+}
+
+// recvBuckets receives responses until they hold an action for each of n
+// buckets (by their "route" entry), and returns the last strategy of each.
+func recvBuckets(t *testing.T, cl client, n int) map[string]string {
+	t.Helper()
+	by := map[string]string{}
+	for len(by) < n {
+		resp, err := cl.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range resp.GetBucketAction() {
+			by[a.GetBucketId().GetBucket()["route"]] = strategy(a)
+		}
+	}
+	return by
+}
+
 const matchRules = `
 domain: edge
 descriptors:
@@ -278,7 +307,7 @@ func TestLimits(t *testing.T) {
 		r := startReplica(t, loadConfig(t, apiRule), WithLimits(1, 2))
 		cl := open(t, r)
 		send(t, cl, "edge", usage(map[string]string{"route": "api"}, 1, 0), usage(map[string]string{"route": "free"}, 1, 0))
-		recv(t, cl)
+		recvN(t, cl, 2)
 		synctest.Wait()
 		cl2 := open(t, r)
 		// The stream is refused on opening: its report's Send may see the
@@ -763,21 +792,14 @@ func TestReloadMovesBuckets(t *testing.T) {
 		r := startReplicaWith(t, svc)
 		cl := open(t, r)
 		send(t, cl, "edge", usage(map[string]string{"route": "api"}, 1, 0), usage(map[string]string{"route": "new"}, 1, 0))
-		if got := recv(t, cl); strings.Join(got, " ") != "allow tb:100/25/1s" {
+		if got := recvN(t, cl, 2); strings.Join(got, " ") != "allow tb:100/25/1s" {
 			t.Errorf("first assignments %v", got)
 		}
 		swapped := strings.Replace(strings.Replace(apiRule, "value: api", "value: new", 1), "value: free", "value: api", 1)
 		cur.Store(loadConfig(t, swapped))
 		time.Sleep(DefaultTick)
 		synctest.Wait()
-		resp, err := cl.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		byBucket := map[string]string{}
-		for _, a := range resp.GetBucketAction() {
-			byBucket[a.GetBucketId().GetBucket()["route"]] = strategy(a)
-		}
+		byBucket := recvBuckets(t, cl, 2)
 		if byBucket["api"] != "allow" || byBucket["new"] != "tb:100/25/1s" {
 			t.Errorf("after the reload: %v, want api allowed and new divided", byBucket)
 		}
@@ -896,11 +918,11 @@ func (b *hanging) Read(ctx context.Context, d string, now time.Time) ([]Entry, e
 	return b.Board.Read(ctx, d, now)
 }
 
-func (b *hanging) Drop(ctx context.Context, d, stream string) error {
+func (b *hanging) Drop(ctx context.Context, d, stream string, before time.Time) error {
 	if err := b.wait(ctx, "drop"); err != nil {
 		return err
 	}
-	return b.Board.Drop(ctx, d, stream)
+	return b.Board.Drop(ctx, d, stream, before)
 }
 
 // TestBlackholedStoreDoesNotFreezeOtherStreams: board calls never hold the

@@ -53,7 +53,7 @@ func (s *Service) tickOnce() bool {
 				// Idle: Envoy forgets it, and its next request makes it
 				// anew (a first report).
 				sends[st] = append(sends[st], abandon(p.bucket))
-				drops = s.leave(p, drops)
+				drops = s.leave(p, drops, time.Now())
 				delete(st.parts, key)
 			case p.div == nil && now.Sub(p.issuedAt) >= s.ttl/2:
 				sends[st] = append(sends[st], s.issueStatic(p, now))
@@ -68,24 +68,23 @@ func (s *Service) tickOnce() bool {
 	if len(drops) > 0 {
 		go s.dropRecords(drops)
 	}
-	s.rounds(divs, now, false, sends)
-	deliver(sends)
+	deliver(sends) // decided before the rounds, so put before theirs
+	s.rounds(divs, now, false)
 	return true
 }
 
 // rounds runs a round of each division, at once (at most maxRounds at a
-// time), and adds their assignments to sends. Each round has its own
+// time), and delivers each one's assignments before the next round of its
+// division can start, so that a stream's outbox gets a division's
+// assignments in the order they were decided. Each round has its own
 // deadline, one tick C after it starts (its wait for one of the maxRounds
 // slots included), so a round ends within a tick and a healthy store's
 // latency is paid once per maxRounds divisions, not once per division.
 // wait: a division whose round is in progress is waited for (a report:
 // its new streams need their first assignment); else it is skipped (a
 // tick: the round in progress divides it). Called without s.mu.
-func (s *Service) rounds(divs []*division, now time.Time, wait bool, sends map[*stream][]*rlqspb.RateLimitQuotaResponse_BucketAction) {
-	var (
-		wg sync.WaitGroup
-		mu sync.Mutex // guards sends
-	)
+func (s *Service) rounds(divs []*division, now time.Time, wait bool) {
+	var wg sync.WaitGroup
 	for _, dv := range divs {
 		if wait {
 			dv.round <- struct{}{}
@@ -110,11 +109,7 @@ func (s *Service) rounds(divs []*division, now time.Time, wait bool, sends map[*
 				s.failed(dv, now, ctx.Err(), own)
 				s.mu.Unlock()
 			}
-			mu.Lock()
-			for st, acts := range own {
-				sends[st] = append(sends[st], acts...)
-			}
-			mu.Unlock()
+			deliver(own) // before dv.round is released (deferred above)
 		})
 	}
 	wg.Wait()
@@ -183,9 +178,16 @@ func (s *Service) round(ctx context.Context, dv *division, now time.Time, sends 
 		oc[i] = claims[j]
 	}
 	s.mu.Unlock()
+	// The claim's time is read now, after every part it claims for was
+	// made: a record it writes expires after any that a leave before it
+	// drops (leave).
+	claimed := time.Now()
+	if claimed.Before(now) {
+		claimed = now
+	}
 	var grants []int64
 	if len(oc) > 0 {
-		grants, err = s.board.Claim(ctx, dv.key, budget, now, s.ttl, oc)
+		grants, err = s.board.Claim(ctx, dv.key, budget, claimed, s.ttl, oc)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,7 +209,7 @@ func (s *Service) round(ctx context.Context, dv *division, now time.Time, sends 
 		if p.div != dv {
 			// p left while the claim was made, which may have written
 			// its record again after leave's drop: drop it again.
-			drops = append(drops, record{dv.key, p.st.id})
+			drops = append(drops, record{dv.key, p.st.id, claimed.Add(s.ttl)})
 			continue
 		}
 		held += grants[i]

@@ -21,7 +21,7 @@ type gatedBoard struct {
 	waiting int // Drops waiting at the gate
 }
 
-func (b *gatedBoard) Drop(ctx context.Context, division, stream string) error {
+func (b *gatedBoard) Drop(ctx context.Context, division, stream string, before time.Time) error {
 	b.mu.Lock()
 	g := b.gate
 	if g != nil {
@@ -35,20 +35,17 @@ func (b *gatedBoard) Drop(ctx context.Context, division, stream string) error {
 			return ctx.Err()
 		}
 	}
-	return b.Board.Drop(ctx, division, stream)
+	return b.Board.Drop(ctx, division, stream, before)
 }
 
-// TestReview5AbandonDropErasesNewRecord: a bucket abandoned at a tick has
-// its record dropped by a goroutine of its own (tickOnce: go
-// s.dropRecords). When the stream reports the bucket again before that
-// Drop lands (Envoy's next request makes it anew and reports it at once),
-// the new part's claim writes the stream's record, and the late Drop then
-// erases it: the stream holds a grant the board no longer shows, so
-// another replica claims it again and the grants in force sum past the
-// budget L (the invariant Σ grants ≤ L the bound rests on). Only the
-// reverse order (a part that left during a claim) is handled (round's
-// "drop it again").
-func TestReview5AbandonDropErasesNewRecord(t *testing.T) {
+// TestAbandonDropKeepsNewRecord: a bucket abandoned at a tick has its
+// record dropped by a goroutine of its own; when the stream reports the
+// bucket again before that Drop lands, the new part's claim writes the
+// stream's record, and the late Drop must not erase it (it did: the stream
+// held a grant the board no longer showed, another replica claimed it
+// again, and the grants in force summed past the budget L). A Drop removes
+// only a record that expires by the leave's time plus the TTL.
+func TestAbandonDropKeepsNewRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := loadConfig(t, apiRule) // route=api: 100/s, F = 1 s, L = 100
 		shared := NewMemoryBoard()
@@ -153,17 +150,14 @@ func (b *hangingBoard) Read(ctx context.Context, division string, now time.Time)
 	return b.Board.Read(ctx, division, now)
 }
 
-// TestReview5StaleTickActionOverridesReport: a tick's round of a division
-// refreshes its streams' assignments, but the tick delivers them only once
-// every division's round has ended (rounds: wg.Wait, then deliver), up to a
-// tick later when another division's store call hangs. A stream joining
-// the first division meanwhile has its first report's round run at once
-// (the division's round is over): it lowers the other stream's grant and
-// delivers that. Then the tick delivers its refresh, the grant from
-// before, which replaces the lowered one in the Envoy: the Envoy holds the
-// old grant while the board and the service hold the lowered one, and the
-// grants in force sum past L until the next re-issue (half a TTL).
-func TestReview5StaleTickActionOverridesReport(t *testing.T) {
+// TestTickDeliversInDecisionOrder: a tick's round of a division delivers
+// its assignments when it ends, not once every division's round has
+// (another's store call may hang for a tick). A stream joining the first
+// division meanwhile has its report's round lower the other stream's
+// grant; the tick's refresh, decided before, must not replace the lowered
+// grant in the Envoy (it did: the Envoys held grants past the budget L
+// until the next re-issue).
+func TestTickDeliversInDecisionOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := loadConfig(t, `
 domain: edge
