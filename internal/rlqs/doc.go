@@ -157,5 +157,7 @@
 // by default; not reported at all counts the same) is abandoned: it is
 // sent abandon_action (Envoy forgets it until its next request, whose
 // report makes it anew, with a first assignment) and leaves its division,
-// its record dropped at once.
+// its record dropped at once. A report of no requests that names it within
+// A of the abandon crossed it (Envoy had already forgotten the bucket) and
+// does not make it anew.
 package rlqs

@@ -245,3 +245,80 @@ descriptors:
 		r.stop()
 	})
 }
+
+// TestReportCrossingAbandonIgnored: a report that names a bucket with no
+// requests, sent before its Envoy had the bucket's abandon (the two cross),
+// does not make the bucket anew: the Envoy has forgotten it, and a part
+// made from it would claim a share of unknown demand (as much as it can
+// get) for four TTLs, starving the bucket's other Envoys. The bucket's next
+// request (a report with requests) makes it anew.
+func TestReportCrossingAbandonIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplica(t, loadConfig(t, `
+domain: edge
+descriptors:
+  - key: tenant
+    rate_limit: {unit: second, requests_per_unit: 100, algorithm: token-bucket}
+`))
+		cl := open(t, r)
+		var (
+			mu      sync.Mutex
+			actions []string
+		)
+		go func() {
+			for {
+				resp, err := cl.Recv()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				for _, a := range resp.GetBucketAction() {
+					if a.GetAbandonAction() != nil {
+						actions = append(actions, "abandon")
+					} else {
+						actions = append(actions, strategy(a))
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+		last := func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(actions) == 0 {
+				return ""
+			}
+			return actions[len(actions)-1]
+		}
+		b := map[string]string{"tenant": "acme"}
+		send(t, cl, "edge", usage(b, 1, 0))
+		// Tick by tick until the abandon comes (idleTTLs TTLs idle).
+		for i := 0; last() != "abandon"; i++ {
+			if i > int((idleTTLs+1)*DefaultTTL/DefaultTick) {
+				t.Fatalf("no abandon after %d idle TTLs: last action %q", idleTTLs+1, last())
+			}
+			time.Sleep(DefaultTick)
+			synctest.Wait()
+		}
+		send(t, cl, "edge", usage(b, 0, 0)) // sent before the abandon arrived
+		synctest.Wait()
+		time.Sleep(2 * DefaultTick)
+		synctest.Wait()
+		r.svc.mu.Lock()
+		parts := 0
+		for st := range r.svc.streams {
+			parts += len(st.parts)
+		}
+		r.svc.mu.Unlock()
+		if got := last(); got != "abandon" || parts != 0 {
+			t.Fatalf("a report of no requests crossing the abandon: last action %q, %d parts; want none made", got, parts)
+		}
+		send(t, cl, "edge", usage(b, 1, 0)) // the bucket's next request
+		synctest.Wait()
+		if got := last(); !strings.HasPrefix(got, "tb:") {
+			t.Fatalf("a report with a request after the abandon: last action %q, want a token bucket", got)
+		}
+		cl.CloseSend()
+		r.stop()
+	})
+}

@@ -206,6 +206,10 @@ type stream struct {
 	ss     Stream
 	domain string
 	parts  map[string]*part // by bucketKey
+	// abandoned holds, for a TTL, when each bucket this stream was told to
+	// abandon was: a report of no requests naming it meanwhile crossed the
+	// abandon, and does not make it anew.
+	abandoned map[string]time.Time
 
 	out    *outbox       // what its sender has yet to send
 	quit   chan struct{} // closed by close: the sender stops
@@ -395,7 +399,13 @@ func (s *Service) report(st *stream, msg *rlqspb.RateLimitQuotaUsageReports) err
 		}
 		key := bucketKey(b)
 		p := st.parts[key]
+		if p == nil && u.GetNumRequestsAllowed()+u.GetNumRequestsDenied() == 0 {
+			if at, ok := st.abandoned[key]; ok && now.Sub(at) < s.ttl {
+				continue // sent before its Envoy had the abandon: forgotten there
+			}
+		}
 		if p == nil {
+			delete(st.abandoned, key)
 			if len(st.parts) >= s.maxBkt {
 				s.mu.Unlock()
 				s.stats.refused.Add(1)

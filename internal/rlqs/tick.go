@@ -47,14 +47,24 @@ func (s *Service) tickOnce() bool {
 		drops = s.rematch(cfg, now, sends, drops)
 	}
 	for st := range s.streams {
+		for key, at := range st.abandoned {
+			if now.Sub(at) >= s.ttl {
+				delete(st.abandoned, key)
+			}
+		}
 		for key, p := range st.parts {
 			switch {
 			case now.Sub(p.used) >= idleTTLs*s.ttl:
 				// Idle: Envoy forgets it, and its next request makes it
-				// anew (a first report).
+				// anew (a first report; a report of no requests crossing
+				// the abandon does not: report).
 				sends[st] = append(sends[st], abandon(p.bucket))
 				drops = s.leave(p, drops, time.Now())
 				delete(st.parts, key)
+				if st.abandoned == nil {
+					st.abandoned = map[string]time.Time{}
+				}
+				st.abandoned[key] = now
 			case p.div == nil && now.Sub(p.issuedAt) >= s.ttl/2:
 				sends[st] = append(sends[st], s.issueStatic(p, now))
 			}
