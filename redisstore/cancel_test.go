@@ -143,9 +143,10 @@ func TestCancelWhileRedisStalls(t *testing.T) {
 	stall()
 	// A Take in flight alone, so that the next ones wait in a batch. It
 	// ends at its bound, after the test.
-	calls := s.Stats().Calls
+	// (Calls counts the call when it begins, before the gathering marks it
+	// in flight: wait for the mark, or a Take below could go alone.)
 	go func() { _, _ = s.Take(context.Background(), p, "a", 1) }()
-	for s.Stats().Calls == calls {
+	for !flying(s) {
 		runtime.Gosched()
 	}
 	for name, call := range map[string]func(ctx context.Context) error{
@@ -262,4 +263,12 @@ func TestCancelledOverrideBarrier(t *testing.T) {
 	if err := s.Ping(bg); err != nil { // the abandoned calls' replies have come
 		t.Fatal(err)
 	}
+}
+
+// flying reports whether s's gathering has a call of singles.lua in flight.
+func flying(s *Store) bool {
+	g := &s.gathering
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.flying > 0
 }
