@@ -25,8 +25,11 @@ type Division struct {
 	FleetGrant  int64
 	// Replicas is the number of replicas whose streams report the bucket.
 	Replicas int
-	// Streams are this replica's streams that report the bucket.
-	Streams []StreamShare
+	// Streams are this replica's streams that report the bucket (with
+	// Divisions(perRule > 0), at most ShownStreams of them, those of
+	// greatest demand); MoreStreams counts the others.
+	Streams     []StreamShare
+	MoreStreams int
 	// Failing is set while the store fails (the rule's failure mode
 	// decides).
 	Failing bool
@@ -41,13 +44,20 @@ type StreamShare struct {
 	Grant int64
 }
 
+// ShownStreams bounds the streams Divisions(perRule > 0) lists per
+// division: every Envoy of a fleet may report one bucket (10,000 streams
+// a replica).
+const ShownStreams = 32
+
 // Divisions returns the divisions this replica's streams take part in,
 // sorted by rule and bucket key (a bucket's entries in key order, or its
 // digest: see bucketKey). perRule > 0 keeps, of each rule's divisions, the
 // perRule of greatest fleet demand (ties: by bucket key), so that what a
 // caller shows (a page polled every second or two) costs what it shows,
 // not what the fleet reports: a comparison is of keys of at most 64 bytes,
-// and only the divisions kept are copied.
+// and only the divisions kept are copied; it also keeps, of each of their
+// streams, the ShownStreams of greatest demand (unknown last; ties: by
+// stream), counting the others in MoreStreams.
 func (s *Service) Divisions(perRule int) []Division {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,6 +108,16 @@ func (s *Service) Divisions(perRule int) []Division {
 				d.Bucket = maps.Clone(p.bucket.GetBucket())
 			}
 			d.Streams = append(d.Streams, StreamShare{Stream: p.st.id, Demand: p.demand, Grant: p.grant})
+		}
+		if perRule > 0 && len(d.Streams) > ShownStreams {
+			slices.SortFunc(d.Streams, func(a, b StreamShare) int {
+				if c := cmp.Compare(b.Demand, a.Demand); c != 0 {
+					return c
+				}
+				return strings.Compare(a.Stream, b.Stream)
+			})
+			d.MoreStreams = len(d.Streams) - ShownStreams
+			d.Streams = slices.Clip(d.Streams[:ShownStreams])
 		}
 		slices.SortFunc(d.Streams, func(a, b StreamShare) int { return strings.Compare(a.Stream, b.Stream) })
 		out = append(out, d)

@@ -881,6 +881,40 @@ func TestDivisionsPerRule(t *testing.T) {
 	}
 }
 
+// TestDivisionsShownStreams: Divisions(n > 0) lists at most ShownStreams
+// streams of a division, those of greatest demand (unknown last), and
+// counts the others in MoreStreams (every Envoy of a fleet may report one
+// bucket: it listed them all on every poll); Divisions(0) lists them all.
+func TestDivisionsShownStreams(t *testing.T) {
+	cfg := loadConfig(t, apiRule)
+	svc, err := New(func() *config.Config { return cfg })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dv := &division{rule: cfg.Rules()[0], bucket: "b", parts: map[*part]struct{}{}}
+	const n = ShownStreams + 8
+	for i := range n {
+		demand := float64(i)
+		if i == n-1 {
+			demand = Unknown
+		}
+		dv.parts[&part{st: &stream{id: fmt.Sprintf("s%03d", i)}, bucket: &rlqspb.BucketId{}, demand: demand}] = struct{}{}
+	}
+	svc.divs["x"] = dv
+	shown := svc.Divisions(1)[0]
+	if len(shown.Streams) != ShownStreams || shown.MoreStreams != n-ShownStreams {
+		t.Fatalf("Divisions(1): %d streams listed, %d more; want %d and %d", len(shown.Streams), shown.MoreStreams, ShownStreams, n-ShownStreams)
+	}
+	for _, st := range shown.Streams {
+		if st.Demand < float64(n-1-ShownStreams) {
+			t.Errorf("stream %s of demand %g listed: want the %d of greatest demand", st.Stream, st.Demand, ShownStreams)
+		}
+	}
+	if all := svc.Divisions(0)[0]; len(all.Streams) != n || all.MoreStreams != 0 {
+		t.Errorf("Divisions(0): %d streams, %d more; want all %d", len(all.Streams), all.MoreStreams, n)
+	}
+}
+
 // hanging is a store that does not answer (blackholed) the calls hang
 // selects until release is closed or the caller gives up; pending is set
 // while one such call is in progress.

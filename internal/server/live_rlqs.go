@@ -30,8 +30,11 @@ type RLQSDivision struct {
 	// Failing is set while the store fails (the rule's failure mode
 	// decides the assignments).
 	Failing bool `json:"failing,omitempty"`
-	// Streams are this replica's streams that report the bucket.
-	Streams []RLQSStream `json:"streams"`
+	// Streams are this replica's streams that report the bucket, at most
+	// rlqs.ShownStreams of them, those of greatest demand; MoreStreams
+	// counts the others.
+	Streams     []RLQSStream `json:"streams"`
+	MoreStreams int          `json:"more_streams,omitempty"`
 }
 
 // RLQSStream is one stream's demand and assignment in a division.
@@ -77,7 +80,7 @@ func (s *Server) rlqsDivisions() map[string][]RLQSDivision {
 			b.WriteString(cut(d.Bucket[k], NearLimitValueBytes))
 		}
 		v := RLQSDivision{Bucket: b.String(), Budget: d.Budget, FillSeconds: d.Fill.Seconds(), FleetDemand: d.FleetDemand,
-			FleetGrant: d.FleetGrant, Replicas: d.Replicas, Failing: d.Failing, Streams: make([]RLQSStream, 0, len(d.Streams))}
+			FleetGrant: d.FleetGrant, Replicas: d.Replicas, Failing: d.Failing, Streams: make([]RLQSStream, 0, len(d.Streams)), MoreStreams: d.MoreStreams}
 		for _, st := range d.Streams {
 			rs := RLQSStream{Stream: st.Stream, Grant: st.Grant}
 			if st.Demand >= 0 {
