@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// o14Down is a store whose backend cannot be reached: every call fails
+// with an ordinary store error.
+type o14Down struct{}
+
+var errO14Down = errors.New("dial tcp: connection refused")
+
+func (o14Down) Take(context.Context, sluice.Policy, string, int64) (sluice.Decision, error) {
+	return sluice.Decision{}, errO14Down
+}
+func (o14Down) TakeAll(context.Context, []sluice.Request, []sluice.Decision) error {
+	return errO14Down
+}
+func (o14Down) Reset(context.Context, sluice.Policy, string) error { return errO14Down }
+func (o14Down) Close() error                                       { return nil }
+
+// TestOutside14WaitLeakyFailLocalTakesShare: under FailLocal, Wait on a
+// store that fails must return "the decision of the failure mode, as AllowN
+// does" (wait.go:37-38): the local share's decision for n units, which
+// consumes the share. For leaky-bucket, Wait first peeks (cost 0) and
+// returns the failed peek's decision, so every caller is admitted by a
+// peek that takes nothing from the local share: unlimited admissions.
+func TestOutside14WaitLeakyFailLocalTakesShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		local := memstore.New()
+		defer local.Close()
+		p := sluice.Policy{Name: "o14", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Hour, Burst: 2}
+		lim, err := sluice.NewLimiter(o14Down{}, p, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		admitted := 0
+		for range 10 {
+			d, err := lim.Wait(ctx, "k", 1)
+			if err == nil {
+				t.Fatal("Wait on a failing store returned no error")
+			}
+			if d.Allowed {
+				admitted++
+			}
+		}
+		// AllowN, for comparison, admits at most the burst of the local share.
+		if admitted > int(p.Burst) {
+			t.Errorf("FailLocal leaky-bucket Wait admitted %d of 10 requests during an outage; the local share (burst %d, 1/hour) admits at most %d", admitted, p.Burst, p.Burst)
+		}
+	})
+}
+
+// TestOutside14WaitLeakyShortDeadlineAtOnce: Wait "returns at once, with an
+// error and without taking anything, when ctx's deadline comes before the
+// wait it would need" (wait.go:22-25). A leaky-bucket Wait needs the
+// refusal's RetryAfter and then the queue delay before its release; with a
+// full queue it sleeps the RetryAfter first and only then finds that the
+// delay does not fit.
+func TestOutside14WaitLeakyShortDeadlineAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New()
+		defer s.Close()
+		p := sluice.Policy{Algorithm: sluice.LeakyBucket, Limit: 10, Period: time.Second, Burst: 10}
+		lim, err := sluice.NewLimiter(s, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := lim.AllowN(t.Context(), "k", 10); err != nil || !d.Allowed {
+			t.Fatalf("filling the queue: %+v, %v", d, err)
+		}
+		// The queue is full: one more unit is released after 100 ms (a
+		// place frees) + 900 ms (the queue ahead) = 1 s > 500 ms.
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		d, err := lim.Wait(ctx, "k", 1)
+		if err == nil || d.Allowed {
+			t.Fatalf("Wait with a 500 ms deadline for a 1 s release: %+v, %v", d, err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("Wait returned after %v, want at once (the release needs 1 s, the deadline is 500 ms): %v", waited, err)
+		}
+	})
+}
+
+// TestOutside14NewLimiterNilMemstore: a nil *memstore.Store is a nil store;
+// "A nil store's binding fails every call with an error wrapping
+// ErrStoreClosed" (bind.go:33-35), and DESIGN.md §8 says never panic across
+// a package boundary. NewLimiter checks store == nil but a typed nil passes
+// and panics inside memstore's Bind.
+func TestOutside14NewLimiterNilMemstore(t *testing.T) {
+	var store *memstore.Store // e.g. left nil by a config branch
+	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Second}
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("NewLimiter over a nil *memstore.Store panicked: %v", r)
+		}
+	}()
+	lim, err := sluice.NewLimiter(store, p)
+	if err != nil {
+		return // refusing the nil store is fine
+	}
+	d, err := lim.Allow(context.Background(), "k")
+	if d.Allowed || !errors.Is(err, sluice.ErrStoreClosed) {
+		t.Errorf("Allow over a nil *memstore.Store: %+v, %v; want a refusal wrapping ErrStoreClosed", d, err)
+	}
+}
