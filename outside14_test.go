@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // o14Down is a store whose backend cannot be reached: every call fails
@@ -114,5 +115,43 @@ func TestOutside14NewLimiterNilMemstore(t *testing.T) {
 	d, err := lim.Allow(context.Background(), "k")
 	if d.Allowed || !errors.Is(err, sluice.ErrStoreClosed) {
 		t.Errorf("Allow over a nil *memstore.Store: %+v, %v; want a refusal wrapping ErrStoreClosed", d, err)
+	}
+}
+
+// TestOutside14AllowAllFailLocalFallbackConsumes: AllowAll is
+// all-or-nothing: "otherwise nothing is consumed anywhere" (allowall.go:
+// 55-57), and on a store failure "the FailLocal ones together, on their
+// local store". When the local store's TakeAll fails (here: it is full of
+// policies), failedAll falls back to one Take per check with the full cost,
+// so a check admitted before a later one is refused keeps its consumption.
+func TestOutside14AllowAllFailLocalFallbackConsumes(t *testing.T) {
+	ctx := context.Background()
+	local := memstore.New(memstore.WithMaxPolicies(1), memstore.WithSweepInterval(0), memstore.WithClock(sluicetest.NewClock(time.Unix(0, 0))))
+	defer local.Close()
+	pa := sluice.Policy{Name: "a", Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Hour}
+	pb := sluice.Policy{Name: "b", Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Hour}
+	a, err := sluice.NewLimiter(o14Down{}, pa, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sluice.NewLimiter(o14Down{}, pb, sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The local store holds policy a (held while it has a key), so it
+	// has no room for b: its TakeAll of [a, b] fails with ErrStoreFull.
+	if _, err := local.Take(ctx, pa, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := sluice.AllowAll(ctx, sluice.Check{Limiter: a, Key: "k"}, sluice.Check{Limiter: b, Key: "k"})
+	if res.Allowed {
+		t.Skip("the batch was admitted; the local store had room")
+	}
+	d, err := local.Take(ctx, pa, "k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed {
+		t.Errorf("refused AllowAll batch (Refused=%d) consumed check 0's local share: a peek on it now %+v", res.Refused, d)
 	}
 }
