@@ -33,7 +33,7 @@ type BoundPolicy interface {
 // binds p to itself, else one that calls store.Take. A nil store's
 // binding fails every call with an error wrapping ErrStoreClosed.
 func Bound(store Store, p Policy) BoundPolicy {
-	if store == nil {
+	if isNil(store) {
 		return noStore{}
 	}
 	if b, ok := store.(Binder); ok {
@@ -45,6 +45,16 @@ func Bound(store Store, p Policy) BoundPolicy {
 		}
 	}
 	return storeTake{store, p}
+}
+
+// isNil reports whether s is nil, or a nil pointer (a *memstore.Store left
+// nil, say), whose methods would panic.
+func isNil(s Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // sameStore reports whether a and b are provably one store: equal values

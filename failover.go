@@ -150,6 +150,12 @@ func failedAll(ctx context.Context, checks []Check, batch []Request, decisions [
 			}
 			return
 		}
+		// The local store failed too: refuse, consuming nothing (taking
+		// them one by one could consume a share of a refused batch).
+		for _, i := range local {
+			decisions[i] = Decision{Limit: checks[i].Limiter.policy.Limit}
+		}
+		return
 	}
 	for _, i := range local {
 		decisions[i] = checks[i].Limiter.failed(ctx, checks[i].Key, cost(i))

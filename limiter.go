@@ -71,7 +71,7 @@ type Limiter struct {
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
 // invalid.
 func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
-	if store == nil {
+	if isNil(store) {
 		return nil, errors.New("sluice: NewLimiter: store is nil")
 	}
 	if err := p.Validate(); err != nil {

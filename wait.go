@@ -5,6 +5,8 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/line"
@@ -60,6 +62,22 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, erro
 	return d, err
 }
 
+// queueAfter is the queue delay of a leaky-bucket request of cost n
+// admitted at its RetryAfter: (Burst − n)·Period/Limit, rounded down (so
+// that Wait never refuses a wait that fits).
+func (l *Limiter) queueAfter(n int64) time.Duration {
+	k := l.policy.Capacity() - n
+	if k <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(k), uint64(l.policy.Period))
+	if hi >= uint64(l.policy.Limit) {
+		return time.Duration(math.MaxInt64)
+	}
+	q, _ := bits.Div64(hi, lo, uint64(l.policy.Limit))
+	return time.Duration(min(q, math.MaxInt64))
+}
+
 // wait is Wait for the head of key's line.
 func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, error) {
 	for {
@@ -71,7 +89,10 @@ func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, erro
 			// released before the deadline.
 			p, err := l.AllowN(ctx, key, 0)
 			if err != nil {
-				return p, err
+				// The store failed: the request's own decision by the
+				// failure mode (a peek's would take nothing from a local
+				// share), as AllowN gives it.
+				return l.AllowN(ctx, key, n)
 			}
 			if !line.Fits(ctx, p.Delay) {
 				return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: the queue delay %v would exceed the context deadline", l.policy.Name, key, p.Delay)
@@ -86,8 +107,12 @@ func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, erro
 		case d.Allowed:
 			return d, nil
 		}
-		if !line.Fits(ctx, d.RetryAfter) {
-			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting %v would exceed the context deadline", l.policy.Name, key, d.RetryAfter)
+		need := d.RetryAfter
+		if l.policy.Algorithm == LeakyBucket {
+			need += l.queueAfter(n) // then its place in the queue
+		}
+		if !line.Fits(ctx, need) {
+			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting %v would exceed the context deadline", l.policy.Name, key, need)
 		}
 		// The callers behind can begin no sooner: those whose deadline
 		// comes first leave the line now.

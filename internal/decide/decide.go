@@ -190,7 +190,9 @@ func Classify(ctx context.Context, checks []sluice.Check, res sluice.Result, err
 	if cerr := ctx.Err(); cerr != nil {
 		return Verdict{Outcome: Gone, Err: cerr}
 	}
-	if len(res.Decisions) < len(checks) {
+	if len(res.Decisions) < len(checks) || errors.Is(err, sluice.ErrStoreClosed) {
+		// Undecided, or a closed store (or a Limiter without one): no
+		// failure mode answers it, and no limit was exceeded.
 		if err == nil {
 			err = errNoDecision
 		}

@@ -4,6 +4,7 @@ package decide
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/sluicehq/sluice"
 )
@@ -49,6 +50,19 @@ func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, en
 			return nil, 0, fmt.Errorf("%s: %s: cost %d exceeds the capacity %d of policy %q: no request could ever be admitted", route, name(i), cost, capacity, p.Name)
 		}
 	}
+	// The enforced limits are decided in one AllowAll batch, all or
+	// nothing: on one store.
+	first := -1
+	for i, s := range specs {
+		if s.Shadow {
+			continue
+		}
+		if first < 0 {
+			first = i
+		} else if !sameStore(s.Limiter.Store(), specs[first].Limiter.Store()) {
+			return nil, 0, fmt.Errorf("%s: %s: its Limiter's store is not %s's: a route's limits are decided all-or-nothing, on one store", route, name(i), name(first))
+		}
+	}
 	for shadow := range 2 {
 		for i, s := range specs {
 			if s.Shadow == (shadow == 1) {
@@ -60,6 +74,13 @@ func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, en
 		}
 	}
 	return order, enforced, nil
+}
+
+// sameStore reports whether a and b are provably one store: equal values
+// of a comparable dynamic type (as sluice.AllowAll decides it).
+func sameStore(a, b sluice.Store) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.IsValid() && vb.IsValid() && va.Type() == vb.Type() && va.Comparable() && vb.Comparable() && a == b
 }
 
 // Name returns the name Order gives limit i of a route with nGlobal Global

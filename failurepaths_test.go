@@ -29,13 +29,11 @@ func (o14Down) TakeAll(context.Context, []sluice.Request, []sluice.Decision) err
 func (o14Down) Reset(context.Context, sluice.Policy, string) error { return errO14Down }
 func (o14Down) Close() error                                       { return nil }
 
-// TestOutside14WaitLeakyFailLocalTakesShare: under FailLocal, Wait on a
-// store that fails must return "the decision of the failure mode, as AllowN
-// does" (wait.go:37-38): the local share's decision for n units, which
-// consumes the share. For leaky-bucket, Wait first peeks (cost 0) and
-// returns the failed peek's decision, so every caller is admitted by a
-// peek that takes nothing from the local share: unlimited admissions.
-func TestOutside14WaitLeakyFailLocalTakesShare(t *testing.T) {
+// TestWaitLeakyFailLocalTakesShare: under FailLocal, Wait on a leaky-bucket
+// limiter whose store is down answers as AllowN does, taking from the local
+// share (its queue peek's decision, a cost-0 one on the local store, was
+// returned as is: every caller was admitted).
+func TestWaitLeakyFailLocalTakesShare(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		local := memstore.New()
 		defer local.Close()
@@ -62,13 +60,11 @@ func TestOutside14WaitLeakyFailLocalTakesShare(t *testing.T) {
 	})
 }
 
-// TestOutside14WaitLeakyShortDeadlineAtOnce: Wait "returns at once, with an
-// error and without taking anything, when ctx's deadline comes before the
-// wait it would need" (wait.go:22-25). A leaky-bucket Wait needs the
-// refusal's RetryAfter and then the queue delay before its release; with a
-// full queue it sleeps the RetryAfter first and only then finds that the
-// delay does not fit.
-func TestOutside14WaitLeakyShortDeadlineAtOnce(t *testing.T) {
+// TestWaitLeakyShortDeadlineAtOnce: a leaky-bucket Wait whose deadline
+// comes before its RetryAfter plus the queue delay after it returns at
+// once, taking nothing (it slept the RetryAfter first, then found the
+// delay would not fit).
+func TestWaitLeakyShortDeadlineAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := memstore.New()
 		defer s.Close()
@@ -95,12 +91,9 @@ func TestOutside14WaitLeakyShortDeadlineAtOnce(t *testing.T) {
 	})
 }
 
-// TestOutside14NewLimiterNilMemstore: a nil *memstore.Store is a nil store;
-// "A nil store's binding fails every call with an error wrapping
-// ErrStoreClosed" (bind.go:33-35), and DESIGN.md §8 says never panic across
-// a package boundary. NewLimiter checks store == nil but a typed nil passes
-// and panics inside memstore's Bind.
-func TestOutside14NewLimiterNilMemstore(t *testing.T) {
+// TestNewLimiterNilMemstore: a nil *memstore.Store is a nil store:
+// NewLimiter refuses it with an error (it panicked in memstore's Bind).
+func TestNewLimiterNilMemstore(t *testing.T) {
 	var store *memstore.Store // e.g. left nil by a config branch
 	p := sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Second}
 	defer func() {
@@ -118,13 +111,11 @@ func TestOutside14NewLimiterNilMemstore(t *testing.T) {
 	}
 }
 
-// TestOutside14AllowAllFailLocalFallbackConsumes: AllowAll is
-// all-or-nothing: "otherwise nothing is consumed anywhere" (allowall.go:
-// 55-57), and on a store failure "the FailLocal ones together, on their
-// local store". When the local store's TakeAll fails (here: it is full of
-// policies), failedAll falls back to one Take per check with the full cost,
-// so a check admitted before a later one is refused keeps its consumption.
-func TestOutside14AllowAllFailLocalFallbackConsumes(t *testing.T) {
+// TestAllowAllFailLocalFallbackConsumesNothing: when the store fails and
+// the FailLocal checks' local TakeAll fails too, the batch is refused and
+// consumes nothing (the checks were taken one by one, so a refused batch
+// spent a local share).
+func TestAllowAllFailLocalFallbackConsumesNothing(t *testing.T) {
 	ctx := context.Background()
 	local := memstore.New(memstore.WithMaxPolicies(1), memstore.WithSweepInterval(0), memstore.WithClock(sluicetest.NewClock(time.Unix(0, 0))))
 	defer local.Close()

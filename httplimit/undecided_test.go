@@ -10,15 +10,12 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TestOutside14UndecidedIsNotQuotaExceeded: a request the limiter could
-// not decide at all is not "limited". Package decide's rule (decide.go:22-24)
-// says "A batch that could not be decided at all (... a misconfiguration,
-// such as limiters over different stores) is Unavailable", and the root
-// doc says "An error from a Limiter means the request could not be decided,
-// never 'limited'". Both cases below are answered 429 Quota Exceeded with
-// Retry-After: 0 and RateLimit r=0;t=0, and counted as Refused: the client
-// is told it has exhausted a quota it never touched and may retry at once.
-func TestOutside14UndecidedIsNotQuotaExceeded(t *testing.T) {
+// TestUndecidedIsNotQuotaExceeded: a request the limiters could not decide
+// at all (a closed store) is answered 503, not 429 Quota Exceeded with
+// Retry-After 0, and not counted as refused by a limit; limiters over
+// different stores are refused by New (both were 429: a quota the request
+// never touched, retry at once).
+func TestUndecidedIsNotQuotaExceeded(t *testing.T) {
 	p := func(name string) sluice.Policy {
 		return sluice.Policy{Name: name, Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second}
 	}

@@ -15,12 +15,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// TestOutside14ClosedStoreIsNotResourceExhausted: a call the limiter could
-// not decide (its store is closed) is not "limited": "An error from a
-// Limiter means the request could not be decided, never 'limited'" (doc.go),
-// and decide.go:22-24 makes an undecided batch Unavailable. It fails with
-// ResourceExhausted, a QuotaFailure and RetryInfo 0s, counted as Refused.
-func TestOutside14ClosedStoreIsNotResourceExhausted(t *testing.T) {
+// TestClosedStoreIsNotResourceExhausted: a call the limiter could not
+// decide at all (a closed store) is Unavailable, not ResourceExhausted with
+// a QuotaFailure and a RetryInfo of 0 s (as it was).
+func TestClosedStoreIsNotResourceExhausted(t *testing.T) {
 	store, _ := newStore(t)
 	l := newLimiter(t, store, sluice.Policy{Name: "per-key", Algorithm: sluice.GCRA, Limit: 2, Period: time.Minute})
 	i, err := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}))
