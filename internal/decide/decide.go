@@ -19,9 +19,10 @@
 //     that fails local refused it on its local share, and admitted
 //     otherwise. A refusal decided that way is never Impossible (the store
 //     could admit the request once it is back).
-//   - A batch that could not be decided at all (no decisions: a
-//     misconfiguration, such as limiters over different stores) is
-//     Unavailable: an error is never a reason to admit.
+//   - A batch that could not be decided at all (no decisions, or a closed
+//     store: a misconfiguration, never a limit exceeded) is Unavailable: an
+//     error is never a reason to admit. (Limiters over different stores
+//     are refused when a front end is built: Order.)
 //   - A leaky-bucket request whose queue delay would pass the longest delay
 //     allowed is refused before it takes a place in the queue; an admitted
 //     one is held for its delay, and is Gone if its caller leaves meanwhile.
