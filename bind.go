@@ -5,7 +5,8 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"reflect"
+
+	"github.com/sluicehq/sluice/internal/storeeq"
 )
 
 // Binder is a Store that can prepare a policy once for the many decisions
@@ -47,23 +48,11 @@ func Bound(store Store, p Policy) BoundPolicy {
 	return storeTake{store, p}
 }
 
-// isNil reports whether s is nil, or a nil pointer (a *memstore.Store left
-// nil, say), whose methods would panic.
-func isNil(s Store) bool {
-	if s == nil {
-		return true
-	}
-	v := reflect.ValueOf(s)
-	return v.Kind() == reflect.Pointer && v.IsNil()
-}
+// isNil reports whether s is nil, or a nil pointer (storeeq.Nil).
+func isNil(s Store) bool { return storeeq.Nil(s) }
 
-// sameStore reports whether a and b are provably one store: equal values
-// of a comparable dynamic type (reflect.Value.Comparable also looks inside
-// interface fields, so == cannot panic).
-func sameStore(a, b Store) bool {
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	return va.IsValid() && vb.IsValid() && va.Type() == vb.Type() && va.Comparable() && vb.Comparable() && a == b
-}
+// sameStore reports whether a and b are provably one store (storeeq.Same).
+func sameStore(a, b Store) bool { return storeeq.Same(a, b) }
 
 // storeTake binds p to a store that is no Binder.
 type storeTake struct {

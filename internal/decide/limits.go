@@ -4,9 +4,9 @@ package decide
 
 import (
 	"fmt"
-	"reflect"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/storeeq"
 )
 
 // Spec is one limit of a route as a front end configured it.
@@ -59,7 +59,7 @@ func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, en
 		}
 		if first < 0 {
 			first = i
-		} else if !sameStore(s.Limiter.Store(), specs[first].Limiter.Store()) {
+		} else if !storeeq.Same(s.Limiter.Store(), specs[first].Limiter.Store()) {
 			return nil, 0, fmt.Errorf("%s: %s: its Limiter's store is not %s's: a route's limits are decided all-or-nothing, on one store", route, name(i), name(first))
 		}
 	}
@@ -74,13 +74,6 @@ func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, en
 		}
 	}
 	return order, enforced, nil
-}
-
-// sameStore reports whether a and b are provably one store: equal values
-// of a comparable dynamic type (as sluice.AllowAll decides it).
-func sameStore(a, b sluice.Store) bool {
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	return va.IsValid() && vb.IsValid() && va.Type() == vb.Type() && va.Comparable() && vb.Comparable() && a == b
 }
 
 // Name returns the name Order gives limit i of a route with nGlobal Global
