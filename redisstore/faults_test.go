@@ -59,7 +59,7 @@ func TestReplicaCountAfterRestart(t *testing.T) {
 		lims [3]*sluice.Limiter
 	)
 	for i := range reps {
-		s := newStore(t, newClient(t, srv.Addr), WithBreaker(0, 0))
+		s := newStore(t, newClient(t, srv.Addr))
 		r, err := NewReplicas(s, fmt.Sprint("replica-", i), 0, 0)
 		if err != nil {
 			t.Fatal(err)
