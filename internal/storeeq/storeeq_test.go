@@ -4,7 +4,7 @@ package storeeq
 
 import "testing"
 
-type val struct{ f func() } // not comparable
+type val []int // not comparable
 
 type ptr struct{ n int }
 
@@ -18,7 +18,7 @@ func TestSame(t *testing.T) {
 		want bool
 	}{
 		{p, p, true}, {p, q, false}, {p, nil, false}, {nil, nil, false},
-		{val{}, val{}, false}, {ptr{1}, ptr{1}, true}, {ptr{1}, &ptr{1}, false},
+		{val{1}, val{1}, false}, {ptr{1}, ptr{1}, true}, {ptr{1}, &ptr{1}, false},
 	} {
 		if got := Same(c.a, c.b); got != c.want {
 			t.Errorf("Same(%#v, %#v) = %v, want %v", c.a, c.b, got, c.want)
