@@ -4,32 +4,21 @@ package sluice
 
 import (
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/sluicehq/sluice/internal/storeeq"
 )
 
-// Check is one (limiter, key, cost) of an AllowAll call. Its zero values
-// are safe: a Cost of 0 asks for 1 unit, like Allow; a peek (admitted iff
-// a request of cost 1 would be, changing nothing) is asked for with Peek.
+// Check is one (limiter, key, cost) of an AllowAll call. Its zero value is
+// safe: no Cost asks for 1 unit, as Allow does; a peek is asked with Peek.
 type Check struct {
 	Limiter *Limiter
 	Key     string
 	// Cost is the units asked for; 0 means 1.
 	Cost int64
-	// Peek asks without taking: the check's store request has cost 0,
-	// whatever Cost says.
+	// Peek asks without taking, whatever Cost says: admitted iff a request
+	// of cost 1 would be, changing nothing (a cost-0 store request).
 	Peek bool
-}
-
-// cost returns the store cost of c.
-func (c Check) cost() int64 {
-	switch {
-	case c.Peek:
-		return 0
-	case c.Cost == 0:
-		return 1
-	}
-	return c.Cost
 }
 
 // Result is the outcome of AllowAll. It is always consistent: Decisions
@@ -74,13 +63,16 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		}
 		if i == 0 {
 			store = c.Limiter.store
-		} else if !sameStore(c.Limiter.store, store) {
+		} else if !storeeq.Same(c.Limiter.store, store) {
 			return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: its limiter uses a different store than check 0", i)
 		}
 		if c.Cost < 0 {
 			return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: policy %q: key %q: cost %d: must be >= 0", i, c.Limiter.policy.Name, c.Key, c.Cost)
 		}
-		reqs[i] = Request{Policy: c.Limiter.policy, Key: c.Key, Cost: c.cost()}
+		reqs[i] = Request{Policy: c.Limiter.policy, Key: c.Key, Cost: max(c.Cost, 1)}
+		if c.Peek {
+			reqs[i].Cost = 0
+		}
 	}
 	err := store.TakeAll(ctx, reqs, res.Decisions)
 	for i, c := range checks {
@@ -121,6 +113,3 @@ func (r *Result) settle() {
 		}
 	}
 }
-
-// errNoLocalStore is NewLimiter's error for FailLocal without a local store.
-var errNoLocalStore = errors.New("sluice: NewLimiter: FailLocal needs a local store (WithLocalStore, e.g. memstore.New())")

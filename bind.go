@@ -34,25 +34,19 @@ type BoundPolicy interface {
 // binds p to itself, else one that calls store.Take. A nil store's
 // binding fails every call with an error wrapping ErrStoreClosed.
 func Bound(store Store, p Policy) BoundPolicy {
-	if isNil(store) {
+	if storeeq.Nil(store) {
 		return noStore{}
 	}
 	if b, ok := store.(Binder); ok {
 		if bp, err := b.Bind(p); err == nil && bp != nil {
 			o, ok := bp.(interface{ Store() Store })
-			if !ok || sameStore(o.Store(), store) {
+			if !ok || storeeq.Same(o.Store(), store) {
 				return bp
 			}
 		}
 	}
 	return storeTake{store, p}
 }
-
-// isNil reports whether s is nil, or a nil pointer (storeeq.Nil).
-func isNil(s Store) bool { return storeeq.Nil(s) }
-
-// sameStore reports whether a and b are provably one store (storeeq.Same).
-func sameStore(a, b Store) bool { return storeeq.Same(a, b) }
 
 // storeTake binds p to a store that is no Binder.
 type storeTake struct {

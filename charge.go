@@ -9,22 +9,18 @@ import (
 	"sync"
 )
 
-// Charge records n units for key that have already been spent (the tokens
-// of an LLM response, the bytes of a download), even when they take key
-// past its limit: the key is then in debt, and refuses until the debt is
-// paid back (a bucket refills past it, a window ends or its entries age
-// out; package model says what debt means for each algorithm). Admission
-// stays with AllowN; Charge is for costs known only afterwards.
+// Charge records n units for key that were already spent (the tokens of
+// an LLM response, the bytes of a download), even past the limit: the key
+// is then in debt and refuses until that is paid back (package model says
+// how, per algorithm). Admission stays with AllowN; Charge is for costs
+// known only afterwards. n = 0 charges nothing and is a peek.
 //
-// The Decision is the one a peek makes right after the charge: Allowed
-// reports whether key still admits a request of cost 1, and RetryAfter,
-// when it does not, is when it will again. n = 0 charges nothing and is a
-// peek.
-//
-// A non-nil error means the charge may not have been recorded: n is
-// negative, ctx ended, or the store failed. On a store failure the Decision
-// is the failure mode's answer to a peek (a FailLocal limiter does not
-// charge its local share).
+// The Decision is a peek right after the charge: Allowed reports whether
+// key still admits a request of cost 1, RetryAfter when it will again. A
+// non-nil error means the charge may not have been recorded (n is
+// negative, ctx ended, or the store failed); on a store failure the
+// Decision is the failure mode's answer to a peek (a FailLocal limiter
+// does not charge its local share).
 func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Decision, error) {
 	if l == nil || l.bound == nil {
 		return Decision{}, errNoLimiter
@@ -110,16 +106,14 @@ func (l *Limiter) Reserve(ctx context.Context, key string, estimate int64) (*Res
 }
 
 // Commit settles r with the actual cost: more than the estimate charges
-// the difference (Charge: even past the limit); less gives the difference
-// back where the store and the algorithm allow it (Refunder), and
-// otherwise leaves it spent. The Decision is the key's state after, as
-// Charge reports it.
+// the difference (as Charge, even past the limit); less gives the
+// difference back where the store and algorithm allow (Refunder), else
+// leaves it spent. The Decision is the key's state after, as Charge's.
 //
-// A Commit that returns an error (other than ErrSettled or a negative
-// cost) leaves r unsettled, so that the caller can retry it: a give-back
-// that succeeded is not repeated, and the charge is sent again. (A charge
-// whose call failed after the store applied it, as a timeout can, is then
-// counted twice: the error cannot tell, and a quota errs on the side of
+// A Commit that fails (other than with ErrSettled or a negative cost)
+// leaves r unsettled for a retry, which does not repeat a give-back that
+// succeeded. (A charge that the store applied before its call failed, as
+// a timeout can, is then counted twice: a quota errs on the side of
 // counting.)
 func (r *Reservation) Commit(ctx context.Context, actual int64) (Decision, error) {
 	if r == nil || r.lim == nil || r.lim.bound == nil {

@@ -12,11 +12,10 @@ import (
 // test for them with errors.Is.
 var (
 	// ErrStoreClosed is returned by every Store method called after Close,
-	// and wrapped by the methods of a Limiter that has no store (the zero
-	// Limiter, a nil *Limiter, one not made by NewLimiter) and by AllowAll
-	// for a Check holding one. A Limiter never admits because of it,
-	// whatever its failure mode: a closed or missing store is a
-	// programming error, not an outage to ride out.
+	// and wrapped by every method of a Limiter without a store (the zero
+	// Limiter, a nil *Limiter) and by AllowAll for a Check holding one. A
+	// Limiter never admits on it, whatever its failure mode: a closed or
+	// missing store is a programming error, not an outage to ride out.
 	ErrStoreClosed = errors.New("sluice: store is closed")
 
 	// ErrStoreFull is returned by a Store that refuses to create state for
@@ -33,3 +32,6 @@ var (
 
 // errNoLimiter is every answer of a Limiter that has no store.
 var errNoLimiter = fmt.Errorf("sluice: the Limiter has no store (make it with NewLimiter): %w", ErrStoreClosed)
+
+// errNoLocalStore is NewLimiter's error for FailLocal without a local store.
+var errNoLocalStore = errors.New("sluice: NewLimiter: FailLocal needs a local store (WithLocalStore, e.g. memstore.New())")

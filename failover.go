@@ -4,7 +4,8 @@ package sluice
 
 import (
 	"context"
-	"sync/atomic"
+
+	"github.com/sluicehq/sluice/internal/storeeq"
 )
 
 // ReplicaCounter reports how many replicas (processes) share a store, so
@@ -81,9 +82,6 @@ func (l *Limiter) share() *localShare {
 	return s
 }
 
-// shareCache is the Limiter's cached local share.
-type shareCache = atomic.Pointer[localShare]
-
 // failed is the decision of a request for n units of key that the store
 // could not decide: the one place where the failure mode is applied.
 func (l *Limiter) failed(ctx context.Context, key string, n int64) Decision {
@@ -114,50 +112,46 @@ func (l *Limiter) failed(ctx context.Context, key string, n int64) Decision {
 // by one, which is all-or-nothing only per store.
 func failedAll(ctx context.Context, checks []Check, batch []Request, decisions []Decision) {
 	var local []int
+	var reqs []Request
 	refused := false
 	for i, c := range checks {
-		if c.Limiter.failure == FailLocal {
-			local = append(local, i)
-			refused = refused || !c.Limiter.share().ok // an empty share refuses
+		if c.Limiter.failure != FailLocal {
+			decisions[i] = c.Limiter.failed(ctx, c.Key, batch[i].Cost)
+			refused = refused || !decisions[i].Allowed
 			continue
 		}
-		decisions[i] = c.Limiter.failed(ctx, c.Key, batch[i].Cost)
-		refused = refused || !decisions[i].Allowed
+		s := c.Limiter.share()
+		refused = refused || !s.ok // an empty share refuses
+		local = append(local, i)
+		reqs = append(reqs, Request{Policy: s.policy, Key: c.Key, Cost: batch[i].Cost})
 	}
 	if len(local) == 0 {
 		return
 	}
-	cost := func(i int) int64 {
-		if refused {
-			return 0 // peek
-		}
-		return batch[i].Cost
-	}
 	store := checks[local[0]].Limiter.local
-	reqs := make([]Request, len(local))
-	for j, i := range local {
-		c := checks[i]
-		if !sameStore(c.Limiter.local, store) {
+	for _, i := range local {
+		if !storeeq.Same(checks[i].Limiter.local, store) {
 			store = nil
 		}
-		reqs[j] = Request{Policy: c.Limiter.share().policy, Key: c.Key, Cost: cost(i)}
 	}
-	if store != nil && !refused {
-		out := make([]Decision, len(reqs))
-		if err := store.TakeAll(context.WithoutCancel(ctx), reqs, out); err == nil {
-			for j, i := range local {
-				decisions[i] = out[j]
+	if store == nil || refused {
+		for j, i := range local {
+			if refused {
+				reqs[j].Cost = 0 // peek
 			}
-			return
-		}
-		// The local store failed too: refuse, consuming nothing (taking
-		// them one by one could consume a share of a refused batch).
-		for _, i := range local {
-			decisions[i] = Decision{Limit: checks[i].Limiter.policy.Limit}
+			decisions[i] = checks[i].Limiter.failed(ctx, checks[i].Key, reqs[j].Cost)
 		}
 		return
 	}
-	for _, i := range local {
-		decisions[i] = checks[i].Limiter.failed(ctx, checks[i].Key, cost(i))
+	out := make([]Decision, len(reqs))
+	err := store.TakeAll(context.WithoutCancel(ctx), reqs, out)
+	for j, i := range local {
+		decisions[i] = out[j]
+		if err != nil {
+			// The local store failed too: refuse, consuming nothing
+			// (taking them one by one could consume a share of a
+			// refused batch).
+			decisions[i] = Decision{Limit: checks[i].Limiter.policy.Limit}
+		}
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/line"
+	"github.com/sluicehq/sluice/internal/storeeq"
 )
 
 // FailureMode says what a Limiter answers when its store fails.
@@ -51,8 +53,8 @@ func WithFailureMode(m FailureMode) Option { return func(l *Limiter) { l.failure
 // and shards are chosen with the store: lease.New, shard.New.
 //
 // Make one with NewLimiter. The zero Limiter (and a nil *Limiter) has no
-// store and refuses every request with errNoLimiter, as
-// golang.org/x/time/rate's zero Limiter refuses every event.
+// store and refuses every request with an error wrapping ErrStoreClosed,
+// as golang.org/x/time/rate's zero Limiter refuses every event.
 type Limiter struct {
 	store   Store
 	policy  Policy
@@ -63,7 +65,7 @@ type Limiter struct {
 	// cached share.
 	local    Store
 	replicas ReplicaCounter
-	shares   shareCache
+	shares   atomic.Pointer[localShare]
 	// Wait's queues, per key (wait.go).
 	lines line.Lines
 }
@@ -71,7 +73,7 @@ type Limiter struct {
 // NewLimiter returns a Limiter that applies p over store. It fails if p is
 // invalid.
 func NewLimiter(store Store, p Policy, opts ...Option) (*Limiter, error) {
-	if isNil(store) {
+	if storeeq.Nil(store) {
 		return nil, errors.New("sluice: NewLimiter: store is nil")
 	}
 	if err := p.Validate(); err != nil {
@@ -127,14 +129,11 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // so. n = 0 is a peek: it changes nothing, and is admitted iff a request of
 // cost 1 would be admitted now.
 //
-// A non-nil error means the request could not be decided: n is negative,
-// ctx ended, or the store failed. On a store failure the Decision is the one
-// the failure mode dictates (Allowed under FailOpen, rejected under
-// FailClosed, the local share's decision under FailLocal), so a caller can
-// log the error and still act on Decision.Allowed. Two errors are never a
-// reason to admit, whatever the failure mode: ctx ended (the caller has
-// gone) and ErrStoreClosed (the store was closed: a programming error, not
-// an outage to ride out); the Decision is a rejection then.
+// A non-nil error means the request could not be decided (n is negative,
+// ctx ended, or the store failed), and the Decision is the failure mode's
+// (see FailureMode), so a caller can log the error and still act on
+// Decision.Allowed. Whatever the mode, it is a rejection when ctx ended
+// (the caller has gone) or the store is closed (ErrStoreClosed).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	if l == nil || l.bound == nil {
 		return Decision{}, errNoLimiter

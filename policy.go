@@ -4,6 +4,7 @@ package sluice
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 
@@ -125,8 +126,7 @@ func (p Policy) Validate() error {
 	if p.Burst < 0 || p.Burst > MaxLimit {
 		return fmt.Errorf("sluice: policy %q: burst %d: must be between 1 and %d (0 means the limit)", p.Name, p.Burst, int64(MaxLimit))
 	}
-	// The time a full bucket takes to drain, Burst×Period/Limit, must fit.
-	if hi, lo := bits.Mul64(uint64(p.Capacity()), uint64(p.Period)); hi >= uint64(p.Limit) || quotient(hi, lo, uint64(p.Limit)) > uint64(MaxPeriod) {
+	if p.drain(p.Capacity()) > MaxPeriod {
 		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.Capacity(), p.Limit, p.Period, MaxPeriod)
 	}
 	return nil
@@ -163,8 +163,13 @@ func (p Policy) validateCalendar() error {
 	return nil
 }
 
-// quotient returns ⌊(hi,lo)/d⌋ for hi < d.
-func quotient(hi, lo, d uint64) uint64 {
-	q, _ := bits.Div64(hi, lo, d)
-	return q
+// drain returns the time p's bucket takes to drain k ≥ 0 units,
+// ⌊k·Period/Limit⌋ (exact, in 128 bits), saturated at the largest Duration.
+func (p Policy) drain(k int64) time.Duration {
+	hi, lo := bits.Mul64(uint64(k), uint64(p.Period))
+	if hi >= uint64(p.Limit) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(p.Limit))
+	return time.Duration(min(q, math.MaxInt64))
 }

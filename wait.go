@@ -5,39 +5,30 @@ package sluice
 import (
 	"context"
 	"fmt"
-	"math"
-	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/line"
 )
 
 // Wait blocks until n units for key are admitted, or ctx ends, and returns
-// the admitting decision. Waiters are served in order: the callers of Wait
-// on one Limiter and key form a line, and only the first asks the store,
-// sleeping for each refusal's RetryAfter until it is admitted; the next
-// caller's turn begins then. So a steady rate is shared among waiters in
-// arrival order, as golang.org/x/time/rate's WaitN shares it. (Callers of
-// other Limiters or processes sharing the key take from the same store
-// without waiting in this line.)
+// the admitting decision. Waiters are served in order, as by
+// golang.org/x/time/rate's WaitN: the callers of Wait on one Limiter and
+// key form a line, and only its head asks the store, sleeping for each
+// refusal's RetryAfter. (Callers of other Limiters or processes take from
+// the same store without waiting in this line.)
 //
-// Every Wait returns when ctx ends, wherever it is in the line, and
-// returns at once, with an error and without taking anything, when ctx's
-// deadline comes before the wait it would need: its own, or that of the
-// caller ahead of it in line, which it cannot be served before. It returns ErrImpossible
-// at once if n exceeds the policy's capacity.
+// Wait returns when ctx ends, wherever it is in the line, and at once,
+// with an error and taking nothing, when ctx's deadline comes before the
+// wait it would need (its own, or that of the caller ahead of it). It
+// returns ErrImpossible at once if n exceeds the policy's capacity, and on
+// a store failure the error and the failure mode's decision, as AllowN.
 //
-// What a cancelled Wait consumes: for the window kinds, token-bucket and
-// gcra, nothing (a unit is taken only when admitted, and then Wait
-// returns). For leaky-bucket an admitted request has a place in the
-// store's queue and Wait sleeps for its Delay; cancelling it during that
-// delay does not give the place back (the queue has no refunds), and Wait
-// returns a rejection with ctx's error: the caller must not proceed. Wait
-// first checks that the current queue delay fits before ctx's deadline,
-// so that it does not take a place it cannot use.
-//
-// On a store failure Wait returns at once with the error and the decision
-// of the failure mode, as AllowN does.
+// A cancelled Wait consumes nothing, except for leaky-bucket: there an
+// admitted request has a place in the store's queue and Wait sleeps for
+// its Delay; cancelled then, the place is not given back (the queue has
+// no refunds) and Wait returns a rejection with ctx's error: the caller
+// must not proceed. So Wait first checks that the queue delay fits before
+// ctx's deadline, and takes no place it cannot use.
 func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, error) {
 	if l == nil || l.bound == nil {
 		return Decision{}, errNoLimiter
@@ -60,22 +51,6 @@ func (l *Limiter) Wait(ctx context.Context, key string, n int64) (Decision, erro
 		}
 	}
 	return d, err
-}
-
-// queueAfter is the queue delay of a leaky-bucket request of cost n
-// admitted at its RetryAfter: (Burst − n)·Period/Limit, rounded down (so
-// that Wait never refuses a wait that fits).
-func (l *Limiter) queueAfter(n int64) time.Duration {
-	k := l.policy.Capacity() - n
-	if k <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(k), uint64(l.policy.Period))
-	if hi >= uint64(l.policy.Limit) {
-		return time.Duration(math.MaxInt64)
-	}
-	q, _ := bits.Div64(hi, lo, uint64(l.policy.Limit))
-	return time.Duration(min(q, math.MaxInt64))
 }
 
 // wait is Wait for the head of key's line.
@@ -109,7 +84,9 @@ func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, erro
 		}
 		need := d.RetryAfter
 		if l.policy.Algorithm == LeakyBucket {
-			need += l.queueAfter(n) // then its place in the queue
+			// then its place in the queue, rounded down so that a
+			// wait that fits is never refused
+			need += l.policy.drain(max(l.policy.Capacity()-n, 0))
 		}
 		if !line.Fits(ctx, need) {
 			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting %v would exceed the context deadline", l.policy.Name, key, need)
