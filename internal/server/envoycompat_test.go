@@ -256,6 +256,37 @@ func TestMetadata(t *testing.T) {
 	}
 }
 
+// TestMetadataFirstDescriptorWins: two passed descriptors whose rules'
+// metadata share a key. envoyproxy/ratelimit keeps the first descriptor's
+// value, and merges nested mappings key by key (mergeMetadata in its
+// service/ratelimit.go): a route that picks its backend from the metadata
+// goes where envoy would send it. sluice took the last descriptor's value
+// and replaced a nested mapping whole.
+func TestMetadataFirstDescriptorWins(t *testing.T) {
+	h := start(t, map[string]string{"m.yaml": `domain: m
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    metadata:
+      backend: service_1
+      pool: {a: 1, c: {x: 1}}
+  - key: region
+    rate_limit: {unit: minute, requests_per_unit: 10}
+    metadata:
+      backend: service_2
+      pool: {a: 5, b: 2, c: {x: 9, y: 2}}
+`})
+	want := map[string]any{"backend": "service_1", "pool": map[string]any{"a": 1.0, "b": 2.0, "c": map[string]any{"x": 1.0, "y": 2.0}}}
+	if m := dyn(h.should(t, "m", desc("tenant", "t1"), desc("region", "eu"))); !reflect.DeepEqual(m, want) {
+		t.Errorf("tenant, then region: %v; want the first's values, nested mappings merged: %v", m, want)
+	}
+	// The merge leaves the rules' own metadata as configured.
+	want = map[string]any{"backend": "service_2", "pool": map[string]any{"a": 5.0, "b": 2.0, "c": map[string]any{"x": 9.0, "y": 2.0}}}
+	if m := dyn(h.should(t, "m", desc("region", "eu"), desc("tenant", "t1"))); !reflect.DeepEqual(m, want) {
+		t.Errorf("region, then tenant: %v; want %v", m, want)
+	}
+}
+
 // TestValueToMetric: the request's value goes into the policy label, up to
 // MaxMetricValues names per rule; the rest are counted under OtherValue.
 func TestValueToMetric(t *testing.T) {

@@ -3,8 +3,6 @@
 package server
 
 import (
-	"maps"
-
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -21,9 +19,10 @@ const (
 
 // passedMetadata merges the metadata of every descriptor whose rule passed
 // (matched, not over its limit): the mapping envoyproxy/ratelimit returns
-// so that the caller can pick, say, a backend that still has quota. A key
-// in several descriptors' metadata takes the last one's value. It returns
-// nil when there is nothing to say.
+// so that the caller can pick, say, a backend that still has quota. As
+// there (mergeMetadata), the first descriptor to set a key keeps it, and
+// where two set it to mappings those are merged key by key the same way.
+// It returns nil when there is nothing to say.
 func passedMetadata(outs []outcome) map[string]any {
 	var m map[string]any
 	for i := range outs {
@@ -34,9 +33,32 @@ func passedMetadata(outs []outcome) map[string]any {
 		if m == nil {
 			m = map[string]any{}
 		}
-		maps.Copy(m, r.Metadata)
+		mergeFirst(m, r.Metadata)
 	}
 	return m
+}
+
+// mergeFirst adds to dst the keys of src it lacks, and merges a mapping of
+// src into a mapping dst has under the same key; any other value dst has
+// stays. A mapping it adds or merges into is a copy: the rules' metadata
+// is never written.
+func mergeFirst(dst, src map[string]any) {
+	for k, v := range src {
+		sv, sok := v.(map[string]any)
+		dv, ok := dst[k]
+		switch {
+		case !ok && sok:
+			c := make(map[string]any, len(sv))
+			mergeFirst(c, sv)
+			dst[k] = c
+		case !ok:
+			dst[k] = v
+		default:
+			if dm, dok := dv.(map[string]any); dok && sok {
+				mergeFirst(dm, sv)
+			}
+		}
+	}
 }
 
 // quotaViolations returns whether any descriptor matched a quota-mode rule
