@@ -184,7 +184,7 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 	}
 	resp.DynamicMetadata = dynamicMetadata(outs)
 	if r.s.headers {
-		resp.ResponseHeadersToAdd = responseHeaders(outs, allowed, r.s.legacyHeaders)
+		resp.ResponseHeadersToAdd = responseHeaders(outs, allowed, r.s.legacyHeaders, now)
 	}
 	return resp, nil
 }
@@ -273,8 +273,8 @@ func toProto(o *outcome, now time.Time) *rls.RateLimitResponse_DescriptorStatus 
 	}
 	cl := &rls.RateLimitResponse_RateLimit{Name: r.Title(), Unit: protoUnits[r.Unit]}
 	if r.Deny {
-		if unit, ok := config.UnitDuration(r.Unit); ok {
-			st.DurationUntilReset = durationpb.New(ceilSecond(windowLeft(unit*time.Duration(max(1, r.UnitMultiplier)), now)))
+		if _, d := denyState(r, now); d.ResetAfter > 0 {
+			st.DurationUntilReset = durationpb.New(ceilSecond(d.ResetAfter))
 		}
 		return withLimit(st, cl)
 	}
