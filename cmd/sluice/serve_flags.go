@@ -107,7 +107,7 @@ Flags:
                       error. Default: a domain is defined in one file
   --shadow-mode       put every rule in shadow mode (envoyproxy/ratelimit's
                       SHADOW_MODE): checked, counted and reported, never
-                      refusing; a limit the request carries still applies
+                      refusing, and so is a limit the request carries
   --admin-token-file FILE  the bearer tokens of the limits API
                       (/v1/limits/...): one per line, a token alone or a
                       name, a space and the token (16 bytes at least); the

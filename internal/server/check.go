@@ -128,6 +128,10 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		// envoyproxy/ratelimit, which looks the domain up first.
 		if d.override != nil && sn.cfg.HasDomain(domain) {
 			r := overrideRule(domain, d.entries, *d.override)
+			// WithShadowMode: an override never refuses either, as
+			// envoyproxy/ratelimit's SHADOW_MODE answers OK whatever
+			// decided; it is counted as a shadow rule is.
+			r.ShadowMode = s.shadowAll
 			if r.Deny { // a zero limit: decided without the store
 				outs[i].rule, outs[i].override = r, true
 				continue

@@ -443,8 +443,10 @@ func TestUnitMultiplierServe(t *testing.T) {
 	}
 }
 
-// TestGlobalShadowMode: every rule answers OK and is counted as shadow;
-// a limit the request carries is still enforced.
+// TestGlobalShadowMode: every rule answers OK and is counted as shadow,
+// and so does a limit the request carries. (It asserted that the override
+// was still enforced, as the README claimed envoyproxy/ratelimit does; its
+// SHADOW_MODE answers OK whatever decided: TestGlobalShadowModeCoversOverrides.)
 func TestGlobalShadowMode(t *testing.T) {
 	h := start(t, map[string]string{"rides.yaml": ridesYAML}, WithShadowMode())
 	for i := range 5 {
@@ -464,9 +466,39 @@ func TestGlobalShadowMode(t *testing.T) {
 	}
 	override := desc("rider", "r2")
 	override.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: envoytype.RateLimitUnit_MINUTE}
-	for i, want := range []string{"OK: OK", "OVER: OVER"} {
-		if got := codesOf(h.should(t, "rides", override)); got != want {
-			t.Errorf("override %d: %s, want %s", i, got, want)
+	for i := range 2 {
+		if got := codesOf(h.should(t, "rides", override)); got != "OK: OK" {
+			t.Errorf("override %d: %s, want OK: OK", i, got)
+		}
+	}
+}
+
+// TestGlobalShadowModeCoversOverrides: under --shadow-mode
+// (envoyproxy/ratelimit's SHADOW_MODE) a descriptor that carries its own
+// limit (Envoy's `limit` override) never refuses either: envoy turns any
+// overall OVER_LIMIT into OK ("Global ShadowMode ... will override
+// whatever result is returned", its README). sluice enforced the override,
+// so a dark launch refused real traffic. The would-be refusals are counted
+// as shadow, under the override's policy label.
+func TestGlobalShadowModeCoversOverrides(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n"}, WithShadowMode())
+	for _, rpu := range []uint32{1, 0} {
+		o := desc("user", "u1")
+		o.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: envoytype.RateLimitUnit_MINUTE}
+		for i := range 3 {
+			if r := h.should(t, "d", o); r.GetOverallCode() != rls.RateLimitResponse_OK {
+				t.Errorf("override of %d a minute, request %d, under --shadow-mode: %s; want OK, as SHADOW_MODE answers", rpu, i, codesOf(r))
+			}
+		}
+	}
+	// 1 a minute: 1 ok, 2 shadow refusals; 0 a minute: 3 shadow refusals.
+	m := h.get(t, "/metrics")
+	for _, want := range []string{
+		`sluice_decisions_total{domain="d",policy="(override)",result="ok"} 1`,
+		`sluice_decisions_total{domain="d",policy="(override)",result="shadow_over_limit"} 5`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
 		}
 	}
 }

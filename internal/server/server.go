@@ -130,9 +130,10 @@ func WithConfigOptions(opts ...config.Option) Option {
 
 // WithShadowMode puts every rule of the configuration in shadow mode, as
 // envoyproxy/ratelimit's SHADOW_MODE does: rules are checked, counted and
-// reported, and never refuse. A limit the request itself carries (Envoy's
-// per-descriptor override) is still enforced, and so are the gateway's
-// in-flight rules, which have no shadow mode (logged).
+// reported, and never refuse. So is a limit the request itself carries
+// (Envoy's per-descriptor override): envoy answers OK whatever its
+// descriptors decided. Only the gateway's in-flight rules, which have no
+// shadow mode, are still enforced (logged).
 func WithShadowMode() Option { return func(s *Server) { s.shadowAll = true } }
 
 // New returns a Server over store. It answers nothing (and /readyz fails)
