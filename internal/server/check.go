@@ -127,7 +127,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		// A limit override counts only in a domain a file defines, as in
 		// envoyproxy/ratelimit, which looks the domain up first.
 		if d.override != nil && sn.cfg.HasDomain(domain) {
-			r := overrideRule(domain, d.entries, *d.override)
+			r := overrideRule(domain, d.entries, *d.override, sn.cfg.Match(domain, d.entries))
 			// WithShadowMode: an override never refuses either, as
 			// envoyproxy/ratelimit's SHADOW_MODE answers OK whatever
 			// decided; it is counted as a shadow rule is.
@@ -136,7 +136,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 				outs[i].rule, outs[i].override = r, true
 				continue
 			}
-			l, lerr := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(config.DefaultFailureMode)...)
+			l, lerr := sluice.NewLimiter(s.store, r.Policy, s.limiterOptions(r.FailureMode)...)
 			if lerr != nil {
 				return false, nil, fmt.Errorf("descriptor %d: limit override: %w", i, lerr)
 			}
@@ -499,13 +499,33 @@ func decimalLen(n int) int {
 	return d
 }
 
-// overrideRule is the rule of a descriptor that carries its own limit: a
-// fixed window, as in envoyproxy/ratelimit, whose state is keyed by the
-// descriptor (storeKey) under a policy named by the domain and the limit.
-// A limit of 0 is a deny rule, as requests_per_unit 0 in a file: every hit
-// is over (a peek is not), nothing is kept in the store, and its
-// duration_until_reset is the time left in the window of its period.
-func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *config.Rule {
+// overrideRule is the rule of a descriptor (entries) that carries its own
+// limit p, a fixed window, as in envoyproxy/ratelimit; m is the rule the
+// descriptor matches, or nil. envoy keys a count by the domain, the
+// descriptor's entries and the window's start, with no limit in it, so an
+// override reads and adds to the count of every other limit of its unit on
+// the descriptor. Here the state is keyed by the entries verbatim
+// (storeKey), and shared through the policy's name (sluice.Policy: the same
+// Name and Algorithm share per-key state, read with each one's limit):
+//
+//   - When m is a fixed-window rule of p's period that keeps its count
+//     under one key (not sharded), p takes m's name and calendar: the
+//     override and m count on one state, and m's failure mode applies. (A
+//     share_threshold level keys m's count by the pattern and the
+//     override's by the value, so those two stay apart, as envoy's keys do.)
+//   - Otherwise p is named by the domain and its period alone: the
+//     overrides of one period on a descriptor share a count, apart from any
+//     rule's. Two periods never share one: in one state a request under
+//     either would reset the other's count whenever their windows differ.
+//
+// The names leave the descriptor and the limit out, so a flood of
+// overrides makes at most one policy per domain and period, however many
+// limits and values it sends (memstore frees it once its keys expire). A
+// limit of 0
+// is a deny rule, as requests_per_unit 0 in a file: every hit is over (a
+// peek is not), nothing is kept in the store, and its duration_until_reset
+// is the time left in the window of its period.
+func overrideRule(domain string, entries []config.Entry, p sluice.Policy, m *config.Rule) *config.Rule {
 	var b strings.Builder
 	b.WriteString(domain)
 	for _, e := range entries {
@@ -517,24 +537,28 @@ func overrideRule(domain string, entries []config.Entry, p sluice.Policy) *confi
 		}
 	}
 	key := b.String()
-	// The name leaves the descriptor out: the store key (storeKey) already
-	// separates descriptors, and a name per descriptor value would make
-	// every client IP or user a policy of its own in the store.
-	p.Name = fmt.Sprintf("override:%s:%d/%v", domain, p.Limit, p.Period)
-	unit, mult := "", int64(0)
-	for _, u := range []string{"year", "month", "week", "day", "hour", "minute", "second"} {
-		d, _ := config.UnitDuration(u)
-		if p.Period%d == 0 {
-			unit, mult = u, int64(p.Period/d)
-			break
-		}
+	// The rule's title (current_limit.name, the headers) names the limit
+	// and its period, never the request's values.
+	title := fmt.Sprintf("override:%s:%d/%v", domain, p.Limit, p.Period)
+	fm := config.DefaultFailureMode
+	if sharesCount(m, p) {
+		p.Name, p.Calendar, fm = m.Policy.Name, m.Policy.Calendar, m.FailureMode
+	} else {
+		p.Name = fmt.Sprintf("override:%s:%v", domain, p.Period)
 	}
-	// Its Title is the policy's name, never the request's values.
-	r := &config.Rule{Domain: domain, FullKey: key, Name: p.Name, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: config.DefaultFailureMode}
+	unit, mult := unitOf(p.Period)
+	r := &config.Rule{Domain: domain, FullKey: key, Name: title, Policy: p, Unit: unit, UnitMultiplier: mult, FailureMode: fm}
 	if p.Limit == 0 {
 		r.Deny, r.Policy = true, sluice.Policy{} // as config's deny rules: Policy is zero
 	}
 	return r
+}
+
+// sharesCount reports whether an override of policy p on a descriptor that
+// matches rule m (nil: none) counts on m's state for it (overrideRule).
+func sharesCount(m *config.Rule, p sluice.Policy) bool {
+	return m != nil && m.InFlight == nil && !m.Unlimited && !m.Deny && m.Shards <= 1 &&
+		m.Policy.Name != "" && m.Policy.Algorithm == p.Algorithm && m.Policy.Period == p.Period
 }
 
 // clampU32 converts n to uint32, saturating.

@@ -87,6 +87,102 @@ func TestOverrideUnknownDomain(t *testing.T) {
 	}
 }
 
+// TestOverrideSharesTheDescriptorsCount: Envoy's routes send one
+// descriptor (user=u1) with and without a `limit` override: the default
+// route is limited by the file's rule, an expensive one carries an override
+// of 2 a minute ("refuse here once this user has made 2 requests this
+// minute"). envoyproxy/ratelimit keys a count by the domain, the
+// descriptor's entries and the window alone (limiter/cache_key.go: the
+// limit is not in the key), so the rule and every override of its unit
+// read and add to one count. sluice kept a count per override size, so the
+// expensive route admitted what envoy refuses.
+func TestOverrideSharesTheDescriptorsCount(t *testing.T) {
+	h := start(t, map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n"})
+	override := func(rpu uint32) *rlcommon.RateLimitDescriptor {
+		o := desc("user", "u1")
+		o.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: envoytype.RateLimitUnit_MINUTE}
+		return o
+	}
+	for range 2 {
+		h.should(t, "d", desc("user", "u1")) // the default route
+	}
+	if r := h.should(t, "d", override(2)); r.GetOverallCode() != rls.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("override of 2 a minute after the user's 2 requests this minute: %s; envoy counts 3 > 2: OVER_LIMIT", codesOf(r))
+	}
+	h.clock.Advance(time.Minute)
+	for range 3 {
+		h.should(t, "d", override(5))
+	}
+	if r := h.should(t, "d", override(3)); r.GetOverallCode() != rls.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("override of 3 a minute after 3 requests under an override of 5: %s; envoy counts 4 > 3: OVER_LIMIT", codesOf(r))
+	}
+}
+
+// TestOverrideCountsPerUnit: what an override shares, on memory and on
+// Redis. Overrides of one unit on a descriptor no rule matches share its
+// count too. An override of another unit than the rule's keeps a count of
+// its own: one state for both would be reset by a request under either
+// whenever their windows differ, so interleaving default-route requests
+// would lift the override's limit. (envoy's keys of two units collide
+// when their windows start at the same second; sluice's never do.)
+func TestOverrideCountsPerUnit(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		store func(t *testing.T) func(*sluicetest.Clock) sluice.Store
+	}{
+		{"memory", func(t *testing.T) func(*sluicetest.Clock) sluice.Store {
+			return func(c *sluicetest.Clock) sluice.Store {
+				ms := memstore.New(memstore.WithClock(c))
+				t.Cleanup(func() { ms.Close() })
+				return ms
+			}
+		}},
+		{"redis", func(t *testing.T) func(*sluicetest.Clock) sluice.Store {
+			return redisOnClock(t, sluicetest.StartRedis(t))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := startOnClock(t, c.store(t), map[string]string{"d.yaml": "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 100}\n"}, io.Discard)
+			h.clock.Advance(90 * time.Second) // the minute's window starts a minute after the hour's
+			ask := func(key string, rpu uint32, unit envoytype.RateLimitUnit) *rls.RateLimitResponse {
+				t.Helper()
+				d := desc(key, "u1")
+				if rpu > 0 {
+					d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+				}
+				r, err := rlsServer{s: h.srv}.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "d", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			// The rule's count and the rule's unit: shared.
+			ask("user", 0, 0)
+			if r := ask("user", 2, envoytype.RateLimitUnit_MINUTE); codesOf(r) != "OK: OK" || r.Statuses[0].GetLimitRemaining() != 0 {
+				t.Errorf("override of 2 a minute after 1 request under the rule: %s, remaining %d; want OK, 0", codesOf(r), r.Statuses[0].GetLimitRemaining())
+			}
+			// Another unit: a count of its own, which the rule's requests
+			// between its own do not reset.
+			for i, want := range []string{"OK: OK", "OK: OK", "OVER: OVER"} {
+				ask("user", 0, 0)
+				if got := codesOf(ask("user", 2, envoytype.RateLimitUnit_HOUR)); got != want {
+					t.Errorf("override of 2 an hour, request %d, each after one under the rule: %s, want %s", i, got, want)
+				}
+			}
+			if r := ask("user", 0, 0); codesOf(r) != "OK: OK" || r.Statuses[0].GetLimitRemaining() != 100-6 {
+				t.Errorf("the rule after 5 of its own and 1 of a minute's override: %s, remaining %d; want OK, %d", codesOf(r), r.Statuses[0].GetLimitRemaining(), 100-6)
+			}
+			// No rule: the overrides of one unit share the descriptor's count.
+			for range 3 {
+				ask("nobody", 5, envoytype.RateLimitUnit_MINUTE)
+			}
+			if got := codesOf(ask("nobody", 3, envoytype.RateLimitUnit_MINUTE)); got != "OVER: OVER" {
+				t.Errorf("no rule: override of 3 a minute after 3 under one of 5: %s, want OVER", got)
+			}
+		})
+	}
+}
+
 // TestDurationUntilReset: whole seconds rounded up (Envoy truncates it into
 // X-RateLimit-Reset); a zero-limit rule's and an idle fixed window's are
 // the time left in the window, unit − now % unit, as envoyproxy/ratelimit

@@ -167,8 +167,8 @@ func TestLimitOverride(t *testing.T) {
 	if got := codesOf(h.should(t, "rides", other)); got != "OK: OK" {
 		t.Errorf("another value under the same override: %s", got)
 	}
-	if a, b := overrideRule("rides", []config.Entry{{Key: "anything", Value: "v"}}, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}),
-		overrideRule("rides", []config.Entry{{Key: "anything", Value: "w"}}, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}); a.Policy.Name != b.Policy.Name {
+	if a, b := overrideRule("rides", []config.Entry{{Key: "anything", Value: "v"}}, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}, nil),
+		overrideRule("rides", []config.Entry{{Key: "anything", Value: "w"}}, sluice.Policy{Algorithm: sluice.FixedWindow, Limit: 2, Period: time.Minute}, nil); a.Policy.Name != b.Policy.Name {
 		t.Errorf("override policies per descriptor value: %q and %q", a.Policy.Name, b.Policy.Name)
 	}
 	h.clock.Advance(time.Minute)
