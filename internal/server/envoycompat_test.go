@@ -65,9 +65,9 @@ func TestQuotaMode(t *testing.T) {
 		for i, want := range []struct {
 			codes      string
 			violations []any
-			backend    any // the passed descriptors' metadata, merged
+			backend    any // the passed descriptors' metadata, merged: the first's value wins
 		}{
-			{"OK: OK OK", []any{}, "b"},
+			{"OK: OK OK", []any{}, "a"},
 			{"OK: OVER OK", []any{0.0}, "b"}, // a is out; b still has quota
 			{"OVER: OVER OVER", []any{0.0, 1.0}, nil},
 			{"OVER: OVER OVER", []any{0.0, 1.0}, nil},
