@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/sluicehq/sluice/internal/line"
@@ -30,16 +31,17 @@ const (
 	FailLocal
 )
 
-// String returns "open", "closed" or "local".
+// String returns "open", "closed" or "local", and "FailureMode(n)" for a
+// value that is none of them (NewLimiter refuses it).
 func (m FailureMode) String() string {
-	switch m {
-	case FailClosed:
-		return "closed"
-	case FailLocal:
-		return "local"
+	if int(m) < len(failureModes) {
+		return failureModes[m]
 	}
-	return "open"
+	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
 }
+
+// failureModes are the modes' names, by value.
+var failureModes = [...]string{FailOpen: "open", FailClosed: "closed", FailLocal: "local"}
 
 // Option configures a Limiter.
 type Option func(*Limiter)

@@ -262,3 +262,18 @@ func TestWaitLeakyBucketDelays(t *testing.T) {
 		}
 	})
 }
+
+// TestFailureModeStringInvalid: a value that is none of the three modes
+// (one read from configuration before NewLimiter refuses it) prints as
+// itself, not as "open": a log line or a metric label must not say a
+// limiter fails open when its mode is garbage.
+func TestFailureModeStringInvalid(t *testing.T) {
+	for m, want := range map[sluice.FailureMode]string{
+		sluice.FailOpen: "open", sluice.FailClosed: "closed", sluice.FailLocal: "local",
+		3: "FailureMode(3)", 255: "FailureMode(255)",
+	} {
+		if got := m.String(); got != want {
+			t.Errorf("FailureMode(%d).String() = %q, want %q", uint8(m), got, want)
+		}
+	}
+}
