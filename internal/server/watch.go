@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,7 +55,16 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 	var (
 		watching dirPath  // the entries on dir's way and where it leads
 		watched  []string // the directories added to w
+		warned   = map[string]bool{}
 	)
+	// unwatchable warns, once a directory, that a directory holding an
+	// entry on dir's way cannot be watched.
+	unwatchable := func(d, entry string, err error) {
+		if !warned[d] {
+			warned[d] = true
+			s.log.Warn("cannot watch a directory on the config directory's way: a change to it is seen only once the config directory itself is replaced", "dir", d, "entry", entry, "error", err)
+		}
+	}
 	// follow resolves dir and watches what it finds (watchPath), until
 	// the path holds still while its watches are set up; err is
 	// watchPath's.
@@ -66,7 +74,7 @@ func (s *Server) Watch(ctx context.Context, dir string, debounce time.Duration, 
 			for _, d := range watched {
 				_ = w.Remove(d) // gone already, if the directory was
 			}
-			watching, watched, err = watchPath(w, dir, s.log)
+			watching, watched, err = watchPath(w, dir, unwatchable)
 			if err != nil {
 				return false, err
 			}
@@ -237,12 +245,12 @@ func resolveDir(dir string) (dirPath, error) {
 
 // watchPath resolves dir and adds to w the directory it leads to, and the
 // directory that holds each entry on its way (a failure to watch one of
-// those is logged: a change there goes unseen until dir is replaced).
-// When dir does not resolve, or its directory cannot be watched, it
-// returns the error, still watching what holds the entries found, so that
-// dir's return is seen. It returns what it watches and the directories it
-// added.
-func watchPath(w *fsnotify.Watcher, dir string, log *slog.Logger) (dirPath, []string, error) {
+// those goes to unwatchable: a change there goes unseen until dir is
+// replaced). When dir does not resolve, or its directory cannot be
+// watched, it returns the error, still watching what holds the entries
+// found, so that dir's return is seen. It returns what it watches and the
+// directories it added.
+func watchPath(w *fsnotify.Watcher, dir string, unwatchable func(d, entry string, err error)) (dirPath, []string, error) {
 	p, err := resolveDir(dir)
 	var added []string
 	for _, e := range p.entries {
@@ -251,7 +259,7 @@ func watchPath(w *fsnotify.Watcher, dir string, log *slog.Logger) (dirPath, []st
 			continue
 		}
 		if aerr := w.Add(d); aerr != nil {
-			log.Warn("cannot watch a directory on the config directory's way: a change to it is seen only once the config directory itself is replaced", "dir", d, "entry", e, "error", aerr)
+			unwatchable(d, e, aerr)
 			continue
 		}
 		added = append(added, d)
