@@ -67,6 +67,9 @@ func governProcs(ctx context.Context, n int) (inForce string, undo func()) {
 func serve(ctx context.Context, e env, o serveOptions) int {
 	const prefix = "sluice serve"
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	if attrs := envoyEnvironment(os.Getenv); attrs != nil {
+		log.Warn("envoyproxy/ratelimit's environment variables are set; sluice serve reads only its flags and ignores them: each is named with what takes its place (README: Coming from envoyproxy/ratelimit)", attrs...)
+	}
 
 	maxKeys := o.maxKeys
 	switch maxKeys {
@@ -225,10 +228,13 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		tracing.GRPCServerOption(), // OTEL_* environment; none by default
 	)...)
 	srv.RegisterGRPC(g)
-	// Health: the server ("") and the RLS service by name, SERVING until
-	// the shutdown begins (hs.Shutdown turns both NOT_SERVING).
+	// Health: the server (""), the RLS service by name and by the name
+	// envoyproxy/ratelimit registers, "ratelimit" (an Envoy cluster's
+	// grpc_health_check or a probe may ask for it), SERVING until the
+	// shutdown begins (hs.Shutdown turns them NOT_SERVING).
 	hs := health.NewServer()
 	hs.SetServingStatus(rls.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(envoyHealthName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g) // for grpcurl and friends
 	hsrv := server.NewHTTPServer(tracing.HTTPHandler(srv.Handler(), "sluice"))
@@ -316,6 +322,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	log.Info("stopped")
 	return status
 }
+
+// envoyHealthName is the gRPC health service name envoyproxy/ratelimit
+// registers.
+const envoyHealthName = "ratelimit"
 
 // usageError is an error in a flag's value (exit status 2).
 type usageError struct{ error }

@@ -44,6 +44,8 @@ var httpPaths = []string{
 	"GET /metrics",
 	"GET /healthz",
 	"GET /readyz",
+	"GET /healthcheck (envoyproxy/ratelimit's)",
+	"POST /json (envoyproxy/ratelimit's RLS in JSON)",
 }
 
 // serveUsage is serve's help: serveUsageText with httpPaths in place of

@@ -199,14 +199,18 @@ func TestServeDefaults(t *testing.T) {
 	r.done <- exitOK // for the cleanup
 }
 
-// TestServeGRPCHealth: gRPC health knows the server ("") and the RLS
-// service by name, both SERVING until the shutdown begins and NOT_SERVING
-// from then on; any other name is NotFound.
+// TestServeGRPCHealth: gRPC health knows the server (""), the RLS service
+// by name, and the name envoyproxy/ratelimit registers, "ratelimit" (an
+// Envoy cluster's grpc_health_check with service_name: ratelimit, or a
+// Kubernetes grpc probe with service: ratelimit, which sluice answered
+// NotFound: every replica unhealthy, and Envoy, failing open, admitted
+// every request unlimited), all SERVING until the shutdown begins and
+// NOT_SERVING from then on; any other name is NotFound.
 func TestServeGRPCHealth(t *testing.T) {
 	r := startServe(t, serveOptions{})
 	_, conn := rlsClient(t, r.grpcAddr)
 	hc := healthpb.NewHealthClient(conn)
-	names := []string{"", "envoy.service.ratelimit.v3.RateLimitService"}
+	names := []string{"", "envoy.service.ratelimit.v3.RateLimitService", "ratelimit"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var watches []healthpb.Health_WatchClient

@@ -63,7 +63,12 @@
 //
 // Decoding is strict: an unknown field, a value of the wrong type, a
 // duplicate key or an invalid policy is an error naming the file, the line,
-// the field and the reason.
+// the field and the reason. What envoyproxy/ratelimit's YAML 1.1 reader
+// (yaml.v2) accepts loads with its meaning: yes, no, on, off, y and n
+// unquoted in a boolean field, "value:" and "rate_limit:" with nothing
+// after them (the key alone; no limit at that level), and empty documents
+// after the first (a trailing "---"). A second document with anything in
+// it is an error: yaml.v2 would not read its domain.
 //
 // Matching follows envoyproxy/ratelimit: a request descriptor (a list of
 // key/value entries) walks the tree one entry per level, preferring at each
@@ -459,11 +464,75 @@ func load(fsys fs.FS, dir string, opts []Option) (*Config, error) {
 		if where == "" {
 			where = "the configuration"
 		}
-		return nil, fmt.Errorf("config: %s: no .yaml or .yml files", where)
+		msg := fmt.Sprintf("config: %s: no .yaml or .yml files", where)
+		if subs := configSubdirs(fsys); len(subs) > 0 {
+			for i, sub := range subs {
+				subs[i] = path.Join(dir, sub)
+			}
+			// envoyproxy/ratelimit reads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/
+			// config/*.yaml: a user who gives its root or subdirectory
+			// finds here where the files are.
+			msg += fmt.Sprintf(" (subdirectories are not read; %s holds configuration files: give that directory)", strings.Join(subs, ", "))
+		}
+		return nil, errors.New(msg)
 	}
 	digest.Sum(c.digest[:0])
 	return c, nil
 }
+
+// configSubdirs returns the subdirectories of fsys, two levels deep at
+// most (envoyproxy/ratelimit's runtime layout, RUNTIME_SUBDIRECTORY/config),
+// that hold configuration files, in order, at most three of them. It reads
+// at most maxHintDirs directories: a directory given by mistake may be
+// large.
+func configSubdirs(fsys fs.FS) []string {
+	var found []string
+	read := 0
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		if read >= maxHintDirs || len(found) >= 3 {
+			return
+		}
+		read++
+		entries, err := fs.ReadDir(fsys, dir)
+		if err != nil {
+			return
+		}
+		var subs []string
+		has := false
+		for _, de := range entries {
+			name := de.Name()
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			p := path.Join(dir, name)
+			info, err := fs.Stat(fsys, p) // follows symlinks
+			if err != nil {
+				continue
+			}
+			switch {
+			case info.IsDir():
+				subs = append(subs, p)
+			case IsConfigFile(name):
+				has = true
+			}
+		}
+		if has && dir != "." {
+			found = append(found, dir)
+			return
+		}
+		if depth < 2 {
+			for _, sub := range subs {
+				walk(sub, depth+1)
+			}
+		}
+	}
+	walk(".", 0)
+	return found
+}
+
+// maxHintDirs is the most directories configSubdirs reads.
+const maxHintDirs = 64
 
 // SameFiles reports whether c and o were loaded from the same files with
 // the same bytes, so that putting o in force in place of c would change

@@ -348,6 +348,119 @@ func TestLoadDirSkipsHiddenAndOthers(t *testing.T) {
 	}
 }
 
+// TestLoadsWhatYAMLv2Loads: files envoyproxy/ratelimit loads (it decodes
+// them with yaml.v2, YAML 1.1, and its key check lets a null through)
+// load, each with the meaning yaml.v2 gives it: a file ending in a
+// document marker "---" (its first document), "rate_limit:" with nothing
+// after it on a descriptor that only nests others (no limit there),
+// "value:" with nothing after it (the key alone), and YAML 1.1's
+// booleans (yes, no, on, off) in the boolean fields. sluice refused each.
+// Real mistakes still fail: a second document with something in it (a
+// domain yaml.v2 would not read), a quoted "yes", a word that is no
+// boolean.
+func TestLoadsWhatYAMLv2Loads(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		check      func(t *testing.T, c *Config)
+	}{
+		{"trailing document marker",
+			"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n---\n",
+			func(t *testing.T, c *Config) {
+				if r := c.Match("d", []Entry{{"a", "x"}}); r == nil || r.Policy.Limit != 1 {
+					t.Errorf("d.a: %+v", r)
+				}
+			}},
+		{"empty documents and a comment after the first",
+			"domain: d\n---\n# nothing more\n---\n",
+			func(t *testing.T, c *Config) {
+				if got := c.Domains(); len(got) != 1 || got[0] != "d" {
+					t.Errorf("domains %v", got)
+				}
+			}},
+		{"null rate_limit on a nesting descriptor",
+			"domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 1}\n",
+			func(t *testing.T, c *Config) {
+				if r := c.Match("d", []Entry{{"a", "x"}}); r != nil {
+					t.Errorf("d.a has a rule: %+v", r)
+				}
+				if r := c.Match("d", []Entry{{"a", "x"}, {"b", "y"}}); r == nil || r.Policy.Limit != 1 {
+					t.Errorf("d.a.b: %+v", r)
+				}
+			}},
+		{"null value",
+			"domain: d\ndescriptors:\n  - key: a\n    value:\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+			func(t *testing.T, c *Config) {
+				if r := c.Match("d", []Entry{{"a", "anything"}}); r == nil || r.FullKey != "d.a" {
+					t.Errorf("d.a: %+v", r)
+				}
+			}},
+		{"YAML 1.1 booleans",
+			"domain: d\ndescriptors:\n  - key: a\n    shadow_mode: yes\n    detailed_metric: off\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: b\n    shadow_mode: On\n    rate_limit: {unlimited: Y}\n  - key: c\n    shadow_mode: NO\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+			func(t *testing.T, c *Config) {
+				if r := c.Match("d", []Entry{{"a", "x"}}); r == nil || !r.ShadowMode || r.DetailedMetric {
+					t.Errorf("d.a: want shadow mode and no detailed metric: %+v", r)
+				}
+				if r := c.Match("d", []Entry{{"b", "x"}}); r == nil || !r.ShadowMode || !r.Unlimited {
+					t.Errorf("d.b: want shadow mode, unlimited: %+v", r)
+				}
+				if r := c.Match("d", []Entry{{"c", "x"}}); r == nil || r.ShadowMode {
+					t.Errorf("d.c in shadow mode: %+v", r)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(fstest.MapFS{"a.yaml": {Data: []byte(tc.yaml)}})
+			if err != nil {
+				t.Fatalf("envoyproxy/ratelimit loads this file; sluice: %v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+	for yaml, want := range map[string]string{
+		"domain: d\n---\ndomain: e\n": "a.yaml:2: a second YAML document",
+		"domain: d\n--- {}\n":         "a.yaml:2: a second YAML document",
+		"domain: d\ndescriptors:\n  - key: a\n    shadow_mode: 'yes'\n    rate_limit: {unit: second, requests_per_unit: 1}\n": `a.yaml:4: descriptors[0].shadow_mode: want true or false, got "yes"`,
+		"domain: d\ndescriptors:\n  - key: a\n    shadow_mode: maybe\n    rate_limit: {unit: second, requests_per_unit: 1}\n": `a.yaml:4: descriptors[0].shadow_mode: want true or false, got "maybe"`,
+		"domain: d\ndescriptors:\n  - key:\n    rate_limit: {unit: second, requests_per_unit: 1}\n":                           "a.yaml:3: descriptors[0].key: want a string, got null",
+	} {
+		if _, err := Load(fstest.MapFS{"a.yaml": {Data: []byte(yaml)}}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v; want %s", yaml, err, want)
+		}
+	}
+}
+
+// TestEmptyDirHintsRuntimeSubdirectory: --config (or sluice config check)
+// given what envoyproxy/ratelimit calls RUNTIME_ROOT/RUNTIME_SUBDIRECTORY,
+// or RUNTIME_ROOT, whose files sit in config/ below it ("Configuration
+// files are loaded from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/
+// RUNTIME_APPDIRECTORY/*.yaml", its README). sluice answered "no .yaml or
+// .yml files" and stopped there; the error names the directory that holds
+// them.
+func TestEmptyDirHintsRuntimeSubdirectory(t *testing.T) {
+	root := t.TempDir()
+	sub := filepath.Join(root, "ratelimit", "config")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "a.yaml"), []byte("domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(root, "ratelimit"), root} {
+		_, err := LoadDir(dir)
+		if err == nil || !strings.Contains(err.Error(), "no .yaml or .yml files") || !strings.Contains(err.Error(), sub) {
+			t.Errorf("LoadDir(%s): %v; want it to name %s, where the .yaml files are", dir, err, sub)
+		}
+	}
+	// Deeper than RUNTIME_ROOT's layout, or nothing below: no hint.
+	if _, err := LoadDir(filepath.Dir(root)); err != nil && strings.Contains(err.Error(), sub) {
+		t.Errorf("three levels up: %v", err)
+	}
+	empty := t.TempDir()
+	if _, err := LoadDir(empty); err == nil || strings.Contains(err.Error(), "subdirectories") {
+		t.Errorf("empty directory: %v", err)
+	}
+}
+
 func TestUnits(t *testing.T) {
 	for _, tc := range []struct {
 		unit string

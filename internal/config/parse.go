@@ -205,11 +205,22 @@ func parseFile(file string, data []byte) (*parsed, []error) {
 		}
 		return nil, []error{syntaxError(file, data, err)}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, []error{fmt.Errorf("%s:%d: a second YAML document: a file holds one domain", file, extra.Line)}
-	} else if !errors.Is(err, io.EOF) {
-		return nil, []error{syntaxError(file, data, err)}
+	// Empty documents may follow: a "---" that ends a file, as tools
+	// that join manifests write it (yaml.v2, which envoyproxy/ratelimit
+	// uses, reads the first document alone). A second document with
+	// anything in it is a second domain, which would go unread.
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, []error{syntaxError(file, data, err)}
+		}
+		if !emptyDocument(&extra) {
+			return nil, []error{fmt.Errorf("%s:%d: a second YAML document: a file holds one domain", file, extra.Line)}
+		}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -305,9 +316,20 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 			metadataNode     *yaml.Node
 		)
 		ok := p.fields(d, f+".", map[string]func(*yaml.Node, string){
-			"key":         func(v *yaml.Node, f string) { key, keyNode = p.str(v, f), v },
-			"value":       func(v *yaml.Node, f string) { value = p.str(v, f) },
-			"rate_limit":  func(v *yaml.Node, f string) { limit = p.rateLimit(v, f) },
+			"key": func(v *yaml.Node, f string) { key, keyNode = p.str(v, f), v },
+			// value: and rate_limit: with nothing after them are the
+			// key alone and no limit at this level, as yaml.v2 reads
+			// them for envoyproxy/ratelimit.
+			"value": func(v *yaml.Node, f string) {
+				if !isNull(p.deref(v)) {
+					value = p.str(v, f)
+				}
+			},
+			"rate_limit": func(v *yaml.Node, f string) {
+				if !isNull(p.deref(v)) {
+					limit = p.rateLimit(v, f)
+				}
+			},
 			"descriptors": func(v *yaml.Node, f string) { children = v },
 			"shadow_mode": func(v *yaml.Node, f string) { shadow = p.boolean(v, f) },
 			"detailed_metric": func(v *yaml.Node, f string) {
@@ -388,6 +410,12 @@ func (p *parser) descriptors(n *yaml.Node, field, parentKey string, path []Entry
 	}
 }
 
+// descriptorFields are the fields of a descriptor that are not a
+// rate_limit's. envoyproxy/ratelimit checks a file's keys against one list
+// for every level, so one of these written inside rate_limit loads there
+// and does nothing; sluice says where it belongs.
+var descriptorFields = []string{"key", "value", "descriptors", "shadow_mode", "detailed_metric", "quota_mode", "share_threshold", "value_to_metric", "metadata"}
+
 // rateLimit decodes a rate_limit mapping.
 func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 	r := &rawLimit{line: n.Line}
@@ -426,9 +454,6 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 			r.multiplier, _ = p.integer(v, f)
 			r.multiplierNode = v
 		},
-		"quota_mode": func(v *yaml.Node, f string) {
-			p.errorf(v, f, "quota_mode belongs on the descriptor, beside rate_limit (as in envoyproxy/ratelimit)")
-		},
 		"floor":      func(v *yaml.Node, f string) { r.inflight.floor = p.num(v, f) },
 		"ceiling":    func(v *yaml.Node, f string) { r.inflight.ceiling = p.num(v, f) },
 		"holder_ttl": func(v *yaml.Node, f string) { r.inflight.ttl = p.num(v, f) },
@@ -452,6 +477,11 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		},
 	}
 	maps.Copy(decoders, r.calendar.fields(p))
+	for _, name := range descriptorFields {
+		decoders[name] = func(v *yaml.Node, f string) {
+			p.errorf(v, f, "%s belongs on the descriptor, beside rate_limit (envoyproxy/ratelimit ignores it inside rate_limit)", name)
+		}
+	}
 	if !p.fields(n, field+".", decoders) {
 		return nil
 	}

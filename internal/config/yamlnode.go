@@ -174,14 +174,41 @@ func (p *parser) str(n *yaml.Node, field string) string {
 	return n.Value
 }
 
+// boolean reads true or false, and YAML 1.1's other spellings of them
+// unquoted (yes, no, on, off, y, n), which yaml.v2 reads as booleans for
+// envoyproxy/ratelimit and yaml.v3 as strings.
 func (p *parser) boolean(n *yaml.Node, field string) bool {
 	n = p.deref(n)
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Style == 0 {
+		if b, ok := yaml11Bools[n.Value]; ok {
+			return b
+		}
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
 		p.errorf(n, field, "want true or false, got %s", kindName(n))
 		return false
 	}
 	b, _ := strconv.ParseBool(strings.ToLower(n.Value))
 	return b
+}
+
+// yaml11Bools are the plain scalars YAML 1.1 reads as booleans that YAML
+// 1.2 (yaml.v3) reads as strings.
+var yaml11Bools = map[string]bool{
+	"y": true, "Y": true, "yes": true, "Yes": true, "YES": true, "on": true, "On": true, "ON": true,
+	"n": false, "N": false, "no": false, "No": false, "NO": false, "off": false, "Off": false, "OFF": false,
+}
+
+// isNull reports whether n is YAML's null: a key with nothing after it,
+// "~" or "null".
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// emptyDocument reports whether the document doc holds nothing: a "---"
+// with nothing after it but comments, or a null.
+func emptyDocument(doc *yaml.Node) bool {
+	return len(doc.Content) == 0 || len(doc.Content) == 1 && isNull(doc.Content[0])
 }
 
 func (p *parser) integer(n *yaml.Node, field string) (int64, bool) {

@@ -164,7 +164,7 @@ func (r rlsServer) ShouldRateLimit(ctx context.Context, req *rls.RateLimitReques
 		}
 		descs[i] = dd
 	}
-	allowed, outs, err := r.s.check(ctx, "grpc", req.GetDomain(), descs)
+	allowed, outs, err := r.s.check(ctx, apiOf(ctx), req.GetDomain(), descs)
 	if err != nil {
 		if errors.Is(err, errGone) {
 			return nil, status.FromContextError(ctx.Err()).Err()

@@ -32,6 +32,8 @@ import (
 //	GET, PUT, DELETE /v1/limits/...  per-key limits at runtime (limitsapi.go)
 //	GET  /healthz    200 while the process serves
 //	GET  /readyz     200 once a configuration is in force, 503 before and while stopping
+//	GET  /healthcheck, POST /json  envoyproxy/ratelimit's health check and
+//	                 RLS in JSON (envoyhttp.go)
 //	GET  /metrics    Prometheus metrics
 //	GET  /v1/rules   the rules in force, their recent decisions and the keys nearest their limits
 //	POST /v1/simulate  run a traffic pattern through a rule on a throwaway store (SVG)
@@ -117,6 +119,8 @@ func (s *Server) mux() *routes {
 	s.handleCharges(mux) // charge_http.go
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", s.handleReady)
+	mux.HandleFunc("GET /healthcheck", s.handleHealthcheck) // envoyhttp.go
+	mux.HandleFunc("POST /json", s.handleEnvoyJSON)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	return mux
 }
@@ -480,23 +484,31 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 // readyProbe is the policy /readyz peeks at to see whether the store answers.
 var readyProbe = sluice.Policy{Name: "sluice.readyz", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Second}
 
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+// notReady returns why the service does not decide, or "" when it does:
+// it is shutting down, has no configuration yet, or a gateway domain has no
+// HTTP policies in force.
+func (s *Server) notReady() string {
 	switch {
 	case s.stopping.Load():
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
+		return "shutting down"
 	case s.snap.Load() == nil:
-		http.Error(w, "no configuration loaded yet", http.StatusServiceUnavailable)
-		return
+		return "no configuration loaded yet"
 	}
 	s.applyMu.Lock()
 	gateways := s.gateways
 	s.applyMu.Unlock()
 	for _, g := range gateways {
 		if !g.ready() {
-			http.Error(w, "gateway domain "+g.domain+": no HTTP policies in force", http.StatusServiceUnavailable)
-			return
+			return "gateway domain " + g.domain + ": no HTTP policies in force"
 		}
+	}
+	return ""
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if why := s.notReady(); why != "" {
+		http.Error(w, why, http.StatusServiceUnavailable)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()

@@ -314,6 +314,7 @@ func openapiExchanges() []exchange {
 		{name: "unknown root path", method: "GET", path: "/nope", want: 404},
 	}
 	xs = append(xs, quotaExchanges()...)
+	xs = append(xs, envoyExchanges()...)
 	files, _ := fs.ReadDir(page, "page")
 	for _, f := range files {
 		if f.Name() != "index.html" {
