@@ -273,11 +273,11 @@ func (i *Interceptor) Stats() Stats {
 // Unary returns the unary server interceptor.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		rated, err := i.check(ctx, info.FullMethod)
+		rated, failed, err := i.check(ctx, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
-		release, held, err := i.acquire(ctx, info.FullMethod)
+		release, held, err := i.acquire(ctx, info.FullMethod, failed)
 		if err != nil {
 			return nil, err
 		}
@@ -293,11 +293,11 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // when it opens.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		rated, err := i.check(ss.Context(), info.FullMethod)
+		rated, failed, err := i.check(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
-		release, held, err := i.acquire(ss.Context(), info.FullMethod)
+		release, held, err := i.acquire(ss.Context(), info.FullMethod, failed)
 		if err != nil {
 			return err
 		}
@@ -323,11 +323,12 @@ func (i *Interceptor) match(method string) *route {
 
 // check decides a call with the decision core: nil to proceed (after any
 // leaky-bucket delay), or the status error to return; rated says the call
-// had rate limits to decide it.
-func (i *Interceptor) check(ctx context.Context, method string) (rated bool, err error) {
+// had rate limits to decide it, failed that the store failed on them (and
+// is counted in Stats.Errors).
+func (i *Interceptor) check(ctx context.Context, method string) (rated, failed bool, err error) {
 	rt := i.match(method)
 	if rt == nil || len(rt.limits) == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	var checkBuf [8]sluice.Check
 	var whichBuf [8]int
@@ -337,7 +338,7 @@ func (i *Interceptor) check(ctx context.Context, method string) (rated bool, err
 		key, ok := l.Key(ctx, method)
 		key, use, reject := decide.KeyOf(key, ok, l.Missing)
 		if reject {
-			return true, i.missingKey("policy " + fmt.Sprintf("%q", l.Limiter.Policy().Name))
+			return true, false, i.missingKey("policy " + fmt.Sprintf("%q", l.Limiter.Policy().Name))
 		}
 		if !use {
 			continue
@@ -364,20 +365,21 @@ func (i *Interceptor) check(ctx context.Context, method string) (rated bool, err
 			violated = append(violated, rt.limits[which[v.Offset+k]].Limiter.Policy().Name)
 		}
 	}
+	failed = v.StoreFailed()
 	switch v.Outcome {
 	case decide.Admit:
-		return true, nil
+		return true, failed, nil
 	case decide.Refuse:
-		return true, refusal(violated, v.Wait, v.Impossible)
+		return true, failed, refusal(violated, v.Wait, v.Impossible)
 	case decide.Gone:
-		return true, status.FromContextError(v.Err).Err()
+		return true, failed, status.FromContextError(v.Err).Err()
 	}
 	msg := "grpclimit: the rate limiter's store failed"
 	if len(violated) > 0 {
 		msg += fmt.Sprintf(" and %q fail closed", violated)
 	}
 	st, _ := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(i.unavailable)})
-	return true, st.Err()
+	return true, failed, st.Err()
 }
 
 // missingKey is the InvalidArgument error of a call a MissingRefused limit,

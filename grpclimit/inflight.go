@@ -80,8 +80,9 @@ func InFlight(method string, limits ...InFlightLimit) Option {
 // acquire takes a slot of each in-flight limit of the call, returning the
 // function that gives them back (reporting the handler's error to adaptive
 // limits) and whether an in-flight limit decided the call, or the status
-// error of a refusal.
-func (i *Interceptor) acquire(ctx context.Context, method string) (release func(error), held bool, err error) {
+// error of a refusal. failed says the store failed on the call's rate
+// limits (a call counts once in Stats.Errors).
+func (i *Interceptor) acquire(ctx context.Context, method string, failed bool) (release func(error), held bool, err error) {
 	if len(i.inflight) == 0 {
 		return func(error) {}, false, nil
 	}
@@ -121,7 +122,7 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (release func(
 				key = k
 			}
 			t := slots.Take(ctx, l.InFlight, key, critical)
-			i.counts.Taken(t)
+			failed = i.counts.Taken(t, failed)
 			if t.StoreFailed() && i.onError != nil {
 				i.onError(ctx, method, t.Err)
 			}

@@ -128,12 +128,12 @@ func TestInFlightLocalRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "a"))
-	release, _, err := i.acquire(ctx, check) // the local share, ⌊2/2⌋ = 1
+	release, _, err := i.acquire(ctx, check, false) // the local share, ⌊2/2⌋ = 1
 	if err != nil {
 		t.Fatalf("within the local share: %v", err)
 	}
 	defer release(nil)
-	if _, _, err := i.acquire(ctx, check); status.Code(err) != codes.ResourceExhausted {
+	if _, _, err := i.acquire(ctx, check, false); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("over the local share: %v, want ResourceExhausted", err)
 	}
 	if st := i.Stats(); st.Refused != 1 || st.Unavailable != 0 || st.Errors != 2 {

@@ -117,10 +117,11 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 }
 
 // serve runs next behind the in-flight limits of r; rated says the rate
-// limits decided r (and admitted it). r's route is found as for the rate
-// limits (lookup): a path the ServeMux would redirect meets the limits of
-// the route it is redirected to.
-func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Request, next http.Handler, rated bool) {
+// limits decided r (and admitted it), failed that the store failed on them
+// (a request counts once in Stats.Errors). r's route is found as for the
+// rate limits (lookup): a path the ServeMux would redirect meets the limits
+// of the route it is redirected to.
+func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Request, next http.Handler, rated, failed bool) {
 	var route []InFlightLimit
 	if rt, ok := lookup(s.mux, s.byPattern, r); ok {
 		route = rt.limits
@@ -132,12 +133,12 @@ func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Reques
 		next.ServeHTTP(w, r)
 		return
 	}
-	m.serveInFlight(w, r, next, rated, s.global, route)
+	m.serveInFlight(w, r, next, rated, failed, s.global, route)
 }
 
 // serveInFlight takes a slot of each limit in turn (giving back those taken
 // when one refuses), runs next, and releases them.
-func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, rated bool, lists ...[]InFlightLimit) {
+func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, rated, failed bool, lists ...[]InFlightLimit) {
 	ctx := r.Context()
 	critical := m.critical != nil && m.critical(r)
 	var slots decide.Slots
@@ -159,7 +160,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 				key = k
 			}
 			t := slots.Take(ctx, l.InFlight, key, critical)
-			m.counts.Taken(t)
+			failed = m.counts.Taken(t, failed)
 			if t.StoreFailed() && m.onError != nil {
 				m.onError(r, t.Err)
 			}

@@ -248,15 +248,16 @@ func (m *Middleware) Stats() Stats {
 // func(http.Handler) http.Handler, the usual shape of middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rated := false
+		rated, failed := false, false
 		if rt := m.match(r); rt != nil && len(rt.limits) > 0 {
-			if !m.serve(w, r, rt) {
+			var admitted bool
+			if admitted, failed = m.serve(w, r, rt); !admitted {
 				return // answered
 			}
 			rated = true
 		}
 		if m.inflight != nil {
-			m.inflight.serve(m, w, r, next, rated) // after the rates admit
+			m.inflight.serve(m, w, r, next, rated, failed) // after the rates admit
 			return
 		}
 		if rated {
@@ -295,9 +296,10 @@ func lookup[V any](mux *http.ServeMux, byPattern map[string]V, r *http.Request) 
 // maxStack is how many limits per request fit the stack buffers.
 const maxStack = 8
 
-// serve decides r with the decision core: true when the rate limits admit
-// it (their headers written), else false with the answer rendered.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) bool {
+// serve decides r with the decision core: admitted when the rate limits
+// admit it (their headers written), else the answer is rendered; failed
+// says the store failed on it (and is counted in Stats.Errors).
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) (admitted, failed bool) {
 	var checkBuf [maxStack]sluice.Check
 	var whichBuf [maxStack]int
 	checks, which := checkBuf[:0], whichBuf[:0] // which[j]: index in rt.limits
@@ -308,7 +310,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) bo
 		key, use, reject := decide.KeyOf(key, ok, l.Missing)
 		if reject {
 			m.missingKey(w, "policy "+strconv.Quote(l.policy.Name))
-			return false
+			return false, false
 		}
 		if !use {
 			continue
@@ -351,9 +353,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) bo
 		gone(w, v.Err)
 	case decide.Admit:
 		writeHeaders(w.Header(), outs, policy, m.legacy)
-		return true
+		return true, v.StoreFailed()
 	}
-	return false
+	return false, v.StoreFailed()
 }
 
 // gone answers a request whose context ended (err) before it was let
