@@ -45,6 +45,7 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -222,27 +223,35 @@ func New(opts ...Option) (*Interceptor, error) {
 			return nil, err
 		}
 	}
-	if i.def == nil && len(i.global) > 0 {
-		i.def = &route{cost: 1}
+	def := i.def
+	if len(i.global) > 0 {
+		// The Global limits alone first, so that a mistake in one is blamed
+		// on Global rather than on a method. Without Default, the calls no
+		// Method matches face them alone, at cost 1.
+		alone := &route{cost: 1}
+		if err := i.compile("", alone); err != nil {
+			return nil, err
+		}
+		if i.def == nil {
+			i.def = alone
+		}
 	}
 	for _, rt := range i.methods {
-		if err := i.compile(rt); err != nil {
+		if err := i.compile("method "+strconv.Quote(rt.name), rt); err != nil {
 			return nil, err
 		}
 	}
-	if i.def != nil {
-		if err := i.compile(i.def); err != nil {
+	if def != nil {
+		if err := i.compile("Default", def); err != nil {
 			return nil, err
 		}
 	}
 	return i, nil
 }
 
-func (i *Interceptor) compile(rt *route) error {
-	name := "method " + fmt.Sprintf("%q", rt.name)
-	if rt.name == "" {
-		name = "Default"
-	}
+// compile compiles the limits of rt (and the Global ones), named name in
+// errors ("" for the Global limits alone).
+func (i *Interceptor) compile(name string, rt *route) error {
 	all := append(append([]Limit(nil), i.global...), rt.own...)
 	specs := make([]decide.Spec, len(all))
 	for n, l := range all {

@@ -322,6 +322,26 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// TestConfigErrorsNameTheCulprit: a mistake in a Global limit is blamed on
+// it ("Global limit 0"), not on Default, which the user never gave, nor on
+// a method it was added to.
+func TestConfigErrorsNameTheCulprit(t *testing.T) {
+	store, _ := newStore(t)
+	l := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}), Key: Metadata("k")}
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{Global(Limit{Key: Metadata("x-api-key")})}, "grpclimit: Global limit 0: Limiter is nil"},
+		{[]Option{Method("/s/m", 1, l), Global(l, Limit{Limiter: l.Limiter})}, "grpclimit: Global limit 1: Key is nil"},
+		{[]Option{Default(1, l), Global(l, l)}, `grpclimit: Global limit 1: policy Name "a" is already used by Global limit 0: each limit of a route needs its own`},
+	} {
+		if _, err := New(c.opts...); err == nil || err.Error() != c.want {
+			t.Errorf("got %v; want %q", err, c.want)
+		}
+	}
+}
+
 func TestMetadataLongKeyHashed(t *testing.T) {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", strings.Repeat("k", 1000)))
 	key, ok := Metadata("x-api-key")(ctx, check)

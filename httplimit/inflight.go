@@ -62,6 +62,7 @@ const DefaultInFlightRetryAfter = time.Second
 // that matches it; one that ServeMux would redirect to a cleaned path
 // faces those of the route it is redirected to, as for Route.
 func InFlight(pattern string, limits ...InFlightLimit) Option {
+	at := caller()
 	return func(c *config) error {
 		for i, l := range limits {
 			if l.InFlight == nil {
@@ -71,7 +72,7 @@ func InFlight(pattern string, limits ...InFlightLimit) Option {
 				return fmt.Errorf("httplimit: InFlight %q: limit %d: %w", pattern, i, err)
 			}
 		}
-		c.inflight = append(c.inflight, inflightSpec{pattern, limits})
+		c.inflight = append(c.inflight, inflightSpec{pattern, limits, at})
 		return nil
 	}
 }
@@ -79,6 +80,7 @@ func InFlight(pattern string, limits ...InFlightLimit) Option {
 type inflightSpec struct {
 	pattern string
 	limits  []InFlightLimit
+	at      string // where InFlight was called (caller)
 }
 
 // inflightSet is the compiled in-flight limits of a Middleware.
@@ -95,6 +97,7 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 		return nil, nil
 	}
 	s := &inflightSet{byPattern: map[string]*inflightRoute{}}
+	var given patterns
 	for _, sp := range specs {
 		if sp.pattern == "" {
 			s.global = append(s.global, sp.limits...)
@@ -106,9 +109,10 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 		}
 		if s.mux == nil {
 			s.mux = http.NewServeMux()
+			given = patterns{mux: s.mux, option: "InFlight"}
 		}
 		rt := &inflightRoute{limits: sp.limits}
-		if err := register(s.mux, sp.pattern); err != nil {
+		if err := given.add(sp.pattern, sp.at); err != nil {
 			return nil, err
 		}
 		s.byPattern[sp.pattern] = rt
