@@ -176,7 +176,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			policy = appendSep(policy)
 			policy = appendSFString(policy, name)
 			policy = append(policy, ";q="...)
-			policy = appendSFInt(policy, l.InFlight.Limit())
+			policy = appendSFInt(policy, t.Limit)
 			policy = append(policy, `;qu="concurrent-requests"`...)
 			state = appendSep(state)
 			state = appendSFString(state, name)

@@ -27,10 +27,15 @@ type Taken struct {
 	// request is taken, or the store failed and the local share is full),
 	// Unavailable (the store failed and the limit fails closed) or Gone.
 	Outcome Outcome
+	// Limit is the number of slots a request like this one may hold: the
+	// limit enforced for it (inflight.Limiter.LimitFor, less the reserve
+	// unless it is critical), which a front end advertises as the limit's
+	// capacity (RateLimit-Policy's q), not the limit with the reserve that
+	// the request can never take.
+	Limit int64
 	// Free is the number of slots left to a request like this one after
-	// it was admitted, when known: against the limit enforced for it
-	// (inflight.Limiter.LimitFor, less the reserve unless it is critical),
-	// never below 0.
+	// it was admitted, when known: Limit less the slots held, never below
+	// 0.
 	Free int64
 	// Err is the store's error (also on an Admit the failure mode
 	// decided), or the context's on Gone.
@@ -53,6 +58,7 @@ func (s *Slots) Take(ctx context.Context, f *inflight.Limiter, key string, criti
 		return Taken{Outcome: Gone, Err: err}
 	}
 	h, sl, err := f.Acquire(ctx, key, critical)
+	limit := f.LimitFor(critical)
 	var t Taken
 	switch {
 	case ctx.Err() != nil:
@@ -61,11 +67,11 @@ func (s *Slots) Take(ctx context.Context, f *inflight.Limiter, key string, criti
 		}
 		t = Taken{Outcome: Gone, Err: ctx.Err()}
 	case h != nil:
-		t = Taken{Outcome: Admit, Free: max(f.LimitFor(critical)-sl.Held, 0), Err: err}
+		t = Taken{Outcome: Admit, Limit: limit, Free: max(limit-sl.Held, 0), Err: err}
 	case err != nil && f.FailureMode() != sluice.FailLocal:
-		t = Taken{Outcome: Unavailable, Err: err}
+		t = Taken{Outcome: Unavailable, Limit: limit, Err: err}
 	default: // full, or the store failed and the local share is full
-		t = Taken{Outcome: Refuse, Err: err}
+		t = Taken{Outcome: Refuse, Limit: limit, Err: err}
 	}
 	if t.Outcome != Admit {
 		s.Cancel(ctx)
