@@ -134,7 +134,7 @@ func (i *Interceptor) acquire(ctx context.Context, method string, failed bool) (
 			case t.Outcome == decide.Gone:
 				return nil, true, status.FromContextError(t.Err).Err()
 			case t.Outcome == decide.Unavailable:
-				return nil, true, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)
+				return nil, true, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide: %s", name, t.Cause()), name)
 			}
 			if l.Key != nil {
 				return nil, true, inflightStatus(codes.ResourceExhausted, fmt.Sprintf("grpclimit: too many calls in flight for %q; retry after %v", name, inflightRetry), name)

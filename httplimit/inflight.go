@@ -201,7 +201,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			switch {
 			case t.Outcome == decide.Unavailable:
 				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-					Detail: "The in-flight limit " + strconv.Quote(name) + " cannot decide (its store failed) and fails closed."})
+					Detail: "The in-flight limit " + strconv.Quote(name) + " cannot decide: " + t.Cause() + "."})
 			case l.Key != nil:
 				writeProblem(w, problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests,
 					Violated: []string{name}, Detail: "Too many requests in flight for " + strconv.Quote(name) + "; retry after 1 s."})

@@ -162,6 +162,35 @@ func TestInFlightLocalRefusal(t *testing.T) {
 	}
 }
 
+// TestInFlightClosedStore: over a closed store an in-flight limit cannot
+// decide, whatever its failure mode: 503 saying the store is closed (not
+// that the limit "fails closed" when it fails open, nor, when it fails
+// local, that the server has too many requests in flight), counted as
+// unavailable, never as refused.
+func TestInFlightClosedStore(t *testing.T) {
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+		store, local := memstore.New(), memstore.New()
+		defer local.Close()
+		f, err := inflight.New(store, "busy", 2, inflight.WithFailureMode(mode), inflight.WithLocal(local, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if body, want := w.Body.String(), `"detail":"The in-flight limit \"busy\" cannot decide: its store is closed."`; w.Code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
+			t.Errorf("%v: %d %s; want 503 with %s", mode, w.Code, body, want)
+		}
+		if st := m.Stats(); st.Unavailable != 1 || st.Refused != 0 || st.Admitted != 0 {
+			t.Errorf("%v: stats %+v, want 1 unavailable, none refused or admitted", mode, st)
+		}
+	}
+}
+
 // TestCriticalNeedsTrust: without WithCriticalFunc, a request that claims
 // the reserve with the header gets no more than any other (defect 10: it
 // took the reserve).

@@ -4,6 +4,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/inflight"
@@ -25,7 +26,8 @@ type Slots struct {
 type Taken struct {
 	// Outcome is Admit (a slot is held), Refuse (every slot open to the
 	// request is taken, or the store failed and the local share is full),
-	// Unavailable (the store failed and the limit fails closed) or Gone.
+	// Unavailable (the store failed and the limit fails closed, or the
+	// store is closed, whatever the failure mode: see Cause) or Gone.
 	Outcome Outcome
 	// Limit is the number of slots a request like this one may hold: the
 	// limit enforced for it (inflight.Limiter.LimitFor, less the reserve
@@ -45,6 +47,17 @@ type Taken struct {
 // StoreFailed reports whether the store failed: an error that is not the
 // caller's leaving.
 func (t Taken) StoreFailed() bool { return t.Err != nil && t.Outcome != Gone }
+
+// Cause says why an Unavailable Taken was not decided, for a front end's
+// message: "its store is closed" (or the limit has none: whatever its
+// failure mode, that is never a reason to admit, nor a refusal by the
+// limit), or "its store failed and it fails closed".
+func (t Taken) Cause() string {
+	if errors.Is(t.Err, sluice.ErrStoreClosed) {
+		return "its store is closed"
+	}
+	return "its store failed and it fails closed"
+}
 
 // Take takes a slot of f for key. critical says the request may use the
 // limit's reserve: a front end says so only for requests its trust function
@@ -68,7 +81,9 @@ func (s *Slots) Take(ctx context.Context, f *inflight.Limiter, key string, criti
 		t = Taken{Outcome: Gone, Err: ctx.Err()}
 	case h != nil:
 		t = Taken{Outcome: Admit, Limit: limit, Free: max(limit-sl.Held, 0), Err: err}
-	case err != nil && f.FailureMode() != sluice.FailLocal:
+	case err != nil && (f.FailureMode() != sluice.FailLocal || errors.Is(err, sluice.ErrStoreClosed)):
+		// Fails closed, or (for any mode) a closed store, which Acquire
+		// never admits and which no local share answers.
 		t = Taken{Outcome: Unavailable, Limit: limit, Err: err}
 	default: // full, or the store failed and the local share is full
 		t = Taken{Outcome: Refuse, Limit: limit, Err: err}
