@@ -45,6 +45,7 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -76,8 +77,12 @@ const MaxKeyLen = decide.MaxKeyLen
 // gRPC does), trimmed of surrounding whitespace. It reports no key for a
 // call without it, or with an empty value: the Limit's Missing then
 // decides (by default such calls share one key). Values longer than
-// MaxKeyLen are hashed.
+// MaxKeyLen are hashed. An empty name (or one of spaces) names no metadata:
+// New refuses a limit keyed by it.
 func Metadata(name string) KeyFunc {
+	if strings.TrimSpace(name) == "" {
+		return noMetadata
+	}
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, bool) {
 		vals := metadata.ValueFromIncomingContext(ctx, name)
@@ -86,6 +91,20 @@ func Metadata(name string) KeyFunc {
 		}
 		return decide.Key(vals[0])
 	}
+}
+
+// noMetadata is Metadata's KeyFunc for an empty name, which no call
+// carries. New tells it apart (noKey) and refuses it.
+func noMetadata(context.Context, string) (string, bool) { return "", false }
+
+// noKey says why f keys no call, or "" when it may: f is Metadata's
+// function for an empty name. (Only this package's own function is told
+// apart, by its code; a KeyFunc is never called to find out.)
+func noKey(f KeyFunc) string {
+	if f != nil && reflect.ValueOf(f).Pointer() == reflect.ValueOf(noMetadata).Pointer() {
+		return `Metadata("") or a name of spaces: no call carries such metadata`
+	}
+	return ""
 }
 
 // metadataKeys are the forwarded headers' names as metadata keys.
@@ -255,7 +274,7 @@ func (i *Interceptor) compile(name string, rt *route) error {
 	all := append(append([]Limit(nil), i.global...), rt.own...)
 	specs := make([]decide.Spec, len(all))
 	for n, l := range all {
-		specs[n] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, Shadow: l.Shadow}
+		specs[n] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, NoKey: noKey(l.Key), Shadow: l.Shadow}
 	}
 	order, _, err := decide.Order(name, rt.cost, len(i.global), specs)
 	if err != nil {

@@ -68,6 +68,9 @@ func InFlight(method string, limits ...InFlightLimit) Option {
 			if l.InFlight == nil {
 				return fmt.Errorf("grpclimit: InFlight %q: limit %d: InFlight must be set", method, n)
 			}
+			if why := noKey(l.Key); why != "" {
+				return fmt.Errorf("grpclimit: InFlight %q: limit %d: Key %s", method, n, why)
+			}
 		}
 		if i.inflight == nil {
 			i.inflight = map[string][]InFlightLimit{}

@@ -71,6 +71,9 @@ func InFlight(pattern string, limits ...InFlightLimit) Option {
 			if err := validName(l.InFlight.Name()); err != nil {
 				return fmt.Errorf("httplimit: InFlight %q: limit %d: %w", pattern, i, err)
 			}
+			if why := noKey(l.Key); why != "" {
+				return fmt.Errorf("httplimit: InFlight %q: limit %d: Key %s", pattern, i, why)
+			}
 		}
 		c.inflight = append(c.inflight, inflightSpec{pattern, limits, at})
 		return nil

@@ -234,7 +234,7 @@ func compile(name string, s routeSpec, global []Limit) (*route, error) {
 	all := append(append([]Limit(nil), global...), s.limits...)
 	specs := make([]decide.Spec, len(all))
 	for i, l := range all {
-		specs[i] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, Shadow: l.Shadow}
+		specs[i] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, NoKey: noKey(l.Key), Shadow: l.Shadow}
 	}
 	order, _, err := decide.Order(name, s.cost, len(global), specs)
 	if err != nil {

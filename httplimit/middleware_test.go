@@ -492,6 +492,30 @@ func TestConfigErrorsNameTheCulprit(t *testing.T) {
 	}
 }
 
+// TestConfigErrorsEmptyHeaderName: Header("") (or a name of spaces) names
+// no header, so a limit keyed by it would count every request under the
+// one key of the requests without a key; New refuses it, naming the
+// option, the limit and the value.
+func TestConfigErrorsEmptyHeaderName(t *testing.T) {
+	store, _ := newStore(t)
+	l := newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Second})
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{Global(Limit{Limiter: l, Key: Header("")})}, `httplimit: Global limit 0: Key Header("") or a name of spaces: no request carries such a header`},
+		{[]Option{Route("/x", 1, Limit{Limiter: l, Key: Header(" ")})}, `httplimit: route "/x": limit 0: Key Header("") or a name of spaces: no request carries such a header`},
+		{[]Option{InFlight("/x", InFlightLimit{InFlight: newInFlight(t, store, "f"), Key: Header("")})}, `httplimit: InFlight "/x": limit 0: Key Header("") or a name of spaces: no request carries such a header`},
+	} {
+		if _, err := New(c.opts...); err == nil || err.Error() != c.want {
+			t.Errorf("got %v; want %q", err, c.want)
+		}
+	}
+	if _, err := New(Global(Limit{Limiter: l, Key: Header("X-API-Key")}), InFlight("", InFlightLimit{InFlight: newInFlight(t, store, "f"), Key: ClientIP(nil)})); err != nil {
+		t.Errorf("a header name and ClientIP: %v", err)
+	}
+}
+
 // newInFlight returns an in-flight limit of 2 named name.
 func newInFlight(t *testing.T, store *memstore.Store, name string) *inflight.Limiter {
 	t.Helper()

@@ -13,7 +13,10 @@ import (
 type Spec struct {
 	Limiter *sluice.Limiter
 	Keyed   bool // it has a key function
-	Shadow  bool
+	// NoKey, when set, says why the key function keys no request: it was
+	// made from an empty name (`Header("") or a name of spaces: ...`).
+	NoKey  string
+	Shadow bool
 }
 
 // Order checks the limits of one route, named by route ("route \"GET
@@ -44,6 +47,9 @@ func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, en
 		}
 		if !s.Keyed {
 			return nil, 0, fmt.Errorf("%s%s: Key is nil", route, name(i))
+		}
+		if s.NoKey != "" {
+			return nil, 0, fmt.Errorf("%s%s: Key %s", route, name(i), s.NoKey)
 		}
 		p := s.Limiter.Policy()
 		if j, dup := seen[p.Name]; dup && p.Name == "" {
