@@ -223,7 +223,8 @@ func (c *Resolver) Trusts(peer string) bool {
 // AddrFrom is Addr for any transport: peer is the connection's remote
 // address ("ip:port" or a bare address), and header returns the lines of
 // the forwarded header named by the Source, in order (it is called only
-// when the peer is a trusted proxy).
+// when the peer is a trusted proxy). A nil header is a transport without
+// headers: the answer is the peer's address, as when the header is absent.
 func (c *Resolver) AddrFrom(peer string, header func(Source) []string) (netip.Addr, bool) {
 	a, ok := parseRemoteAddr(peer)
 	if !ok {
@@ -232,7 +233,10 @@ func (c *Resolver) AddrFrom(peer string, header func(Source) []string) (netip.Ad
 	if c == nil || c.source == 0 || !c.isTrusted(a) {
 		return a, true
 	}
-	vals := header(c.source)
+	var vals []string
+	if header != nil {
+		vals = header(c.source)
+	}
 	switch c.source {
 	case XForwardedFor:
 		return c.walk(vals, a, parseXFFEntry), true

@@ -275,3 +275,25 @@ func TestResolverKeyFrom(t *testing.T) {
 		t.Error("a peer that is no address has a key")
 	}
 }
+
+// A nil header function is a transport without headers (a protocol of the
+// user's own): a trusted peer is keyed as itself, as when the header is
+// absent, under every source, never a panic.
+func TestResolverKeyFromNilHeader(t *testing.T) {
+	for _, s := range []Source{XForwardedFor, Forwarded, XRealIP} {
+		c, err := New(TrustProxies(s, "10.0.0.0/8"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%v: KeyFrom(trusted peer, nil) panicked: %v", s, p)
+				}
+			}()
+			if key, ok := c.KeyFrom("10.0.0.7:4000", nil); !ok || key != "10.0.0.7" {
+				t.Errorf("%v: KeyFrom(trusted peer, nil) = %q, %v; want \"10.0.0.7\", true", s, key, ok)
+			}
+		}()
+	}
+}

@@ -45,6 +45,8 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,8 +77,12 @@ const MaxKeyLen = decide.MaxKeyLen
 // gRPC does), trimmed of surrounding whitespace. It reports no key for a
 // call without it, or with an empty value: the Limit's Missing then
 // decides (by default such calls share one key). Values longer than
-// MaxKeyLen are hashed.
+// MaxKeyLen are hashed. An empty name (or one of spaces) names no metadata:
+// New refuses a limit keyed by it.
 func Metadata(name string) KeyFunc {
+	if strings.TrimSpace(name) == "" {
+		return noMetadata
+	}
 	name = strings.ToLower(name)
 	return func(ctx context.Context, _ string) (string, bool) {
 		vals := metadata.ValueFromIncomingContext(ctx, name)
@@ -85,6 +91,20 @@ func Metadata(name string) KeyFunc {
 		}
 		return decide.Key(vals[0])
 	}
+}
+
+// noMetadata is Metadata's KeyFunc for an empty name, which no call
+// carries. New tells it apart (noKey) and refuses it.
+func noMetadata(context.Context, string) (string, bool) { return "", false }
+
+// noKey says why f keys no call, or "" when it may: f is Metadata's
+// function for an empty name. (Only this package's own function is told
+// apart, by its code; a KeyFunc is never called to find out.)
+func noKey(f KeyFunc) string {
+	if f != nil && reflect.ValueOf(f).Pointer() == reflect.ValueOf(noMetadata).Pointer() {
+		return `Metadata("") or a name of spaces: no call carries such metadata`
+	}
+	return ""
 }
 
 // metadataKeys are the forwarded headers' names as metadata keys.
@@ -222,31 +242,39 @@ func New(opts ...Option) (*Interceptor, error) {
 			return nil, err
 		}
 	}
-	if i.def == nil && len(i.global) > 0 {
-		i.def = &route{cost: 1}
+	def := i.def
+	if len(i.global) > 0 {
+		// The Global limits alone first, so that a mistake in one is blamed
+		// on Global rather than on a method. Without Default, the calls no
+		// Method matches face them alone, at cost 1.
+		alone := &route{cost: 1}
+		if err := i.compile("", alone); err != nil {
+			return nil, err
+		}
+		if i.def == nil {
+			i.def = alone
+		}
 	}
 	for _, rt := range i.methods {
-		if err := i.compile(rt); err != nil {
+		if err := i.compile("method "+strconv.Quote(rt.name), rt); err != nil {
 			return nil, err
 		}
 	}
-	if i.def != nil {
-		if err := i.compile(i.def); err != nil {
+	if def != nil {
+		if err := i.compile("Default", def); err != nil {
 			return nil, err
 		}
 	}
 	return i, nil
 }
 
-func (i *Interceptor) compile(rt *route) error {
-	name := "method " + fmt.Sprintf("%q", rt.name)
-	if rt.name == "" {
-		name = "Default"
-	}
+// compile compiles the limits of rt (and the Global ones), named name in
+// errors ("" for the Global limits alone).
+func (i *Interceptor) compile(name string, rt *route) error {
 	all := append(append([]Limit(nil), i.global...), rt.own...)
 	specs := make([]decide.Spec, len(all))
 	for n, l := range all {
-		specs[n] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, Shadow: l.Shadow}
+		specs[n] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, NoKey: noKey(l.Key), Shadow: l.Shadow}
 	}
 	order, _, err := decide.Order(name, rt.cost, len(i.global), specs)
 	if err != nil {
@@ -273,11 +301,11 @@ func (i *Interceptor) Stats() Stats {
 // Unary returns the unary server interceptor.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		rated, err := i.check(ctx, info.FullMethod)
+		rated, failed, err := i.check(ctx, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
-		release, held, err := i.acquire(ctx, info.FullMethod)
+		release, held, err := i.acquire(ctx, info.FullMethod, failed)
 		if err != nil {
 			return nil, err
 		}
@@ -293,11 +321,11 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // when it opens.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		rated, err := i.check(ss.Context(), info.FullMethod)
+		rated, failed, err := i.check(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
-		release, held, err := i.acquire(ss.Context(), info.FullMethod)
+		release, held, err := i.acquire(ss.Context(), info.FullMethod, failed)
 		if err != nil {
 			return err
 		}
@@ -323,11 +351,12 @@ func (i *Interceptor) match(method string) *route {
 
 // check decides a call with the decision core: nil to proceed (after any
 // leaky-bucket delay), or the status error to return; rated says the call
-// had rate limits to decide it.
-func (i *Interceptor) check(ctx context.Context, method string) (rated bool, err error) {
+// had rate limits to decide it, failed that the store failed on them (and
+// is counted in Stats.Errors).
+func (i *Interceptor) check(ctx context.Context, method string) (rated, failed bool, err error) {
 	rt := i.match(method)
 	if rt == nil || len(rt.limits) == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	var checkBuf [8]sluice.Check
 	var whichBuf [8]int
@@ -337,7 +366,7 @@ func (i *Interceptor) check(ctx context.Context, method string) (rated bool, err
 		key, ok := l.Key(ctx, method)
 		key, use, reject := decide.KeyOf(key, ok, l.Missing)
 		if reject {
-			return true, i.missingKey("policy " + fmt.Sprintf("%q", l.Limiter.Policy().Name))
+			return true, false, i.missingKey("policy " + fmt.Sprintf("%q", l.Limiter.Policy().Name))
 		}
 		if !use {
 			continue
@@ -364,20 +393,21 @@ func (i *Interceptor) check(ctx context.Context, method string) (rated bool, err
 			violated = append(violated, rt.limits[which[v.Offset+k]].Limiter.Policy().Name)
 		}
 	}
+	failed = v.StoreFailed()
 	switch v.Outcome {
 	case decide.Admit:
-		return true, nil
+		return true, failed, nil
 	case decide.Refuse:
-		return true, refusal(violated, v.Wait, v.Impossible)
+		return true, failed, refusal(violated, v.Wait, v.Impossible)
 	case decide.Gone:
-		return true, status.FromContextError(v.Err).Err()
+		return true, failed, status.FromContextError(v.Err).Err()
 	}
 	msg := "grpclimit: the rate limiter's store failed"
 	if len(violated) > 0 {
 		msg += fmt.Sprintf(" and %q fail closed", violated)
 	}
 	st, _ := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(i.unavailable)})
-	return true, st.Err()
+	return true, failed, st.Err()
 }
 
 // missingKey is the InvalidArgument error of a call a MissingRefused limit,

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -319,6 +320,54 @@ func TestConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v; want an error containing %q", err, c.want)
 		}
+	}
+}
+
+// TestConfigErrorsNameTheCulprit: a mistake in a Global limit is blamed on
+// it ("Global limit 0"), not on Default, which the user never gave, nor on
+// a method it was added to.
+func TestConfigErrorsNameTheCulprit(t *testing.T) {
+	store, _ := newStore(t)
+	l := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second}), Key: Metadata("k")}
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{Global(Limit{Key: Metadata("x-api-key")})}, "grpclimit: Global limit 0: Limiter is nil"},
+		{[]Option{Method("/s/m", 1, l), Global(l, Limit{Limiter: l.Limiter})}, "grpclimit: Global limit 1: Key is nil"},
+		{[]Option{Default(1, l), Global(l, l)}, `grpclimit: Global limit 1: policy Name "a" is already used by Global limit 0: each limit of a route needs its own`},
+	} {
+		if _, err := New(c.opts...); err == nil || err.Error() != c.want {
+			t.Errorf("got %v; want %q", err, c.want)
+		}
+	}
+}
+
+// TestConfigErrorsEmptyMetadataName: Metadata("") (or a name of spaces)
+// names no metadata, so a limit keyed by it would count every call under
+// the one key of the calls without a key; New refuses it, naming the
+// option, the limit and the value.
+func TestConfigErrorsEmptyMetadataName(t *testing.T) {
+	store, _ := newStore(t)
+	l := newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.GCRA, Limit: 3, Period: time.Second})
+	f, err := inflight.New(store, "f", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{Global(Limit{Limiter: l, Key: Metadata("")})}, `grpclimit: Global limit 0: Key Metadata("") or a name of spaces: no call carries such metadata`},
+		{[]Option{Method("/s/m", 1, Limit{Limiter: l, Key: Metadata(" ")})}, `grpclimit: method "/s/m": limit 0: Key Metadata("") or a name of spaces: no call carries such metadata`},
+		{[]Option{InFlight("/s/m", InFlightLimit{InFlight: f, Key: Metadata("")})}, `grpclimit: InFlight "/s/m": limit 0: Key Metadata("") or a name of spaces: no call carries such metadata`},
+	} {
+		if _, err := New(c.opts...); err == nil || err.Error() != c.want {
+			t.Errorf("got %v; want %q", err, c.want)
+		}
+	}
+	if _, err := New(Global(Limit{Limiter: l, Key: Metadata("x-api-key")}), InFlight("", InFlightLimit{InFlight: f, Key: PeerIP(nil)})); err != nil {
+		t.Errorf("a metadata name and PeerIP: %v", err)
 	}
 }
 

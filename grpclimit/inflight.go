@@ -68,6 +68,9 @@ func InFlight(method string, limits ...InFlightLimit) Option {
 			if l.InFlight == nil {
 				return fmt.Errorf("grpclimit: InFlight %q: limit %d: InFlight must be set", method, n)
 			}
+			if why := noKey(l.Key); why != "" {
+				return fmt.Errorf("grpclimit: InFlight %q: limit %d: Key %s", method, n, why)
+			}
 		}
 		if i.inflight == nil {
 			i.inflight = map[string][]InFlightLimit{}
@@ -80,8 +83,9 @@ func InFlight(method string, limits ...InFlightLimit) Option {
 // acquire takes a slot of each in-flight limit of the call, returning the
 // function that gives them back (reporting the handler's error to adaptive
 // limits) and whether an in-flight limit decided the call, or the status
-// error of a refusal.
-func (i *Interceptor) acquire(ctx context.Context, method string) (release func(error), held bool, err error) {
+// error of a refusal. failed says the store failed on the call's rate
+// limits (a call counts once in Stats.Errors).
+func (i *Interceptor) acquire(ctx context.Context, method string, failed bool) (release func(error), held bool, err error) {
 	if len(i.inflight) == 0 {
 		return func(error) {}, false, nil
 	}
@@ -121,7 +125,7 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (release func(
 				key = k
 			}
 			t := slots.Take(ctx, l.InFlight, key, critical)
-			i.counts.Taken(t)
+			failed = i.counts.Taken(t, failed)
 			if t.StoreFailed() && i.onError != nil {
 				i.onError(ctx, method, t.Err)
 			}
@@ -133,7 +137,7 @@ func (i *Interceptor) acquire(ctx context.Context, method string) (release func(
 			case t.Outcome == decide.Gone:
 				return nil, true, status.FromContextError(t.Err).Err()
 			case t.Outcome == decide.Unavailable:
-				return nil, true, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide (its store failed) and fails closed", name), name)
+				return nil, true, inflightStatus(codes.Unavailable, fmt.Sprintf("grpclimit: in-flight limit %q cannot decide: %s", name, t.Cause()), name)
 			}
 			if l.Key != nil {
 				return nil, true, inflightStatus(codes.ResourceExhausted, fmt.Sprintf("grpclimit: too many calls in flight for %q; retry after %v", name, inflightRetry), name)

@@ -53,12 +53,12 @@ func TestInFlightRefusedNotObserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "greedy"))
-	release, _, err := i.acquire(ctx, "/svc/M")
+	release, _, err := i.acquire(ctx, "/svc/M", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if _, _, err := i.acquire(ctx, "/svc/M"); err == nil {
+		if _, _, err := i.acquire(ctx, "/svc/M", false); err == nil {
 			t.Fatal("a second call of the key was admitted over its limit of 1")
 		}
 	}
@@ -87,17 +87,17 @@ func TestInFlightHeldAfterClientGone(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		release, _, err := i.acquire(ctx, "/svc/M")
+		release, _, err := i.acquire(ctx, "/svc/M", false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cancel()                // the client goes; the handler runs on
 		time.Sleep(time.Minute) // twenty TTLs
-		if _, _, err := i.acquire(context.Background(), "/svc/M"); err == nil {
+		if _, _, err := i.acquire(context.Background(), "/svc/M", false); err == nil {
 			t.Fatal("a second call was admitted while the first handler runs")
 		}
 		release(nil)
-		next, _, err := i.acquire(context.Background(), "/svc/M")
+		next, _, err := i.acquire(context.Background(), "/svc/M", false)
 		if err != nil {
 			t.Fatalf("a call after the first returned: %v", err)
 		}

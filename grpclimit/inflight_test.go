@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/inflight"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 // TestInFlight: a method-wide in-flight limit on the health Watch stream
@@ -128,15 +130,42 @@ func TestInFlightLocalRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "a"))
-	release, _, err := i.acquire(ctx, check) // the local share, ⌊2/2⌋ = 1
+	release, _, err := i.acquire(ctx, check, false) // the local share, ⌊2/2⌋ = 1
 	if err != nil {
 		t.Fatalf("within the local share: %v", err)
 	}
 	defer release(nil)
-	if _, _, err := i.acquire(ctx, check); status.Code(err) != codes.ResourceExhausted {
+	if _, _, err := i.acquire(ctx, check, false); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("over the local share: %v, want ResourceExhausted", err)
 	}
 	if st := i.Stats(); st.Refused != 1 || st.Unavailable != 0 || st.Errors != 2 {
 		t.Errorf("Stats() = %+v, want 1 refused, 0 unavailable, 2 errors (the store decided neither call)", st)
+	}
+}
+
+// TestInFlightClosedStore: over a closed store an in-flight limit cannot
+// decide, whatever its failure mode: Unavailable saying the store is closed
+// (not that the limit "fails closed" when it fails open, nor, when it
+// fails local, a refusal), counted as unavailable, never as refused.
+func TestInFlightClosedStore(t *testing.T) {
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+		store, local := memstore.New(), memstore.New()
+		defer local.Close()
+		f, err := inflight.New(store, "busy", 2, inflight.WithFailureMode(mode), inflight.WithLocal(local, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		i, err := New(InFlight("", InFlightLimit{InFlight: f}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = i.Unary()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: check}, func(context.Context, any) (any, error) { return nil, nil })
+		if want := `grpclimit: in-flight limit "busy" cannot decide: its store is closed`; status.Code(err) != codes.Unavailable || status.Convert(err).Message() != want {
+			t.Errorf("%v: %v; want Unavailable: %s", mode, err, want)
+		}
+		if st := i.Stats(); st.Unavailable != 1 || st.Refused != 0 || st.Admitted != 0 {
+			t.Errorf("%v: stats %+v, want 1 unavailable, none refused or admitted", mode, st)
+		}
 	}
 }

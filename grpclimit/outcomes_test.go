@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
@@ -74,5 +75,39 @@ func TestAdmittedInFlightOnly(t *testing.T) {
 	}
 	if st := i.Stats(); reached != 3 || st.Admitted != 3 {
 		t.Fatalf("%d calls let through; stats %+v, want Admitted 3", reached, st)
+	}
+}
+
+// TestErrorsCountCalls: Stats.Errors counts the calls the store could not
+// decide, once each: with a rate limit and two in-flight limits over a
+// store that is down (all failing open, the defaults), 3 calls are 3
+// errors, not one per failed limit.
+func TestErrorsCountCalls(t *testing.T) {
+	mem, _ := newStore(t)
+	store := &outage{Store: mem}
+	store.down.Store(true)
+	rate := newLimiter(t, store, sluice.Policy{Name: "per-key", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second})
+	var limits []InFlightLimit
+	for _, name := range []string{"busy", "per-key-conc"} {
+		f, err := inflight.New(unreachable{}, name, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		limits = append(limits, InFlightLimit{InFlight: f, Key: Metadata("x-api-key")})
+	}
+	i, err := New(Global(Limit{Limiter: rate, Key: Metadata("x-api-key")}), InFlight("", limits[0]), InFlight("/svc.S/", limits[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k1"))
+	h := func(context.Context, any) (any, error) { return nil, nil }
+	const n = 3
+	for range n {
+		if _, err := i.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/svc.S/M"}, h); err != nil {
+			t.Fatalf("a call over a store that is down, every limit failing open: %v", err)
+		}
+	}
+	if st := i.Stats(); st.Errors != n || st.Admitted != n {
+		t.Fatalf("%d calls, each undecided by the store; stats %+v, want Errors %d, Admitted %d", n, st, n, n)
 	}
 }

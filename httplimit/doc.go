@@ -102,7 +102,11 @@
 // so: a header a client sets grants nothing by itself. CriticalFrom builds
 // the usual trust function, which believes CriticalHeader only from the
 // peers a function vouches for (clientip.Resolver.TrustsPeer: your own
-// proxies).
+// proxies). The RateLimit fields describe the slots open to the request
+// they answer: q is the limit less the reserve unless the request is
+// critical (inflight.Limiter.LimitFor), and r what is left of that, so a
+// client that paces itself from them (package pace) never counts on the
+// reserve.
 //
 // # Client IPs
 //

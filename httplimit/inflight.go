@@ -62,6 +62,7 @@ const DefaultInFlightRetryAfter = time.Second
 // that matches it; one that ServeMux would redirect to a cleaned path
 // faces those of the route it is redirected to, as for Route.
 func InFlight(pattern string, limits ...InFlightLimit) Option {
+	at := caller()
 	return func(c *config) error {
 		for i, l := range limits {
 			if l.InFlight == nil {
@@ -70,8 +71,11 @@ func InFlight(pattern string, limits ...InFlightLimit) Option {
 			if err := validName(l.InFlight.Name()); err != nil {
 				return fmt.Errorf("httplimit: InFlight %q: limit %d: %w", pattern, i, err)
 			}
+			if why := noKey(l.Key); why != "" {
+				return fmt.Errorf("httplimit: InFlight %q: limit %d: Key %s", pattern, i, why)
+			}
 		}
-		c.inflight = append(c.inflight, inflightSpec{pattern, limits})
+		c.inflight = append(c.inflight, inflightSpec{pattern, limits, at})
 		return nil
 	}
 }
@@ -79,6 +83,7 @@ func InFlight(pattern string, limits ...InFlightLimit) Option {
 type inflightSpec struct {
 	pattern string
 	limits  []InFlightLimit
+	at      string // where InFlight was called (caller)
 }
 
 // inflightSet is the compiled in-flight limits of a Middleware.
@@ -95,6 +100,7 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 		return nil, nil
 	}
 	s := &inflightSet{byPattern: map[string]*inflightRoute{}}
+	var given patterns
 	for _, sp := range specs {
 		if sp.pattern == "" {
 			s.global = append(s.global, sp.limits...)
@@ -106,9 +112,10 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 		}
 		if s.mux == nil {
 			s.mux = http.NewServeMux()
+			given = patterns{mux: s.mux, option: "InFlight"}
 		}
 		rt := &inflightRoute{limits: sp.limits}
-		if err := register(s.mux, sp.pattern); err != nil {
+		if err := given.add(sp.pattern, sp.at); err != nil {
 			return nil, err
 		}
 		s.byPattern[sp.pattern] = rt
@@ -117,10 +124,11 @@ func compileInFlight(specs []inflightSpec) (*inflightSet, error) {
 }
 
 // serve runs next behind the in-flight limits of r; rated says the rate
-// limits decided r (and admitted it). r's route is found as for the rate
-// limits (lookup): a path the ServeMux would redirect meets the limits of
-// the route it is redirected to.
-func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Request, next http.Handler, rated bool) {
+// limits decided r (and admitted it), failed that the store failed on them
+// (a request counts once in Stats.Errors). r's route is found as for the
+// rate limits (lookup): a path the ServeMux would redirect meets the limits
+// of the route it is redirected to.
+func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Request, next http.Handler, rated, failed bool) {
 	var route []InFlightLimit
 	if rt, ok := lookup(s.mux, s.byPattern, r); ok {
 		route = rt.limits
@@ -132,12 +140,12 @@ func (s *inflightSet) serve(m *Middleware, w http.ResponseWriter, r *http.Reques
 		next.ServeHTTP(w, r)
 		return
 	}
-	m.serveInFlight(w, r, next, rated, s.global, route)
+	m.serveInFlight(w, r, next, rated, failed, s.global, route)
 }
 
 // serveInFlight takes a slot of each limit in turn (giving back those taken
 // when one refuses), runs next, and releases them.
-func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, rated bool, lists ...[]InFlightLimit) {
+func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next http.Handler, rated, failed bool, lists ...[]InFlightLimit) {
 	ctx := r.Context()
 	critical := m.critical != nil && m.critical(r)
 	var slots decide.Slots
@@ -159,7 +167,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 				key = k
 			}
 			t := slots.Take(ctx, l.InFlight, key, critical)
-			m.counts.Taken(t)
+			failed = m.counts.Taken(t, failed)
 			if t.StoreFailed() && m.onError != nil {
 				m.onError(r, t.Err)
 			}
@@ -171,7 +179,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			policy = appendSep(policy)
 			policy = appendSFString(policy, name)
 			policy = append(policy, ";q="...)
-			policy = appendSFInt(policy, l.InFlight.Limit())
+			policy = appendSFInt(policy, t.Limit)
 			policy = append(policy, `;qu="concurrent-requests"`...)
 			state = appendSep(state)
 			state = appendSFString(state, name)
@@ -196,7 +204,7 @@ func (m *Middleware) serveInFlight(w http.ResponseWriter, r *http.Request, next 
 			switch {
 			case t.Outcome == decide.Unavailable:
 				writeProblem(w, problem{Type: "about:blank", Title: "Service Unavailable", Status: http.StatusServiceUnavailable,
-					Detail: "The in-flight limit " + strconv.Quote(name) + " cannot decide (its store failed) and fails closed."})
+					Detail: "The in-flight limit " + strconv.Quote(name) + " cannot decide: " + t.Cause() + "."})
 			case l.Key != nil:
 				writeProblem(w, problem{Type: ProblemQuotaExceeded, Title: "Quota Exceeded", Status: http.StatusTooManyRequests,
 					Violated: []string{name}, Detail: "Too many requests in flight for " + strconv.Quote(name) + "; retry after 1 s."})

@@ -11,12 +11,14 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/pace"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -67,7 +69,8 @@ func TestInFlight(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("4th non-critical request: %d Retry-After %q, want 503 and 1", w.Code, w.Header().Get("Retry-After"))
 	}
-	if got, want := w.Header().Get("RateLimit-Policy"), `"reports";q=4;qu="concurrent-requests"`; got != want {
+	// q is what a non-critical request may hold: 4 less the reserve.
+	if got, want := w.Header().Get("RateLimit-Policy"), `"reports";q=3;qu="concurrent-requests"`; got != want {
 		t.Fatalf("RateLimit-Policy %q, want %q", got, want)
 	}
 	if got, want := w.Header().Get("RateLimit"), `"reports";r=0;t=1`; got != want {
@@ -156,6 +159,35 @@ func TestInFlightLocalRefusal(t *testing.T) {
 	}
 	if st := m.Stats(); st.Refused != 1 || st.Unavailable != 0 || st.Errors != 2 {
 		t.Errorf("Stats() = %+v, want 1 refused, 0 unavailable, 2 errors", st)
+	}
+}
+
+// TestInFlightClosedStore: over a closed store an in-flight limit cannot
+// decide, whatever its failure mode: 503 saying the store is closed (not
+// that the limit "fails closed" when it fails open, nor, when it fails
+// local, that the server has too many requests in flight), counted as
+// unavailable, never as refused.
+func TestInFlightClosedStore(t *testing.T) {
+	for _, mode := range []sluice.FailureMode{sluice.FailOpen, sluice.FailClosed, sluice.FailLocal} {
+		store, local := memstore.New(), memstore.New()
+		defer local.Close()
+		f, err := inflight.New(store, "busy", 2, inflight.WithFailureMode(mode), inflight.WithLocal(local, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.Close()
+		m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if body, want := w.Body.String(), `"detail":"The in-flight limit \"busy\" cannot decide: its store is closed."`; w.Code != http.StatusServiceUnavailable || !strings.Contains(body, want) {
+			t.Errorf("%v: %d %s; want 503 with %s", mode, w.Code, body, want)
+		}
+		if st := m.Stats(); st.Unavailable != 1 || st.Refused != 0 || st.Admitted != 0 {
+			t.Errorf("%v: stats %+v, want 1 unavailable, none refused or admitted", mode, st)
+		}
 	}
 }
 
@@ -293,6 +325,101 @@ func TestInFlightRemainingHonoursReserve(t *testing.T) {
 			t.Errorf("a non-critical request while the first (critical %v) holds a slot: %d, want %d (the reserve is kept)", tc.critical, nextCode, want)
 		}
 	}
+}
+
+// TestInFlightAdvertisesOpenSlots: the RateLimit fields of an in-flight
+// limit describe the slots open to the request they answer. With a limit
+// of 4 and a reserve of half, a request that is not critical may hold 2
+// (LimitFor(false)): alone in flight it reads q=2 and r=1, and a critical
+// one (vouched for by WithCriticalFunc) q=4 and r=3. So a lone client that
+// paces itself from them (package pace) keeps at most 2 requests in flight
+// and is never refused; told q=4, it sent 4 and had 2 refused with 503
+// though no other client was there.
+func TestInFlightAdvertisesOpenSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.WithSweepInterval(0))
+		defer store.Close()
+		f, err := inflight.New(store, "conc", 4, inflight.WithReserve(0.5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trusted := func(r *http.Request) bool { return r.Header.Get("X-Trusted") == "yes" }
+		m, err := httplimit.New(httplimit.InFlight("", httplimit.InFlightLimit{InFlight: f}),
+			httplimit.WithCriticalFunc(httplimit.CriticalFrom(trusted)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entered, release := make(chan struct{}, 4), make(chan struct{})
+		h := m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/hold" {
+				entered <- struct{}{}
+				<-release
+			}
+		}))
+		for _, c := range []struct {
+			hdr          []string
+			policy, left string
+		}{
+			{nil, `"conc";q=2;qu="concurrent-requests"`, `"conc";r=1`},
+			{[]string{httplimit.CriticalHeader, "critical", "X-Trusted", "yes"}, `"conc";q=4;qu="concurrent-requests"`, `"conc";r=3`},
+		} {
+			req := httptest.NewRequest("GET", "/", nil)
+			for i := 0; i+1 < len(c.hdr); i += 2 {
+				req.Header.Set(c.hdr[i], c.hdr[i+1])
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if got := w.Header().Get("RateLimit-Policy"); got != c.policy {
+				t.Errorf("alone in flight, %v: RateLimit-Policy %q, want %q", c.hdr, got, c.policy)
+			}
+			if got := w.Header().Get("RateLimit"); got != c.left {
+				t.Errorf("alone in flight, %v: RateLimit %q, want %q", c.hdr, got, c.left)
+			}
+		}
+
+		// A lone pace client sends 4 requests at once, which the handler
+		// holds.
+		c := &http.Client{Transport: pace.New(inProcess{h})}
+		if resp, err := c.Get("http://api.example/"); err != nil {
+			t.Fatal(err)
+		} else {
+			resp.Body.Close()
+		}
+		codes := make(chan int, 4)
+		for range 4 {
+			go func() {
+				resp, err := c.Get("http://api.example/hold")
+				if err != nil {
+					codes <- -1
+					return
+				}
+				resp.Body.Close()
+				codes <- resp.StatusCode
+			}()
+		}
+		synctest.Wait()
+		if len(entered) != 2 || len(codes) != 0 {
+			t.Errorf("a lone pace client: %d requests in the handler and %d answered before any finished; want 2 and none (q=2)", len(entered), len(codes))
+		}
+		close(release)
+		for range 4 {
+			if code := <-codes; code != http.StatusOK {
+				t.Errorf("a lone pace client's request answered %d, want 200", code)
+			}
+		}
+	})
+}
+
+// inProcess is an http.RoundTripper that serves requests with a handler in
+// process.
+type inProcess struct{ h http.Handler }
+
+func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
+	sr := req.Clone(req.Context())
+	sr.RequestURI = req.URL.RequestURI()
+	w := httptest.NewRecorder()
+	t.h.ServeHTTP(w, sr)
+	return w.Result(), nil
 }
 
 // TestInFlightKeepsWriterInterfaces: behind an in-flight limit the

@@ -4,6 +4,8 @@ package httplimit
 
 import (
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/decide"
@@ -24,8 +26,12 @@ const MaxKeyLen = decide.MaxKeyLen
 // header (an API key, say), trimmed of surrounding whitespace. It reports
 // no key for a request without the header, or with an empty one: the
 // Limit's Missing then decides (by default such requests share one key);
-// with several lines of it, the first counts.
+// with several lines of it, the first counts. An empty name (or one of
+// spaces) names no header: New refuses a limit keyed by it.
 func Header(name string) KeyFunc {
+	if strings.TrimSpace(name) == "" {
+		return noHeader
+	}
 	name = http.CanonicalHeaderKey(name)
 	return func(r *http.Request) (string, bool) {
 		vals := r.Header[name]
@@ -42,3 +48,17 @@ func Header(name string) KeyFunc {
 // clientip's defaults. A peer that is not an IP address (a Unix socket)
 // has no key: the Limit's Missing decides.
 func ClientIP(ip *clientip.Resolver) KeyFunc { return ip.Key }
+
+// noHeader is Header's KeyFunc for an empty name, which no request
+// carries. New tells it apart (noKey) and refuses it.
+func noHeader(*http.Request) (string, bool) { return "", false }
+
+// noKey says why f keys no request, or "" when it may: f is Header's
+// function for an empty name. (Only this package's own function is told
+// apart, by its code; a KeyFunc is never called to find out.)
+func noKey(f KeyFunc) string {
+	if f != nil && reflect.ValueOf(f).Pointer() == reflect.ValueOf(noHeader).Pointer() {
+		return `Header("") or a name of spaces: no request carries such a header`
+	}
+	return ""
+}

@@ -97,3 +97,32 @@ func TestLeakyBucketCancelled(t *testing.T) {
 		}
 	})
 }
+
+// TestLeakyRefusalAdvertisesNoneLeft: a request refused because its queue
+// delay would pass WithMaxDelay (here the default, 10 s, on a queue of 30
+// draining 1 per second) says that nothing remains under the policy it
+// names as violated (r=0, and t the seconds until a request fits again),
+// not the queue's free places, none of which a request can take: the
+// RateLimit r is what is left after the request (package pace's guarantee).
+func TestLeakyRefusalAdvertisesNoneLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
+		defer store.Close()
+		lim := newLimiter(t, store, sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+		m := newMiddleware(t, Global(Limit{Limiter: lim, Key: Header("X-API-Key")}))
+		h := m.Handler(okHandler)
+		for range 11 { // delays 0 to 10 s: held
+			go send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k1")
+			synctest.Wait()
+		}
+		w := send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k1") // 11 s: refused
+		if w.Code != http.StatusTooManyRequests {
+			t.Fatalf("a request whose delay passes 10 s: %d, want 429", w.Code)
+		}
+		if got, want := w.Header().Get("RateLimit"), `"lb";r=0;t=1`; got != want {
+			t.Errorf("429 naming %v as violated: RateLimit %q, want %q", problemOf(t, w).Violated, got, want)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+	})
+}

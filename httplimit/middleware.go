@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/decide"
+	"github.com/sluicehq/sluice/internal/muxcheck"
 )
 
 // Limit is one limit a request is checked against: a Limiter (a named
@@ -161,22 +162,29 @@ func New(opts ...Option) (*Middleware, error) {
 		return nil, err
 	}
 	m.inflight = inflight
-	for _, s := range c.routes {
-		rt, err := compile(s, c.global)
+	if len(c.global) > 0 {
+		// The Global limits alone first, so that a mistake in one is blamed
+		// on Global rather than on a route. Without Default, the requests no
+		// Route matches face them alone, at cost 1.
+		rt, err := compile("", routeSpec{cost: 1}, c.global)
 		if err != nil {
 			return nil, err
 		}
-		if err := register(m.mux, s.pattern); err != nil {
+		m.def = rt
+	}
+	routes := patterns{mux: m.mux, option: "Route"}
+	for _, s := range c.routes {
+		rt, err := compile("route "+strconv.Quote(s.pattern), s, c.global)
+		if err != nil {
+			return nil, err
+		}
+		if err := routes.add(s.pattern, s.at); err != nil {
 			return nil, err
 		}
 		m.byPattern[s.pattern] = rt
 	}
-	def := c.def
-	if def == nil && len(c.global) > 0 {
-		def = &routeSpec{"", 1, nil}
-	}
-	if def != nil {
-		rt, err := compile(*def, c.global)
+	if c.def != nil {
+		rt, err := compile("Default", *c.def, c.global)
 		if err != nil {
 			return nil, err
 		}
@@ -185,27 +193,48 @@ func New(opts ...Option) (*Middleware, error) {
 	return m, nil
 }
 
-// register adds pattern to mux (with routeMark), turning ServeMux's panic
-// on a bad or conflicting pattern into an error.
-func register(mux *http.ServeMux, pattern string) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("httplimit: route %q: %v", pattern, p)
-		}
-	}()
-	mux.Handle(pattern, routeMark{})
-	return nil
+// patterns registers the patterns of one option (Route, InFlight) in mux
+// (with routeMark). A pattern ServeMux refuses is an error that names it
+// and the pattern it conflicts with, and where the user gave them
+// (ServeMux would name this package's own source).
+type patterns struct {
+	mux    *http.ServeMux
+	option string
+	given  []string // the patterns registered so far
+	at     []string // where each was given
 }
 
-func compile(s routeSpec, global []Limit) (*route, error) {
-	name := "route " + strconv.Quote(s.pattern)
-	if s.pattern == "" {
-		name = "Default"
+// add registers pattern, given at at (caller's "file:line", or "").
+func (p *patterns) add(pattern, at string) error {
+	r, ok := muxcheck.Add(p.mux, routeMark{}, pattern, p.given)
+	if ok {
+		p.given, p.at = append(p.given, pattern), append(p.at, at)
+		return nil
 	}
+	this := p.describe(pattern, at)
+	if r.Conflict < 0 {
+		return fmt.Errorf("httplimit: %s: %s", this, r.Why)
+	}
+	return fmt.Errorf("httplimit: %s conflicts with %s: %s", this, p.describe(p.given[r.Conflict], p.at[r.Conflict]), r.Why)
+}
+
+// describe names a pattern as the user gave it: `Route "GET /a" (at
+// main.go:31)`.
+func (p *patterns) describe(pattern, at string) string {
+	s := p.option + " " + strconv.Quote(pattern)
+	if at != "" {
+		s += " (at " + at + ")"
+	}
+	return s
+}
+
+// compile compiles the limits of s (and the Global ones), named name in
+// errors ("" for the Global limits alone).
+func compile(name string, s routeSpec, global []Limit) (*route, error) {
 	all := append(append([]Limit(nil), global...), s.limits...)
 	specs := make([]decide.Spec, len(all))
 	for i, l := range all {
-		specs[i] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, Shadow: l.Shadow}
+		specs[i] = decide.Spec{Limiter: l.Limiter, Keyed: l.Key != nil, NoKey: noKey(l.Key), Shadow: l.Shadow}
 	}
 	order, _, err := decide.Order(name, s.cost, len(global), specs)
 	if err != nil {
@@ -219,7 +248,11 @@ func compile(s routeSpec, global []Limit) (*route, error) {
 			p.Name = l.Name
 		}
 		if err := validName(p.Name); err != nil {
-			return nil, fmt.Errorf("httplimit: %s: %s: %w", name, decide.Name(i, len(global)), err)
+			where := decide.Name(i, len(global))
+			if name != "" {
+				where = name + ": " + where
+			}
+			return nil, fmt.Errorf("httplimit: %s: %w", where, err)
 		}
 		rt.limits = append(rt.limits, limit{Limit: l, policy: p, item: policyItem(p)})
 		if !l.Shadow {
@@ -248,15 +281,16 @@ func (m *Middleware) Stats() Stats {
 // func(http.Handler) http.Handler, the usual shape of middleware.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rated := false
+		rated, failed := false, false
 		if rt := m.match(r); rt != nil && len(rt.limits) > 0 {
-			if !m.serve(w, r, rt) {
+			var admitted bool
+			if admitted, failed = m.serve(w, r, rt); !admitted {
 				return // answered
 			}
 			rated = true
 		}
 		if m.inflight != nil {
-			m.inflight.serve(m, w, r, next, rated) // after the rates admit
+			m.inflight.serve(m, w, r, next, rated, failed) // after the rates admit
 			return
 		}
 		if rated {
@@ -295,9 +329,10 @@ func lookup[V any](mux *http.ServeMux, byPattern map[string]V, r *http.Request) 
 // maxStack is how many limits per request fit the stack buffers.
 const maxStack = 8
 
-// serve decides r with the decision core: true when the rate limits admit
-// it (their headers written), else false with the answer rendered.
-func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) bool {
+// serve decides r with the decision core: admitted when the rate limits
+// admit it (their headers written), else the answer is rendered; failed
+// says the store failed on it (and is counted in Stats.Errors).
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) (admitted, failed bool) {
 	var checkBuf [maxStack]sluice.Check
 	var whichBuf [maxStack]int
 	checks, which := checkBuf[:0], whichBuf[:0] // which[j]: index in rt.limits
@@ -308,7 +343,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) bo
 		key, use, reject := decide.KeyOf(key, ok, l.Missing)
 		if reject {
 			m.missingKey(w, "policy "+strconv.Quote(l.policy.Name))
-			return false
+			return false, false
 		}
 		if !use {
 			continue
@@ -351,9 +386,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, rt *route) bo
 		gone(w, v.Err)
 	case decide.Admit:
 		writeHeaders(w.Header(), outs, policy, m.legacy)
-		return true
+		return true, v.StoreFailed()
 	}
-	return false
+	return false, v.StoreFailed()
 }
 
 // gone answers a request whose context ended (err) before it was let

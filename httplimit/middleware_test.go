@@ -4,7 +4,10 @@ package httplimit
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -413,9 +417,9 @@ func TestConfigErrors(t *testing.T) {
 		opts []Option
 		want string
 	}{
-		{[]Option{Route("GET", 1, named("a"))}, `route "GET"`},
-		{[]Option{Route("GET /x/{", 1, named("a"))}, `route "GET /x/{"`},
-		{[]Option{Route("/x", 1, named("a")), Route("/x", 1, named("b"))}, `route "/x"`},
+		{[]Option{Route("GET", 1, named("a"))}, `Route "GET"`},
+		{[]Option{Route("GET /x/{", 1, named("a"))}, `Route "GET /x/{"`},
+		{[]Option{Route("/x", 1, named("a")), Route("/x", 1, named("b"))}, `Route "/x"`},
 		{[]Option{Route("/x", -1, named("a"))}, "cost -1"},
 		// A zero cost would limit nothing (on main it was accepted).
 		{[]Option{Route("/x", 0, named("a"))}, `route "/x": cost 0: must be at least 1`},
@@ -429,7 +433,7 @@ func TestConfigErrors(t *testing.T) {
 		// counting the Global limits.
 		{[]Option{Global(named("g")), Route("/x", 1, named("a"), Limit{Key: ip.Key})}, `route "/x": limit 1: Limiter is nil`},
 		{[]Option{Global(named("g")), Route("/x", 1, named("a"), Limit{Limiter: named("b").Limiter})}, `route "/x": limit 1: Key is nil`},
-		{[]Option{Global(named("g"), named("")), Route("/x", 1)}, `route "/x": Global limit 1: policy has no Name`},
+		{[]Option{Global(named("g"), named("")), Route("/x", 1)}, `httplimit: Global limit 1: policy has no Name`},
 		// A zero sluice.Limiter (not made by NewLimiter) is named as such
 		// (the error spoke of a cost over a capacity of 0).
 		{[]Option{Route("/x", 1, Limit{Limiter: &sluice.Limiter{}, Key: ip.Key})}, `route "/x": limit 0: the Limiter has no store (make it with sluice.NewLimiter)`},
@@ -444,6 +448,82 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("got %v; want an error containing %q", err, c.want)
 		}
 	}
+}
+
+// TestConfigErrorsNameTheCulprit: New names what the user gave. A mistake
+// in a Global limit is blamed on it ("Global limit 0"), not on Default,
+// which the user never gave, nor on a route it was added to; a Route or
+// InFlight pattern ServeMux refuses is named with the line of the user's
+// call and the pattern it conflicts with, never a line of this package's
+// source or a path of the machine that built it.
+func TestConfigErrorsNameTheCulprit(t *testing.T) {
+	store, _ := newStore(t)
+	ok := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "ok", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Second}), Key: Header("X-API-Key")}
+	accented := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "\u00e9", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Second}), Key: Header("X-API-Key")}
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{Global(Limit{Key: Header("X-API-Key")})}, "httplimit: Global limit 0: Limiter is nil"},
+		{[]Option{Global(accented)}, "httplimit: Global limit 0: policy name \"\u00e9\": byte 0xc3 at 0 is not printable ASCII"},
+		{[]Option{Route("/x", 1, ok), Global(ok, Limit{Limiter: ok.Limiter})}, "httplimit: Global limit 1: Key is nil"},
+	} {
+		if _, err := New(c.opts...); err == nil || err.Error() != c.want {
+			t.Errorf("got %v; want %q", err, c.want)
+		}
+	}
+	_, file, line, _ := runtime.Caller(0)
+	first := Route("GET /a", 1, ok)
+	second := Route("GET /a", 1, ok)
+	wide := InFlight("GET /{y}/b", InFlightLimit{InFlight: newInFlight(t, store, "f")})
+	narrow := InFlight("GET /a/{x}", InFlightLimit{InFlight: newInFlight(t, store, "f")})
+	at := func(n int) string { return fmt.Sprintf("%s:%d", filepath.Base(file), line+n) }
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{first, second}, `httplimit: Route "GET /a" (at ` + at(2) + `) conflicts with Route "GET /a" (at ` + at(1) + `): both match the same requests.`},
+		{[]Option{wide, narrow}, `httplimit: InFlight "GET /a/{x}" (at ` + at(4) + `) conflicts with InFlight "GET /{y}/b" (at ` + at(3) + `): both match some paths, like "/a/b".`},
+	} {
+		_, err := New(c.opts...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("got %v; want %q", err, c.want)
+		}
+	}
+}
+
+// TestConfigErrorsEmptyHeaderName: Header("") (or a name of spaces) names
+// no header, so a limit keyed by it would count every request under the
+// one key of the requests without a key; New refuses it, naming the
+// option, the limit and the value.
+func TestConfigErrorsEmptyHeaderName(t *testing.T) {
+	store, _ := newStore(t)
+	l := newLimiter(t, store, sluice.Policy{Name: "a", Algorithm: sluice.FixedWindow, Limit: 1, Period: time.Second})
+	for _, c := range []struct {
+		opts []Option
+		want string
+	}{
+		{[]Option{Global(Limit{Limiter: l, Key: Header("")})}, `httplimit: Global limit 0: Key Header("") or a name of spaces: no request carries such a header`},
+		{[]Option{Route("/x", 1, Limit{Limiter: l, Key: Header(" ")})}, `httplimit: route "/x": limit 0: Key Header("") or a name of spaces: no request carries such a header`},
+		{[]Option{InFlight("/x", InFlightLimit{InFlight: newInFlight(t, store, "f"), Key: Header("")})}, `httplimit: InFlight "/x": limit 0: Key Header("") or a name of spaces: no request carries such a header`},
+	} {
+		if _, err := New(c.opts...); err == nil || err.Error() != c.want {
+			t.Errorf("got %v; want %q", err, c.want)
+		}
+	}
+	if _, err := New(Global(Limit{Limiter: l, Key: Header("X-API-Key")}), InFlight("", InFlightLimit{InFlight: newInFlight(t, store, "f"), Key: ClientIP(nil)})); err != nil {
+		t.Errorf("a header name and ClientIP: %v", err)
+	}
+}
+
+// newInFlight returns an in-flight limit of 2 named name.
+func newInFlight(t *testing.T, store *memstore.Store, name string) *inflight.Limiter {
+	t.Helper()
+	f, err := inflight.New(store, name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func httptestRequest(remote string, hdr ...string) *http.Request {

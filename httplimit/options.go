@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/decide"
@@ -18,6 +21,19 @@ type routeSpec struct {
 	pattern string
 	cost    int64
 	limits  []Limit
+	at      string // where Route was called (caller)
+}
+
+// caller returns where the user called the option that calls caller, as
+// "file.go:line" (the file's base name: no paths of the machine that built
+// it), or "" when unknown. Errors name it, as ServeMux names where a
+// conflicting pattern was registered.
+func caller() string {
+	_, file, line, ok := runtime.Caller(2)
+	if !ok {
+		return ""
+	}
+	return filepath.Base(file) + ":" + strconv.Itoa(line)
 }
 
 type config struct {
@@ -51,8 +67,9 @@ const (
 // nothing). When several patterns match a request, the most specific wins,
 // as in a ServeMux.
 func Route(pattern string, cost int64, limits ...Limit) Option {
+	at := caller()
 	return func(c *config) error {
-		c.routes = append(c.routes, routeSpec{pattern, cost, limits})
+		c.routes = append(c.routes, routeSpec{pattern, cost, limits, at})
 		return nil
 	}
 }
@@ -65,7 +82,7 @@ func Default(cost int64, limits ...Limit) Option {
 		if c.def != nil {
 			return errors.New("httplimit: Default given twice")
 		}
-		c.def = &routeSpec{"", cost, limits}
+		c.def = &routeSpec{cost: cost, limits: limits}
 		return nil
 	}
 }

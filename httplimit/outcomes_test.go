@@ -98,6 +98,47 @@ func TestInFlightRefusalResets(t *testing.T) {
 	}
 }
 
+// TestErrorsCountRequests: Stats.Errors counts the requests the store
+// could not decide, once each, as Admitted counts requests: with a rate
+// limit and two in-flight limits over one store that is down (all failing
+// open, the defaults), 3 requests are 3 errors, not one per failed limit.
+// A request whose rates the store decides and whose in-flight limit it
+// does not counts once too.
+func TestErrorsCountRequests(t *testing.T) {
+	mem, _ := newStore(t)
+	store := &outage{Store: mem}
+	rate := Limit{Limiter: newLimiter(t, store, sluice.Policy{Name: "per-key", Algorithm: sluice.GCRA, Limit: 10, Period: time.Second}), Key: Header("X-API-Key")}
+	busy, err := inflight.New(store, "busy", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey, err := inflight.New(store, "per-key-conc", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMiddleware(t, Global(rate),
+		InFlight("", InFlightLimit{InFlight: busy}),
+		InFlight("GET /", InFlightLimit{InFlight: perKey, Key: Header("X-API-Key")}))
+	h := m.Handler(okHandler)
+	store.down.Store(true)
+	const n = 3
+	for range n {
+		if w := send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k1"); w.Code != http.StatusOK {
+			t.Fatalf("a request over a store that is down, every limit failing open: %d", w.Code)
+		}
+	}
+	if st := m.Stats(); st.Errors != n || st.Admitted != n {
+		t.Fatalf("%d requests, each undecided by the store; stats %+v, want Errors %d, Admitted %d", n, st, n, n)
+	}
+	// Only the in-flight limits fail: the rates are decided.
+	m = newMiddleware(t, Global(Limit{Limiter: newLimiter(t, mem, rate.Limiter.Policy()), Key: rate.Key}),
+		InFlight("", InFlightLimit{InFlight: busy}, InFlightLimit{InFlight: perKey, Key: Header("X-API-Key")}))
+	send(m.Handler(okHandler), "GET", "/", "192.0.2.1:1", "X-API-Key", "k1")
+	if st := m.Stats(); st.Errors != 1 {
+		t.Fatalf("a request two in-flight limits could not decide; stats %+v, want Errors 1", st)
+	}
+}
+
 // inFlightRefusalAfterRate sends two requests of one client under an hourly
 // rate limit and an in-flight limit of 1 for the client: the second comes
 // while the first is in the handler. It returns the second's answer.

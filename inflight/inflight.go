@@ -225,8 +225,10 @@ func (f *Limiter) FailureMode() sluice.FailureMode {
 	return f.failure
 }
 
-// errNoLimiter is Acquire's error on a Limiter New did not make.
-var errNoLimiter = errors.New("inflight: Acquire: the Limiter has no store (make it with New)")
+// errNoLimiter is Acquire's error on a Limiter New did not make: as for a
+// sluice.Limiter without a store, it wraps sluice.ErrStoreClosed (never a
+// reason to admit).
+var errNoLimiter = fmt.Errorf("inflight: Acquire: the Limiter has no store (make it with New): %w", sluice.ErrStoreClosed)
 
 // Reserved returns the number of slots kept for critical requests at the
 // limit l: ⌊l·f⌋, exactly (see WithReserve), and 0 for l ≤ 0.

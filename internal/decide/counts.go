@@ -12,8 +12,9 @@ type Counts struct {
 
 // Verdict counts the rate limits' verdict on one request: its outcome but
 // an admission (Passed counts the requests that reach the handler; an
-// admission held for a delay counts as Delayed), its store failure, and the
-// refusals of its shadow checks.
+// admission held for a delay counts as Delayed), its store failure (Errors
+// counts requests: the request's in-flight limits do not count it again,
+// see Taken), and the refusals of its shadow checks.
 func (c *Counts) Verdict(v *Verdict) {
 	if v.StoreFailed() {
 		c.Errors.Add(1)
@@ -38,15 +39,22 @@ func (c *Counts) Verdict(v *Verdict) {
 // limits.
 func (c *Counts) Passed() { c.Admitted.Add(1) }
 
-// Taken counts the answer of one in-flight limit: its store failure, and
-// any outcome but Admit (Passed counts the requests let through).
-func (c *Counts) Taken(t Taken) {
-	if t.StoreFailed() {
+// Taken counts the answer of one in-flight limit of a request: any outcome
+// but Admit (Passed counts the requests let through), and its store failure
+// unless failed says one is counted for the request already (by its rates'
+// Verdict or an earlier Taken): Errors counts requests the store could not
+// decide, once each, whatever the number of limits that failed. It returns
+// whether a store failure is now counted for the request, for the next
+// Taken.
+func (c *Counts) Taken(t Taken, failed bool) bool {
+	if t.StoreFailed() && !failed {
 		c.Errors.Add(1)
+		failed = true
 	}
 	if t.Outcome != Admit {
 		c.outcome(t.Outcome)
 	}
+	return failed
 }
 
 // NoKey counts a request refused because a limit had no key for it.

@@ -24,8 +24,10 @@
 //     error is never a reason to admit. (Limiters over different stores
 //     are refused when a front end is built: Order.)
 //   - A leaky-bucket request whose queue delay would pass the longest delay
-//     allowed is refused before it takes a place in the queue; an admitted
-//     one is held for its delay, and is Gone if its caller leaves meanwhile.
+//     allowed is refused before it takes a place in the queue, its decision
+//     saying that nothing remains (the queue's free places are open to no
+//     request until its RetryAfter); an admitted one is held for its delay,
+//     and is Gone if its caller leaves meanwhile.
 package decide
 
 import (
@@ -256,7 +258,9 @@ func peekQueues(ctx context.Context, checks []sluice.Check, maxDelay time.Durati
 			}
 			continue
 		}
-		d.Allowed, d.RetryAfter = false, d.Delay-maxDelay
+		// Refused: none of the queue's free places is open to a request
+		// until the delay is back within maxDelay, RetryAfter from now.
+		d.Allowed, d.RetryAfter, d.Remaining = false, d.Delay-maxDelay, 0
 		return Verdict{Outcome: Refuse, Decisions: []sluice.Decision{d}, Offset: k, Wait: d.RetryAfter}, true
 	}
 	return Verdict{}, false

@@ -136,8 +136,8 @@ func TestKeyOf(t *testing.T) {
 }
 
 // Counts counts each verdict once, by outcome but admission (Passed counts
-// a request let through, once); a store failure and each shadow refusal on
-// top.
+// a request let through, once); a store failure (once per request, however
+// many of its limits failed) and each shadow refusal on top.
 func TestCounts(t *testing.T) {
 	var c Counts
 	for _, v := range []Verdict{
@@ -149,8 +149,16 @@ func TestCounts(t *testing.T) {
 	} {
 		c.Verdict(&v)
 	}
-	c.Taken(Taken{Outcome: Admit, Err: errors.New("down")}) // admitted failing open
-	c.Taken(Taken{Outcome: Refuse})
+	if !c.Taken(Taken{Outcome: Admit, Err: errors.New("down")}, false) { // admitted failing open
+		t.Error("Taken of a store failure: the request's failure not reported counted")
+	}
+	// The same request's next limit fails too: Errors counts requests.
+	if !c.Taken(Taken{Outcome: Admit, Err: errors.New("down")}, true) {
+		t.Error("Taken after a failure: the request's failure forgotten")
+	}
+	if c.Taken(Taken{Outcome: Refuse}, false) {
+		t.Error("Taken of a refusal: reported a store failure")
+	}
 	c.NoKey()
 	c.Passed()
 	c.Passed()

@@ -4,6 +4,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/inflight"
@@ -25,12 +26,18 @@ type Slots struct {
 type Taken struct {
 	// Outcome is Admit (a slot is held), Refuse (every slot open to the
 	// request is taken, or the store failed and the local share is full),
-	// Unavailable (the store failed and the limit fails closed) or Gone.
+	// Unavailable (the store failed and the limit fails closed, or the
+	// store is closed, whatever the failure mode: see Cause) or Gone.
 	Outcome Outcome
+	// Limit is the number of slots a request like this one may hold: the
+	// limit enforced for it (inflight.Limiter.LimitFor, less the reserve
+	// unless it is critical), which a front end advertises as the limit's
+	// capacity (RateLimit-Policy's q), not the limit with the reserve that
+	// the request can never take.
+	Limit int64
 	// Free is the number of slots left to a request like this one after
-	// it was admitted, when known: against the limit enforced for it
-	// (inflight.Limiter.LimitFor, less the reserve unless it is critical),
-	// never below 0.
+	// it was admitted, when known: Limit less the slots held, never below
+	// 0.
 	Free int64
 	// Err is the store's error (also on an Admit the failure mode
 	// decided), or the context's on Gone.
@@ -40,6 +47,17 @@ type Taken struct {
 // StoreFailed reports whether the store failed: an error that is not the
 // caller's leaving.
 func (t Taken) StoreFailed() bool { return t.Err != nil && t.Outcome != Gone }
+
+// Cause says why an Unavailable Taken was not decided, for a front end's
+// message: "its store is closed" (or the limit has none: whatever its
+// failure mode, that is never a reason to admit, nor a refusal by the
+// limit), or "its store failed and it fails closed".
+func (t Taken) Cause() string {
+	if errors.Is(t.Err, sluice.ErrStoreClosed) {
+		return "its store is closed"
+	}
+	return "its store failed and it fails closed"
+}
 
 // Take takes a slot of f for key. critical says the request may use the
 // limit's reserve: a front end says so only for requests its trust function
@@ -53,6 +71,7 @@ func (s *Slots) Take(ctx context.Context, f *inflight.Limiter, key string, criti
 		return Taken{Outcome: Gone, Err: err}
 	}
 	h, sl, err := f.Acquire(ctx, key, critical)
+	limit := f.LimitFor(critical)
 	var t Taken
 	switch {
 	case ctx.Err() != nil:
@@ -61,11 +80,13 @@ func (s *Slots) Take(ctx context.Context, f *inflight.Limiter, key string, criti
 		}
 		t = Taken{Outcome: Gone, Err: ctx.Err()}
 	case h != nil:
-		t = Taken{Outcome: Admit, Free: max(f.LimitFor(critical)-sl.Held, 0), Err: err}
-	case err != nil && f.FailureMode() != sluice.FailLocal:
-		t = Taken{Outcome: Unavailable, Err: err}
+		t = Taken{Outcome: Admit, Limit: limit, Free: max(limit-sl.Held, 0), Err: err}
+	case err != nil && (f.FailureMode() != sluice.FailLocal || errors.Is(err, sluice.ErrStoreClosed)):
+		// Fails closed, or (for any mode) a closed store, which Acquire
+		// never admits and which no local share answers.
+		t = Taken{Outcome: Unavailable, Limit: limit, Err: err}
 	default: // full, or the store failed and the local share is full
-		t = Taken{Outcome: Refuse, Err: err}
+		t = Taken{Outcome: Refuse, Limit: limit, Err: err}
 	}
 	if t.Outcome != Admit {
 		s.Cancel(ctx)

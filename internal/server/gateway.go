@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/muxcheck"
 )
 
 // Gateway mode: the rules of one domain (GatewayDomain by default) become
@@ -234,45 +235,21 @@ func addOrigin(os []routeOrigin, pattern string, r *config.Rule) []routeOrigin {
 // naming both patterns and the file and line of their rules.
 func checkRoutes(domain string, routes []routeOrigin) error {
 	mux := http.NewServeMux()
-	for i, o := range routes {
-		if muxPanic(mux, o.pattern) == nil {
+	prior := make([]string, 0, len(routes))
+	for _, o := range routes {
+		r, ok := muxcheck.Add(mux, http.NotFoundHandler(), o.pattern, prior)
+		switch {
+		case ok:
+			prior = append(prior, o.pattern)
 			continue
+		case r.Conflict < 0:
+			return fmt.Errorf("gateway domain %q: route %q (%s:%d): %s", domain, o.pattern, o.rule.File, o.rule.Line, r.Why)
 		}
-		for _, prev := range routes[:i] {
-			pair := http.NewServeMux()
-			muxPanic(pair, prev.pattern)
-			if p := muxPanic(pair, o.pattern); p != nil {
-				return fmt.Errorf("gateway domain %q: route %q (%s:%d) conflicts with route %q (%s:%d)%s",
-					domain, o.pattern, o.rule.File, o.rule.Line, prev.pattern, prev.rule.File, prev.rule.Line, conflictExample(p))
-			}
-		}
-		return fmt.Errorf("gateway domain %q: route %q (%s:%d): %s", domain, o.pattern, o.rule.File, o.rule.Line, firstLine(muxPanic(http.NewServeMux(), o.pattern)))
+		prev := routes[r.Conflict]
+		return fmt.Errorf("gateway domain %q: route %q (%s:%d) conflicts with route %q (%s:%d): %s",
+			domain, o.pattern, o.rule.File, o.rule.Line, prev.pattern, prev.rule.File, prev.rule.Line, r.Why)
 	}
 	return nil
-}
-
-// muxPanic registers pattern in mux and returns what ServeMux panicked
-// with, or nil.
-func muxPanic(mux *http.ServeMux, pattern string) (p any) {
-	defer func() { p = recover() }()
-	mux.Handle(pattern, http.NotFoundHandler())
-	return nil
-}
-
-// conflictExample is the line of ServeMux's conflict message that names a
-// path both patterns match, as ": both match some paths, like ...", or "".
-func conflictExample(p any) string {
-	for _, line := range strings.Split(fmt.Sprint(p), "\n") {
-		if _, after, ok := strings.Cut(line, " both match "); ok {
-			return ": both match " + after
-		}
-	}
-	return ""
-}
-
-func firstLine(p any) string {
-	line, _, _ := strings.Cut(fmt.Sprint(p), "\n")
-	return line
 }
 
 // CheckGateway reports whether the HTTP policies of domain in c would

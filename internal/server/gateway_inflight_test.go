@@ -192,3 +192,31 @@ descriptors:
 		gw.Close()
 	}
 }
+
+// TestGatewayInFlightReserveAdvertised: a route-wide concurrency rule with
+// a critical_reserve advertises, to a request that is not critical, the
+// slots it may hold (the limit less the reserve) and what is left of them:
+// a client pacing itself from the fields never counts on the reserve.
+func TestGatewayInFlightReserveAdvertised(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": `domain: gateway
+descriptors:
+  - key: route
+    value: GET /r
+    rate_limit: {algorithm: concurrency, requests_per_unit: 4, critical_reserve: 0.5}
+`})
+	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	ip, err := clientip.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	mustGateway(t, h.srv, u, GatewayDomain, ip).ServeHTTP(w, httptest.NewRequest("GET", "/r", nil))
+	if got, want := w.Header().Get("RateLimit-Policy"), `"gateway.route_GET /r";q=2;qu="concurrent-requests"`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q (4 less the reserve of 2)", got, want)
+	}
+	if got, want := w.Header().Get("RateLimit"), `"gateway.route_GET /r";r=1`; got != want {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+}
