@@ -109,10 +109,17 @@ type Stats struct {
 	// ShortCircuited is the number of Take and TakeAll calls refused at
 	// once with ErrUnavailable because the breaker was open.
 	ShortCircuited uint64
-	// BreakerOpens is the number of times the breaker opened.
+	// BreakerOpens is the number of times the breaker opened: went from
+	// closed to open. A probe that fails while it is open keeps it open
+	// and is not counted, so one outage counts once however long it lasts.
 	BreakerOpens uint64
-	// DialErrors counts failed attempts to connect (Open connects on demand
-	// when Redis was down at the start).
+	// DialErrors counts failed attempts to connect to Redis: Open's first
+	// connection (made on demand when Redis was down at the start) and
+	// every reconnection after a connection was lost, as when Redis has
+	// died and its port refuses. A connection refused or timed out, or
+	// whose TLS handshake failed, counts, and so does a first connection
+	// Redis turned away (a wrong password, a database out of range). A
+	// client made by the caller (New) dials on its own and is not counted.
 	DialErrors uint64
 	// BreakerOpen is true while the circuit breaker is open: calls fail at
 	// once with ErrUnavailable, but for one probe after each cooldown.
@@ -183,7 +190,8 @@ func (b *breaker) success() {
 }
 
 // failure records a failed call that began at start (unix ns) and reports
-// whether it opened the breaker.
+// whether it opened the breaker: moved it from closed to open. A failed
+// probe keeps the breaker open for another cooldown and reports false.
 func (b *breaker) failure(start int64) bool {
 	if b.threshold <= 0 {
 		return false
@@ -196,9 +204,9 @@ func (b *breaker) failure(start int64) bool {
 	b.lastFail.Store(now)
 	n := b.failures.Add(1)
 	if n >= b.threshold || b.probing.Load() {
-		b.openUntil.Store(now + int64(b.cooldown))
+		was := b.openUntil.Swap(now + int64(b.cooldown))
 		b.probing.Store(false)
-		return true
+		return was == 0
 	}
 	return false
 }

@@ -279,8 +279,8 @@ func TestBreakerEpisodes(t *testing.T) {
 
 // TestBreakerCooldown drives the breaker on a fake clock: it opens after
 // threshold failed episodes, refuses every call for the cooldown, then lets
-// exactly one probe through; a failed probe reopens it for another
-// cooldown, a successful one closes it. So a Redis that answers again is
+// exactly one probe through; a failed probe keeps it open for another
+// cooldown (not another opening), a successful one closes it. So a Redis that answers again is
 // used at most one cooldown after it does.
 func TestBreakerCooldown(t *testing.T) {
 	var now int64
@@ -316,8 +316,8 @@ func TestBreakerCooldown(t *testing.T) {
 	if b.allow() {
 		t.Fatal("a second call let through while the probe is out")
 	}
-	if !b.failure(now) {
-		t.Fatal("a failed probe did not reopen the breaker")
+	if b.failure(now) {
+		t.Fatal("a failed probe counted as another opening (it keeps the breaker open)")
 	}
 	reopened := now
 	now = reopened + int64(199*time.Millisecond)
@@ -333,5 +333,32 @@ func TestBreakerCooldown(t *testing.T) {
 		if !b.allow() {
 			t.Fatalf("call %d after a successful probe refused", i)
 		}
+	}
+}
+
+// TestBreakerOpensOncePerOutage: Redis dies once and stays dead for two
+// seconds while calls keep coming. Stats.BreakerOpens (serve's
+// sluice_redis_breaker_opens_total, "Times the circuit breaker opened")
+// counts one opening: the probes that fail every cooldown keep the breaker
+// open and are not openings, so the counter counts outages and does not
+// read as a breaker flapping five times a second.
+func TestBreakerOpensOncePerOutage(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	s, err := Open("redis://" + srv.Addr) // serve's defaults
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	p := sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	if _, err := s.Take(ctx, p, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		_, _ = s.Take(ctx, p, "k", 1)
+	}
+	if st := s.Stats(); !st.BreakerOpen || st.BreakerOpens != 1 {
+		t.Errorf("one outage, breaker open throughout: BreakerOpen %v, BreakerOpens %d, want true and 1; %+v", st.BreakerOpen, st.BreakerOpens, st)
 	}
 }

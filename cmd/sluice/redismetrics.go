@@ -24,8 +24,8 @@ var redisCounters = []struct{ name, help string }{
 	{"sluice_redis_timeouts_total", "Calls to Redis that ran out of --store-timeout."},
 	{"sluice_redis_caller_timeouts_total", "Calls to Redis given up at the caller's deadline less the margin, or not made because less was left; the rules' failure modes answered them, but they are not errors and do not move the circuit breaker."},
 	{"sluice_redis_short_circuited_total", "Calls refused at once because the circuit breaker was open."},
-	{"sluice_redis_breaker_opens_total", "Times the circuit breaker opened."},
-	{"sluice_redis_dial_errors_total", "Failed attempts to connect to Redis."},
+	{"sluice_redis_breaker_opens_total", "Times the circuit breaker opened (went from closed to open): once per outage, since a probe that fails keeps it open."},
+	{"sluice_redis_dial_errors_total", "Failed attempts to connect to Redis: at the start and on every reconnection after a connection was lost."},
 }
 
 func newRedisCollector(s *redisstore.Store) *redisCollector {
