@@ -106,6 +106,12 @@ type Stats struct {
 	// less than the margin was left. They are not counted in Errors and do
 	// not move the circuit breaker.
 	CallerTimeouts uint64
+	// HeartbeatTimeouts is the number of replica heartbeats (Replicas'
+	// Beat and Leave) given up at their own deadline: Run bounds each beat
+	// by the heartbeat interval. A beat is no caller, so it is not counted
+	// in CallerTimeouts; nor in Errors, and it does not move the circuit
+	// breaker.
+	HeartbeatTimeouts uint64
 	// ShortCircuited is the number of Take and TakeAll calls refused at
 	// once with ErrUnavailable because the breaker was open.
 	ShortCircuited uint64
@@ -129,19 +135,20 @@ type Stats struct {
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	return Stats{
-		Calls:          s.stats.calls.Load(),
-		Errors:         s.stats.errors.Load(),
-		Timeouts:       s.stats.timeouts.Load(),
-		CallerTimeouts: s.stats.callerTimeouts.Load(),
-		ShortCircuited: s.stats.short.Load(),
-		BreakerOpens:   s.stats.opens.Load(),
-		DialErrors:     s.stats.dialErrors.Load(),
-		BreakerOpen:    s.brk.threshold > 0 && s.brk.openUntil.Load() != 0,
+		Calls:             s.stats.calls.Load(),
+		Errors:            s.stats.errors.Load(),
+		Timeouts:          s.stats.timeouts.Load(),
+		CallerTimeouts:    s.stats.callerTimeouts.Load(),
+		HeartbeatTimeouts: s.stats.heartbeatTimeouts.Load(),
+		ShortCircuited:    s.stats.short.Load(),
+		BreakerOpens:      s.stats.opens.Load(),
+		DialErrors:        s.stats.dialErrors.Load(),
+		BreakerOpen:       s.brk.threshold > 0 && s.brk.openUntil.Load() != 0,
 	}
 }
 
 type counters struct {
-	calls, errors, timeouts, callerTimeouts, short, opens, dialErrors atomic.Uint64
+	calls, errors, timeouts, callerTimeouts, heartbeatTimeouts, short, opens, dialErrors atomic.Uint64
 }
 
 // breaker is a lock-free circuit breaker. It counts failed episodes, not
@@ -375,8 +382,13 @@ func (s *Store) end(parent context.Context, c callStart, err error) error {
 		// The caller gave up, or its deadline (less the margin) came: say
 		// nothing about Redis, but free a probe. A deadline counts as a
 		// caller timeout whether the margin or the deadline itself was
-		// reached first (a loaded host runs timers late).
-		if !errors.Is(parent.Err(), context.Canceled) {
+		// reached first (a loaded host runs timers late). A replica
+		// heartbeat's deadline is its own, not a caller's.
+		switch {
+		case errors.Is(parent.Err(), context.Canceled):
+		case parent.Value(heartbeatCall{}) != nil:
+			s.stats.heartbeatTimeouts.Add(1)
+		default:
 			s.stats.callerTimeouts.Add(1)
 		}
 		s.brk.probing.Store(false)
