@@ -90,6 +90,16 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(s *Store) { s.brk.threshold, s.brk.cooldown = int32(failures), cooldown }
 }
 
+// WithRecovered sets f to be called each time the circuit breaker closes
+// again, because a call to Redis succeeded after it had opened: Redis is
+// back. failing is how long Redis had been failing, from the first of the
+// failures in a row that opened the breaker to that success. f runs in the
+// call that closed the breaker, once per closing, so it must return soon
+// (a log line). It is never called with the breaker disabled.
+func WithRecovered(f func(failing time.Duration)) Option {
+	return func(s *Store) { s.recovered = f }
+}
+
 // Stats counts what a store has done since it was created.
 type Stats struct {
 	// Calls is the number of calls to Redis (one per Take or TakeAll that
@@ -161,6 +171,7 @@ type breaker struct {
 	cooldown  time.Duration
 	failures  atomic.Int32
 	lastFail  atomic.Int64 // unix ns of the last counted failure
+	since     atomic.Int64 // unix ns of the first of the failures in a row
 	openUntil atomic.Int64 // unix ns; 0: closed
 	probing   atomic.Bool
 	clock     func() int64 // unix ns; nil: the wall clock (tests set it)
@@ -186,14 +197,18 @@ func (b *breaker) allow() bool {
 	return b.probing.CompareAndSwap(false, true) // one probe at a time
 }
 
-func (b *breaker) success() {
+// success records a call that succeeded. If it closed the breaker, closed
+// is true and failing is how long Redis had been failing: since the first
+// of the failures in a row that opened it.
+func (b *breaker) success() (failing time.Duration, closed bool) {
 	if b.failures.Load() != 0 {
 		b.failures.Store(0)
 	}
-	if b.openUntil.Load() != 0 {
-		b.openUntil.Store(0)
+	if u := b.openUntil.Load(); u != 0 && b.openUntil.CompareAndSwap(u, 0) {
 		b.probing.Store(false)
+		return time.Duration(b.now() - b.since.Load()), true
 	}
+	return 0, false
 }
 
 // failure records a failed call that began at start (unix ns) and reports
@@ -210,6 +225,9 @@ func (b *breaker) failure(start int64) bool {
 	}
 	b.lastFail.Store(now)
 	n := b.failures.Add(1)
+	if n == 1 {
+		b.since.Store(now)
+	}
 	if n >= b.threshold || b.probing.Load() {
 		was := b.openUntil.Swap(now + int64(b.cooldown))
 		b.probing.Store(false)
@@ -367,7 +385,9 @@ func (s *Store) end(parent context.Context, c callStart, err error) error {
 	}
 	switch {
 	case err == nil:
-		s.brk.success()
+		if failing, closed := s.brk.success(); closed && s.recovered != nil {
+			s.recovered(failing)
+		}
 		return nil
 	case s.closed.Load():
 		// Close ended the call (it closes the client Open made), or came

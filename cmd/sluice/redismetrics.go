@@ -3,6 +3,9 @@
 package main
 
 import (
+	"log/slog"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/redisstore"
@@ -59,4 +62,14 @@ func (c *redisCollector) Collect(ch chan<- prometheus.Metric) {
 		open = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, open)
+}
+
+// logRecovered is the option that has a Redis store log, at INFO, each
+// time its circuit breaker closes again: the store answers, the rules
+// decide on it instead of their failure modes, and the warnings stop. It
+// says for how long the store had been failing.
+func logRecovered(log *slog.Logger, store string) redisstore.Option {
+	return redisstore.WithRecovered(func(failing time.Duration) {
+		log.Info("the store recovered: it answers again, and the rules decide on it instead of their failure modes", "store", store, "failing_for", failing.Round(time.Millisecond))
+	})
 }

@@ -75,7 +75,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	case maxKeysNone:
 		maxKeys = 0
 	}
-	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, maxKeys, o.singleSlot, o.rawSockets)
+	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, maxKeys, o.singleSlot, o.rawSockets, logRecovered(log, storeName(o.storeURL)))
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -320,8 +320,9 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 // usageError is an error in a flag's value (exit status 2).
 type usageError struct{ error }
 
-// openServeStore opens the store --store names.
-func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string, rawSockets bool) (store sluice.Store, closeFn func() error, err error) {
+// openServeStore opens the store --store names, a Redis store with extra
+// options.
+func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string, rawSockets bool, extra ...redisstore.Option) (store sluice.Store, closeFn func() error, err error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
 		s := memstore.New(memstore.WithMaxKeys(maxKeys))
@@ -331,7 +332,7 @@ func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot s
 	if !ok || !strings.HasPrefix(scheme, "redis") {
 		return nil, nil, usageError{errors.New(withHint(fmt.Sprintf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", storeName(raw)), storeHint(raw)))}
 	}
-	var opts []redisstore.Option
+	opts := append([]redisstore.Option(nil), extra...)
 	if timeout > 0 {
 		opts = append(opts, redisstore.WithTimeout(timeout))
 	}
