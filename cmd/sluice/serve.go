@@ -112,9 +112,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		loadOpts = append(loadOpts, config.WithMergeDomains())
 	}
 	opts := []server.Option{server.WithLogger(log), server.WithConfigOptions(loadOpts...), server.WithFallback(fb.local, fb.replicas), server.WithStoreName(storeName(o.storeURL))}
-	if ms != nil {
-		opts = append(opts, server.WithCollector(newStoreCollector(ms, maxKeys)))
+	if ms == nil {
+		ms = fb.local // on Redis, sluice_store_* show the local fallback store
 	}
+	opts = append(opts, server.WithCollector(newStoreCollector(ms, maxKeys)))
 	if rs != nil {
 		opts = append(opts, server.WithCollector(newRedisCollector(rs)))
 	}
