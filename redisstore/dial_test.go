@@ -9,6 +9,9 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // TestDialPlain: by default a connection is the standard library's; with a
@@ -69,4 +72,43 @@ func TestDialHandshakeBounded(t *testing.T) {
 			t.Fatalf("dialer %+v: %v, want context.DeadlineExceeded", d, err)
 		}
 	}
+}
+
+// TestDialErrorsAfterRedisDies: Stats.DialErrors (serve's
+// sluice_redis_dial_errors_total, "Failed attempts to connect to Redis")
+// counts the reconnections that fail after a Redis that answered at the
+// start has died, not only a first connection that failed: it is what tells
+// a dead Redis from a slow one.
+func TestDialErrorsAfterRedisDies(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	s, err := Open("redis://" + srv.Addr) // serve's defaults
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	p := sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	if _, err := s.Take(ctx, p, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.DialErrors != 0 {
+		t.Fatalf("Redis up: DialErrors %d, want 0", st.DialErrors)
+	}
+	srv.Kill()
+	// Two seconds of calls: past the breaker's threshold, a probe every
+	// cooldown (200 ms), each of which must connect to a port that refuses.
+	var failed int
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := s.Take(ctx, p, "k", 1); err != nil {
+			failed++
+		}
+	}
+	st := s.Stats()
+	if failed == 0 || st.Errors == 0 {
+		t.Fatalf("Redis killed, yet %d calls failed; %+v", failed, st)
+	}
+	if st.DialErrors == 0 {
+		t.Errorf("Redis refused every connection for 2 s (%d calls failed, %d Redis errors), and DialErrors is 0", failed, st.Errors)
+	}
+	t.Logf("%d calls failed; %+v", failed, st)
 }

@@ -180,8 +180,10 @@
 // host that keeps a healthy Redis waiting for a CPU now and then must not
 // turn enforcement off. After DefaultBreakerFailures consecutive failures
 // (calls that fail together, as in one stall, count once) the breaker answers ErrUnavailable at once, lets one probe through every
-// cooldown (default 200 ms) and closes when a probe succeeds. Stats counts
-// calls, errors, timeouts and short-circuited calls. Open does not wait
+// cooldown (default 200 ms) and closes when a probe succeeds (WithRecovered
+// hears of it). Stats counts calls, errors, timeouts, short-circuited
+// calls, the breaker's openings (one per outage: a failed probe is not
+// another) and failed connection attempts. Open does not wait
 // for Redis: it connects in the background, and a call waits for the
 // connection no longer than it would wait for Redis (the caller's deadline
 // less the margin, or the ceiling). A store opened while Redis is down

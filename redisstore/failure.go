@@ -90,6 +90,16 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(s *Store) { s.brk.threshold, s.brk.cooldown = int32(failures), cooldown }
 }
 
+// WithRecovered sets f to be called each time the circuit breaker closes
+// again, because a call to Redis succeeded after it had opened: Redis is
+// back. failing is how long Redis had been failing, from the first of the
+// failures in a row that opened the breaker to that success. f runs in the
+// call that closed the breaker, once per closing, so it must return soon
+// (a log line). It is never called with the breaker disabled.
+func WithRecovered(f func(failing time.Duration)) Option {
+	return func(s *Store) { s.recovered = f }
+}
+
 // Stats counts what a store has done since it was created.
 type Stats struct {
 	// Calls is the number of calls to Redis (one per Take or TakeAll that
@@ -106,13 +116,26 @@ type Stats struct {
 	// less than the margin was left. They are not counted in Errors and do
 	// not move the circuit breaker.
 	CallerTimeouts uint64
+	// HeartbeatTimeouts is the number of replica heartbeats (Replicas'
+	// Beat and Leave) given up at their own deadline: Run bounds each beat
+	// by the heartbeat interval. A beat is no caller, so it is not counted
+	// in CallerTimeouts; nor in Errors, and it does not move the circuit
+	// breaker.
+	HeartbeatTimeouts uint64
 	// ShortCircuited is the number of Take and TakeAll calls refused at
 	// once with ErrUnavailable because the breaker was open.
 	ShortCircuited uint64
-	// BreakerOpens is the number of times the breaker opened.
+	// BreakerOpens is the number of times the breaker opened: went from
+	// closed to open. A probe that fails while it is open keeps it open
+	// and is not counted, so one outage counts once however long it lasts.
 	BreakerOpens uint64
-	// DialErrors counts failed attempts to connect (Open connects on demand
-	// when Redis was down at the start).
+	// DialErrors counts failed attempts to connect to Redis: Open's first
+	// connection (made on demand when Redis was down at the start) and
+	// every reconnection after a connection was lost, as when Redis has
+	// died and its port refuses. A connection refused or timed out, or
+	// whose TLS handshake failed, counts, and so does a first connection
+	// Redis turned away (a wrong password, a database out of range). A
+	// client made by the caller (New) dials on its own and is not counted.
 	DialErrors uint64
 	// BreakerOpen is true while the circuit breaker is open: calls fail at
 	// once with ErrUnavailable, but for one probe after each cooldown.
@@ -122,19 +145,20 @@ type Stats struct {
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	return Stats{
-		Calls:          s.stats.calls.Load(),
-		Errors:         s.stats.errors.Load(),
-		Timeouts:       s.stats.timeouts.Load(),
-		CallerTimeouts: s.stats.callerTimeouts.Load(),
-		ShortCircuited: s.stats.short.Load(),
-		BreakerOpens:   s.stats.opens.Load(),
-		DialErrors:     s.stats.dialErrors.Load(),
-		BreakerOpen:    s.brk.threshold > 0 && s.brk.openUntil.Load() != 0,
+		Calls:             s.stats.calls.Load(),
+		Errors:            s.stats.errors.Load(),
+		Timeouts:          s.stats.timeouts.Load(),
+		CallerTimeouts:    s.stats.callerTimeouts.Load(),
+		HeartbeatTimeouts: s.stats.heartbeatTimeouts.Load(),
+		ShortCircuited:    s.stats.short.Load(),
+		BreakerOpens:      s.stats.opens.Load(),
+		DialErrors:        s.stats.dialErrors.Load(),
+		BreakerOpen:       s.brk.threshold > 0 && s.brk.openUntil.Load() != 0,
 	}
 }
 
 type counters struct {
-	calls, errors, timeouts, callerTimeouts, short, opens, dialErrors atomic.Uint64
+	calls, errors, timeouts, callerTimeouts, heartbeatTimeouts, short, opens, dialErrors atomic.Uint64
 }
 
 // breaker is a lock-free circuit breaker. It counts failed episodes, not
@@ -147,6 +171,7 @@ type breaker struct {
 	cooldown  time.Duration
 	failures  atomic.Int32
 	lastFail  atomic.Int64 // unix ns of the last counted failure
+	since     atomic.Int64 // unix ns of the first of the failures in a row
 	openUntil atomic.Int64 // unix ns; 0: closed
 	probing   atomic.Bool
 	clock     func() int64 // unix ns; nil: the wall clock (tests set it)
@@ -172,18 +197,23 @@ func (b *breaker) allow() bool {
 	return b.probing.CompareAndSwap(false, true) // one probe at a time
 }
 
-func (b *breaker) success() {
+// success records a call that succeeded. If it closed the breaker, closed
+// is true and failing is how long Redis had been failing: since the first
+// of the failures in a row that opened it.
+func (b *breaker) success() (failing time.Duration, closed bool) {
 	if b.failures.Load() != 0 {
 		b.failures.Store(0)
 	}
-	if b.openUntil.Load() != 0 {
-		b.openUntil.Store(0)
+	if u := b.openUntil.Load(); u != 0 && b.openUntil.CompareAndSwap(u, 0) {
 		b.probing.Store(false)
+		return time.Duration(b.now() - b.since.Load()), true
 	}
+	return 0, false
 }
 
 // failure records a failed call that began at start (unix ns) and reports
-// whether it opened the breaker.
+// whether it opened the breaker: moved it from closed to open. A failed
+// probe keeps the breaker open for another cooldown and reports false.
 func (b *breaker) failure(start int64) bool {
 	if b.threshold <= 0 {
 		return false
@@ -195,10 +225,13 @@ func (b *breaker) failure(start int64) bool {
 	}
 	b.lastFail.Store(now)
 	n := b.failures.Add(1)
+	if n == 1 {
+		b.since.Store(now)
+	}
 	if n >= b.threshold || b.probing.Load() {
-		b.openUntil.Store(now + int64(b.cooldown))
+		was := b.openUntil.Swap(now + int64(b.cooldown))
 		b.probing.Store(false)
-		return true
+		return was == 0
 	}
 	return false
 }
@@ -352,7 +385,9 @@ func (s *Store) end(parent context.Context, c callStart, err error) error {
 	}
 	switch {
 	case err == nil:
-		s.brk.success()
+		if failing, closed := s.brk.success(); closed && s.recovered != nil {
+			s.recovered(failing)
+		}
 		return nil
 	case s.closed.Load():
 		// Close ended the call (it closes the client Open made), or came
@@ -367,8 +402,13 @@ func (s *Store) end(parent context.Context, c callStart, err error) error {
 		// The caller gave up, or its deadline (less the margin) came: say
 		// nothing about Redis, but free a probe. A deadline counts as a
 		// caller timeout whether the margin or the deadline itself was
-		// reached first (a loaded host runs timers late).
-		if !errors.Is(parent.Err(), context.Canceled) {
+		// reached first (a loaded host runs timers late). A replica
+		// heartbeat's deadline is its own, not a caller's.
+		switch {
+		case errors.Is(parent.Err(), context.Canceled):
+		case parent.Value(heartbeatCall{}) != nil:
+			s.stats.heartbeatTimeouts.Add(1)
+		default:
 			s.stats.callerTimeouts.Add(1)
 		}
 		s.brk.probing.Store(false)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -279,8 +280,8 @@ func TestBreakerEpisodes(t *testing.T) {
 
 // TestBreakerCooldown drives the breaker on a fake clock: it opens after
 // threshold failed episodes, refuses every call for the cooldown, then lets
-// exactly one probe through; a failed probe reopens it for another
-// cooldown, a successful one closes it. So a Redis that answers again is
+// exactly one probe through; a failed probe keeps it open for another
+// cooldown (not another opening), a successful one closes it. So a Redis that answers again is
 // used at most one cooldown after it does.
 func TestBreakerCooldown(t *testing.T) {
 	var now int64
@@ -316,8 +317,8 @@ func TestBreakerCooldown(t *testing.T) {
 	if b.allow() {
 		t.Fatal("a second call let through while the probe is out")
 	}
-	if !b.failure(now) {
-		t.Fatal("a failed probe did not reopen the breaker")
+	if b.failure(now) {
+		t.Fatal("a failed probe counted as another opening (it keeps the breaker open)")
 	}
 	reopened := now
 	now = reopened + int64(199*time.Millisecond)
@@ -334,4 +335,151 @@ func TestBreakerCooldown(t *testing.T) {
 			t.Fatalf("call %d after a successful probe refused", i)
 		}
 	}
+}
+
+// TestBreakerOpensOncePerOutage: Redis dies once and stays dead for two
+// seconds while calls keep coming. Stats.BreakerOpens (serve's
+// sluice_redis_breaker_opens_total, "Times the circuit breaker opened")
+// counts one opening: the probes that fail every cooldown keep the breaker
+// open and are not openings, so the counter counts outages and does not
+// read as a breaker flapping five times a second.
+func TestBreakerOpensOncePerOutage(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	s, err := Open("redis://" + srv.Addr) // serve's defaults
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	p := sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	if _, err := s.Take(ctx, p, "k", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		_, _ = s.Take(ctx, p, "k", 1)
+	}
+	if st := s.Stats(); !st.BreakerOpen || st.BreakerOpens != 1 {
+		t.Errorf("one outage, breaker open throughout: BreakerOpen %v, BreakerOpens %d, want true and 1; %+v", st.BreakerOpen, st.BreakerOpens, st)
+	}
+}
+
+// TestBreakerRecovered drives the breaker on a fake clock through two
+// outages: failed probes keep it open without counting as openings, and
+// each closing reports, once, how long Redis had been failing: from the
+// first of the failures in a row that opened it.
+func TestBreakerRecovered(t *testing.T) {
+	var now int64
+	b := &breaker{threshold: 3, cooldown: 200 * time.Millisecond, clock: func() int64 { return now }}
+	step := func(d time.Duration) { now += int64(d) }
+	for outage := range 2 {
+		first := now
+		opened := 0
+		for range 3 { // the failures in a row that open it
+			if !b.allow() {
+				t.Fatalf("outage %d: a call refused before the breaker opened", outage)
+			}
+			start := now
+			step(10 * time.Millisecond)
+			if b.failure(start) {
+				opened++
+			}
+		}
+		for range 5 { // failed probes, one per cooldown
+			step(200 * time.Millisecond)
+			if !b.allow() {
+				t.Fatalf("outage %d: no probe after a cooldown", outage)
+			}
+			start := now
+			step(time.Millisecond)
+			if b.failure(start) {
+				opened++
+			}
+		}
+		if opened != 1 {
+			t.Fatalf("outage %d: failure reported %d openings, want 1", outage, opened)
+		}
+		step(200 * time.Millisecond)
+		if !b.allow() {
+			t.Fatalf("outage %d: no probe after a cooldown", outage)
+		}
+		step(time.Millisecond)
+		failing, closed := b.success()
+		if want := time.Duration(now - first - int64(10*time.Millisecond)); !closed || failing != want {
+			t.Fatalf("outage %d: the probe that succeeded: closed %v, failing %v; want true, %v", outage, closed, failing, want)
+		}
+		if _, closed := b.success(); closed {
+			t.Fatalf("outage %d: a second success reported the breaker closed again", outage)
+		}
+		step(time.Second)
+	}
+}
+
+// TestRecovered: WithRecovered's function is called once when Redis comes
+// back after an outage that opened the breaker, with how long it had been
+// failing; not while Redis answers, and not while it is down.
+func TestRecovered(t *testing.T) {
+	srv := sluicetest.StartRedisServer(t)
+	var mu sync.Mutex
+	var got []time.Duration
+	s, err := Open("redis://"+srv.Addr, WithRecovered(func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, d)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	p := sluice.Policy{Name: "p", Algorithm: sluice.TokenBucket, Limit: 1000, Period: time.Second}
+	calls := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	for range 10 {
+		if _, err := s.Take(ctx, p, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	killed := time.Now()
+	for !s.Stats().BreakerOpen {
+		if _, err := s.Take(ctx, p, "k", 1); err == nil {
+			t.Fatal("a call to a dead Redis succeeded")
+		}
+		if time.Since(killed) > 10*time.Second {
+			t.Fatalf("the breaker did not open in 10 s; %+v", s.Stats())
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // an outage of a few cooldowns
+	if c := calls(); len(c) != 0 {
+		t.Fatalf("Redis down: recovered called %v", c)
+	}
+	srv.Restart()
+	restarted := time.Now()
+	for {
+		if _, err := s.Take(ctx, p, "k", 1); err == nil {
+			break
+		}
+		if time.Since(restarted) > 10*time.Second {
+			t.Fatalf("no call succeeded 10 s after the restart; %+v", s.Stats())
+		}
+		time.Sleep(10 * time.Millisecond) // polling the breaker's probe
+	}
+	back := time.Now()
+	for range 10 {
+		if _, err := s.Take(ctx, p, "k", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := calls()
+	if len(c) != 1 {
+		t.Fatalf("one outage: recovered called %d times (%v), want once", len(c), c)
+	}
+	if outage := back.Sub(killed); c[0] <= 0 || c[0] > outage {
+		t.Errorf("recovered(%v) after an outage of at most %v: want the time it failed, within it", c[0], outage)
+	}
+	t.Logf("recovered(%v); down %v", c[0], back.Sub(killed))
 }

@@ -66,7 +66,14 @@ func Open(url string, opts ...Option) (*Store, error) {
 	}
 	wrap := s.wrapConn
 	o.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
-		return dial(ctx, dst, d, tc, wrap)
+		// Every connection the client makes comes here: the first, and
+		// each one after a connection is lost (Redis died, say). So every
+		// failed attempt is counted, not only Open's.
+		c, err := dial(ctx, dst, d, tc, wrap)
+		if err != nil && !s.closed.Load() {
+			s.stats.dialErrors.Add(1)
+		}
+		return c, err
 	}
 	// One pipelined connection per Redis node, for every kind of client
 	// (rueidis's default for Cluster; its standalone and Sentinel clients
@@ -236,6 +243,7 @@ func (s *Store) startDial() {
 	done := make(chan struct{})
 	d.running = done
 	go func() {
+		dialed := s.stats.dialErrors.Load()
 		c, err := rueidis.NewClient(d.opt)
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -243,7 +251,12 @@ func (s *Store) startDial() {
 		d.running = nil
 		switch {
 		case err != nil:
-			s.stats.dialErrors.Add(1)
+			if s.stats.dialErrors.Load() == dialed && !s.closed.Load() {
+				// Connected, but turned away (a wrong password, a
+				// database out of range): one failed attempt, which
+				// the dial itself did not count.
+				s.stats.dialErrors.Add(1)
+			}
 			d.lastErr, d.lastAt = fmt.Errorf("connecting to %s: %w", d.url, err), time.Now()
 		case s.closed.Load():
 			c.Close()

@@ -104,6 +104,11 @@ func NewReplicas(s *Store, id string, interval, ttl time.Duration) (*Replicas, e
 	return r, nil
 }
 
+// heartbeatCall is the key of a context value that marks the calls of
+// Beat and Leave: their deadline is the heartbeat's own, not a caller's
+// (Stats.HeartbeatTimeouts).
+type heartbeatCall struct{}
+
 // Replicas returns the count the last successful beat saw (at least 1).
 func (r *Replicas) Replicas() int { return int(max(r.n.Load(), 1)) }
 
@@ -112,6 +117,7 @@ func (r *Replicas) Replicas() int { return int(max(r.n.Load(), 1)) }
 // count of the last TTL). On an error the count stays as it was.
 func (r *Replicas) Beat(ctx context.Context) (int, error) {
 	s := r.store
+	ctx = context.WithValue(ctx, heartbeatCall{}, true)
 	if s.closed.Load() {
 		return r.Replicas(), fmt.Errorf("redisstore: heartbeat: %w", errClosed)
 	}
@@ -152,6 +158,7 @@ func (r *Replicas) record(n int64, now time.Time) int64 {
 // shutdown), instead of when its last beat expires.
 func (r *Replicas) Leave(ctx context.Context) error {
 	s := r.store
+	ctx = context.WithValue(ctx, heartbeatCall{}, true)
 	if s.closed.Load() {
 		return fmt.Errorf("redisstore: heartbeat: leave: %w", errClosed)
 	}

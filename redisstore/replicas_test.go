@@ -140,3 +140,36 @@ func TestReplicasIntervalBelowTTL(t *testing.T) {
 		t.Errorf("interval 1s, ttl 1.001s: %v", err)
 	}
 }
+
+// TestBeatTimeoutIsNoCallerTimeout: a heartbeat that runs out of its own
+// deadline on a stalled Redis (Run bounds each beat by the interval) is
+// counted in Stats.HeartbeatTimeouts, not in CallerTimeouts: no caller
+// waited for it, and no failure mode answered anyone. Like a caller's
+// timeout it is no error and leaves the breaker closed.
+func TestBeatTimeoutIsNoCallerTimeout(t *testing.T) {
+	addr := sluicetest.StartRedis(t)
+	s, err := Open("redis://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := newReplicas(t, s, "a", time.Hour)
+	if _, err := r.Beat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, addr)
+	if err := admin.Do(t.Context(), admin.B().ClientPause().Timeout(800).All().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		_, err := r.Beat(ctx)
+		cancel()
+		if err == nil {
+			t.Fatalf("beat %d on a paused Redis: no error", i)
+		}
+	}
+	if st := s.Stats(); st.HeartbeatTimeouts != 3 || st.CallerTimeouts != 0 || st.Errors != 0 || st.BreakerOpens != 0 {
+		t.Fatalf("3 beats timed out on a paused Redis: %+v; want 3 heartbeat timeouts, no caller timeout, no error, the breaker closed", st)
+	}
+}

@@ -76,6 +76,7 @@ type Store struct {
 	callerDeadline atomic.Pointer[sharedDeadline]
 	margin         time.Duration
 	brk            breaker
+	recovered      func(failing time.Duration) // WithRecovered
 	stats          counters
 	closed         atomic.Bool
 	tlsConf        *tls.Config             // Open: WithTLSConfig

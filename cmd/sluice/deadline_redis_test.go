@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,5 +86,36 @@ func TestServeCallerDeadline(t *testing.T) {
 	}
 	if n := metricSum(t, r.httpAddr, "sluice_store_errors_total"); n != errs {
 		t.Fatalf("sluice_store_errors_total %v after a call without a deadline, want still %v", n, errs)
+	}
+}
+
+// TestServeHeartbeatsAreNotCallerTimeouts: serve runs on Redis with default
+// flags and no traffic at all; Redis stalls for 2.5 s (CLIENT PAUSE: a long
+// fork, a slow command). sluice_redis_caller_timeouts_total is "the
+// caller's deadline ran out" (README, Failure modes), what tells whether
+// Envoy's rate limit timeout is too tight for this Redis: with no request,
+// it stays put. The replica heartbeats that ran out of their own deadline
+// (1 s) during the stall are counted apart, in
+// sluice_redis_heartbeat_timeouts_total.
+func TestServeHeartbeatsAreNotCallerTimeouts(t *testing.T) {
+	redis := sluicetest.StartRedisServer(t)
+	r := startServe(t, serveOptions{storeURL: "redis://" + redis.Addr})
+	before := metricSum(t, r.httpAddr, "sluice_redis_caller_timeouts_total")
+	beats := metricSum(t, r.httpAddr, "sluice_redis_heartbeat_timeouts_total")
+	host, port, _ := net.SplitHostPort(redis.Addr)
+	if out, err := exec.Command("redis-cli", "-h", host, "-p", port, "CLIENT", "PAUSE", "2500", "ALL").CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli CLIENT PAUSE: %v: %s", err, out)
+	}
+	time.Sleep(3500 * time.Millisecond) // the stall, and a heartbeat after it
+	decisions := metricSum(t, r.httpAddr, "sluice_decisions_total")
+	after := metricSum(t, r.httpAddr, "sluice_redis_caller_timeouts_total")
+	if decisions != 0 {
+		t.Fatalf("no request was sent, yet %v decisions", decisions)
+	}
+	if after != before {
+		t.Errorf("no request during a 2.5 s Redis stall, yet sluice_redis_caller_timeouts_total went from %v to %v", before, after)
+	}
+	if n := metricSum(t, r.httpAddr, "sluice_redis_heartbeat_timeouts_total"); n <= beats {
+		t.Errorf("a 2.5 s Redis stall under 1 s heartbeats: sluice_redis_heartbeat_timeouts_total went from %v to %v, want it to rise", beats, n)
 	}
 }

@@ -129,7 +129,11 @@ func defaultMaxKeys() int {
 	return int(max(mem/memoryShare/bytesPerKey, minKeys))
 }
 
-// storeCollector exports a memory store's key count, bound and evictions.
+// storeCollector exports a memory store's key count, bound and evictions:
+// serve's in-process store, which is the memory store on --store memory and
+// the local fallback store (failure_mode: local) on a Redis store. One
+// process has one of them that holds keys (on the memory store the fallback
+// is never used), so the series have no label to say which.
 type storeCollector struct {
 	store              *memstore.Store
 	maxKeys            int
@@ -139,9 +143,9 @@ type storeCollector struct {
 func newStoreCollector(s *memstore.Store, maxKeys int) *storeCollector {
 	return &storeCollector{
 		store: s, maxKeys: maxKeys,
-		keys:  prometheus.NewDesc("sluice_store_keys", "Keys the memory store holds.", nil, nil),
-		bound: prometheus.NewDesc("sluice_store_max_keys", "The memory store's key budget (--max-keys; 0: no bound).", nil, nil),
-		evict: prometheus.NewDesc("sluice_store_evictions_total", "Keys the memory store dropped to stay within --max-keys, by reason: expired (their state was already idle: nothing lost) or forced (their state still limited someone, who was forgiven: an exactness loss).", []string{"reason"}, nil),
+		keys:  prometheus.NewDesc("sluice_store_keys", "Keys the in-process store holds: the memory store, or with a Redis --store the local fallback store (failure_mode: local).", nil, nil),
+		bound: prometheus.NewDesc("sluice_store_max_keys", "The in-process store's key budget (--max-keys; 0: no bound): the memory store's, or with a Redis --store the local fallback store's.", nil, nil),
+		evict: prometheus.NewDesc("sluice_store_evictions_total", "Keys the in-process store (the memory store, or with a Redis --store the local fallback store) dropped to stay within --max-keys, by reason: expired (their state was already idle: nothing lost) or forced (their state still limited someone, who was forgiven: an exactness loss).", []string{"reason"}, nil),
 	}
 }
 

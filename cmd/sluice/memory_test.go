@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // TestAvailableMemory: the cgroup's limit when one is set (v2, then v1),
@@ -114,5 +116,48 @@ func TestServeEvictionsCounted(t *testing.T) {
 	}
 	if m := metricSum(t, r.httpAddr, "sluice_store_max_keys"); m != budget {
 		t.Fatalf("sluice_store_max_keys %v, want %d", m, budget)
+	}
+}
+
+// TestServeFallbackEvictionsCounted: on a Redis store with a key budget,
+// Redis dies and the rule (failure_mode local, the default) decides on the
+// local fallback store, which gets more distinct keys than the budget. The
+// fallback is bounded as the memory store is (sluice help serve,
+// --max-keys), and /metrics shows it as README (Memory) says:
+// sluice_store_max_keys its budget, sluice_store_keys its fill, and
+// sluice_store_evictions_total{reason="forced"} what it forgave.
+func TestServeFallbackEvictionsCounted(t *testing.T) {
+	redis := sluicetest.StartRedisServer(t)
+	dir := t.TempDir()
+	cfg := "domain: d\ndescriptors:\n  - key: user\n    rate_limit: {unit: day, requests_per_unit: 10}\n"
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const budget = 1000
+	r := startServe(t, serveOptions{configDir: dir, storeURL: "redis://" + redis.Addr, maxKeys: budget})
+	client, _ := rlsClient(t, r.grpcAddr)
+	if _, err := client.ShouldRateLimit(context.Background(), rlsRequest("d", "user", "before")); err != nil {
+		t.Fatal(err)
+	}
+	if k := metricSum(t, r.httpAddr, "sluice_store_keys"); k != 0 {
+		t.Fatalf("Redis up: sluice_store_keys %v, want 0 (the fallback holds nothing)", k)
+	}
+	redis.Kill()
+	for i := range 3 * budget {
+		if _, err := client.ShouldRateLimit(context.Background(), rlsRequest("d", "user", fmt.Sprint("u", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := metricSum(t, r.httpAddr, `sluice_decisions_total{domain="d",policy="d.user",result="failed_local"}`)
+	if local != 3*budget {
+		t.Fatalf("Redis down: %v requests decided by the local share, want %d", local, 3*budget)
+	}
+	if m := metricSum(t, r.httpAddr, "sluice_store_max_keys"); m != budget {
+		t.Errorf("sluice_store_max_keys %v, want the fallback's budget %d", m, budget)
+	}
+	keys := metricSum(t, r.httpAddr, "sluice_store_keys")
+	forced := metricSum(t, r.httpAddr, `sluice_store_evictions_total{reason="forced"}`)
+	if keys == 0 || keys > budget || forced < 3*budget-keys {
+		t.Errorf("%d distinct keys decided locally under a budget of %d: sluice_store_keys %v, forced evictions %v; want the fill shown (at most the budget) and the rest counted", 3*budget, budget, keys, forced)
 	}
 }

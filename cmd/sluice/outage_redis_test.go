@@ -164,3 +164,67 @@ func TestServeStoreDownAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestServeLogsRecovery: while Redis is down serve warns (the store
+// failures, the heartbeats); when it is back and the circuit breaker closes
+// again, serve says so in one INFO line, with how long the store had been
+// failing, so that the log of an outage has an end. Nothing is logged as
+// recovered while Redis is down.
+func TestServeLogsRecovery(t *testing.T) {
+	redis := sluicetest.StartRedisServer(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "d.yaml"), []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1000000}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startServe(t, serveOptions{configDir: dir, storeURL: "redis://" + redis.Addr})
+	client, _ := rlsClient(t, r.grpcAddr)
+	check := func() {
+		t.Helper()
+		if _, err := client.ShouldRateLimit(context.Background(), rlsRequest("d", "k", "v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check()
+	const msg = `msg="the store recovered`
+	redis.Kill()
+	killed := time.Now()
+	for metricSum(t, r.httpAddr, "sluice_redis_breaker_open") != 1 {
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("Redis killed 30 s ago, and the breaker is not open:\n%s", r.stderr)
+		}
+		check()
+	}
+	time.Sleep(500 * time.Millisecond) // an outage of a few cooldowns
+	if strings.Contains(r.stderr.String(), msg) {
+		t.Fatalf("Redis down, yet the log says it recovered:\n%s", r.stderr)
+	}
+	redis.Restart()
+	restarted := time.Now()
+	for metricSum(t, r.httpAddr, "sluice_redis_breaker_open") != 0 {
+		if time.Since(restarted) > 30*time.Second {
+			t.Fatalf("Redis back 30 s ago, and the breaker is still open:\n%s", r.stderr)
+		}
+		check()
+		time.Sleep(10 * time.Millisecond) // polling the breaker's probe
+	}
+	back := time.Now()
+	for range 10 {
+		check()
+	}
+	var lines []string
+	for _, l := range strings.Split(r.stderr.String(), "\n") {
+		if strings.Contains(l, msg) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("one outage: %d lines say the store recovered, want 1:\n%s", len(lines), r.stderr)
+	}
+	_, v, ok := strings.Cut(lines[0], " failing_for=")
+	v, _, _ = strings.Cut(v, " ")
+	failing, err := time.ParseDuration(v)
+	if !strings.Contains(lines[0], "level=INFO") || !ok || err != nil || failing <= 0 || failing > back.Sub(killed) {
+		t.Errorf("the recovery line %q: want level=INFO and failing_for, the time the store failed (at most %v)", lines[0], back.Sub(killed))
+	}
+	t.Log(lines[0])
+}

@@ -78,7 +78,7 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	case maxKeysNone:
 		maxKeys = 0
 	}
-	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, maxKeys, o.singleSlot, o.rawSockets)
+	store, closeStore, err := openServeStore(o.storeURL, o.storeTimeout, maxKeys, o.singleSlot, o.rawSockets, logRecovered(log, storeName(o.storeURL)))
 	if err != nil {
 		code := exitFailure
 		var u usageError
@@ -115,9 +115,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		loadOpts = append(loadOpts, config.WithMergeDomains())
 	}
 	opts := []server.Option{server.WithLogger(log), server.WithConfigOptions(loadOpts...), server.WithFallback(fb.local, fb.replicas), server.WithStoreName(storeName(o.storeURL))}
-	if ms != nil {
-		opts = append(opts, server.WithCollector(newStoreCollector(ms, maxKeys)))
+	if ms == nil {
+		ms = fb.local // on Redis, sluice_store_* show the local fallback store
 	}
+	opts = append(opts, server.WithCollector(newStoreCollector(ms, maxKeys)))
 	if rs != nil {
 		opts = append(opts, server.WithCollector(newRedisCollector(rs)))
 	}
@@ -330,8 +331,9 @@ const envoyHealthName = "ratelimit"
 // usageError is an error in a flag's value (exit status 2).
 type usageError struct{ error }
 
-// openServeStore opens the store --store names.
-func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string, rawSockets bool) (store sluice.Store, closeFn func() error, err error) {
+// openServeStore opens the store --store names, a Redis store with extra
+// options.
+func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot string, rawSockets bool, extra ...redisstore.Option) (store sluice.Store, closeFn func() error, err error) {
 	switch raw {
 	case "memory", "mem://", "memory://":
 		s := memstore.New(memstore.WithMaxKeys(maxKeys))
@@ -341,7 +343,7 @@ func openServeStore(raw string, timeout time.Duration, maxKeys int, singleSlot s
 	if !ok || !strings.HasPrefix(scheme, "redis") {
 		return nil, nil, usageError{errors.New(withHint(fmt.Sprintf("--store %q: want memory, or a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL", storeName(raw)), storeHint(raw)))}
 	}
-	var opts []redisstore.Option
+	opts := append([]redisstore.Option(nil), extra...)
 	if timeout > 0 {
 		opts = append(opts, redisstore.WithTimeout(timeout))
 	}

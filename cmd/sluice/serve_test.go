@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's logger and the test.
@@ -593,5 +594,50 @@ func TestServeGRPCStreamsBounded(t *testing.T) {
 	if grew > server.MaxConcurrentStreams+32 {
 		t.Errorf("%d stalled streams on one connection: serve holds %d more goroutines (%d before); want at most MaxConcurrentStreams = %d (+32)",
 			streams, grew, before, server.MaxConcurrentStreams)
+	}
+}
+
+// TestServeDecisionDurationBuckets: sluice_decision_duration_seconds has
+// finite buckets past the default --store-timeout (redisstore's 3 s), and
+// one between the 0.1 s it used to stop at and that timeout: a decision
+// that waited for a slow or dead Redis (up to the timeout) is in a bucket
+// of its own, not only in +Inf with every other slow one.
+func TestServeDecisionDurationBuckets(t *testing.T) {
+	r := startServe(t, serveOptions{})
+	client, _ := rlsClient(t, r.grpcAddr)
+	if _, err := client.ShouldRateLimit(context.Background(), rlsRequest("sluice-demo", "api_key", "k")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + r.httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var les []float64
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, `sluice_decision_duration_seconds_bucket{api="grpc",le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ := strings.Cut(rest, `"`)
+		if le == "+Inf" {
+			continue
+		}
+		v, err := strconv.ParseFloat(le, 64)
+		if err != nil {
+			t.Fatalf("/metrics: %q: %v", line, err)
+		}
+		les = append(les, v)
+	}
+	timeout := redisstore.DefaultTimeout.Seconds()
+	if len(les) == 0 || slices.Max(les) <= timeout {
+		t.Fatalf("sluice_decision_duration_seconds buckets %v: want one past the default store timeout, %v s", les, timeout)
+	}
+	if !slices.ContainsFunc(les, func(le float64) bool { return le > 0.1 && le < timeout }) {
+		t.Errorf("sluice_decision_duration_seconds buckets %v: want one between 0.1 s and the store timeout, %v s", les, timeout)
 	}
 }

@@ -23,6 +23,12 @@ type metrics struct {
 	lastOKTime  prometheus.Gauge
 }
 
+// decisionBuckets are sluice_decision_duration_seconds's buckets: from 5 µs
+// (a memory store's decision) to 10 s, past redisstore.DefaultTimeout (3 s,
+// serve's default --store-timeout), so that decisions that waited for a
+// slow or dead Redis are in finite buckets, not only in +Inf.
+var decisionBuckets = []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
 func newMetrics() *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
@@ -40,8 +46,8 @@ func newMetrics() *metrics {
 		}, []string{"domain"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_decision_duration_seconds",
-			Help:    "Time to decide one request (all its descriptors), by API (grpc or http).",
-			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1},
+			Help:    "Time to decide one request (all its descriptors), by API (grpc or http). The buckets reach 10 s, past the store's 3 s default timeout (--store-timeout), so a decision that waited for a slow store is in a bucket of its own.",
+			Buckets: decisionBuckets,
 		}, []string{"api"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_config_reloads_total",
