@@ -1029,6 +1029,34 @@ func TestTakeAllExpiryOfTheWriter(t *testing.T) {
 	}
 }
 
+// TestRefundForeignStampClosed: Refund with a stamp that is not the
+// store's own (nil, as a wrapper store with no stamp passes on) fails with
+// an error wrapping sluice.ErrStoreClosed after Close and on the zero
+// Store, as every method does. (It answered false and nil, as an open
+// store.)
+func TestRefundForeignStampClosed(t *testing.T) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "r", Algorithm: sluice.GCRA, Limit: 5, Period: time.Second}
+	s := New(WithSweepInterval(0))
+	for _, stamp := range []any{nil, "foreign"} {
+		if ok, err := s.Refund(ctx, p, "k", stamp, 1); ok || err != nil {
+			t.Errorf("Refund(%v) on an open store: %v, %v; want false, nil", stamp, ok, err)
+		}
+	}
+	s.Close()
+	var zero Store
+	for _, st := range []struct {
+		name string
+		s    *Store
+	}{{"a closed Store", s}, {"the zero Store", &zero}} {
+		for _, stamp := range []any{nil, "foreign"} {
+			if ok, err := st.s.Refund(ctx, p, "k", stamp, 1); ok || !errors.Is(err, sluice.ErrStoreClosed) {
+				t.Errorf("Refund(%v) on %s: %v, %v; want false and an error wrapping sluice.ErrStoreClosed", stamp, st.name, ok, err)
+			}
+		}
+	}
+}
+
 // TestClosedEveryMethod: after Close every method that returns an error
 // returns one wrapping sluice.ErrStoreClosed, and a closed store admits
 // nothing. (Bind succeeded on the old code.)
