@@ -4,10 +4,13 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -138,5 +141,53 @@ func TestReplicasIntervalBelowTTL(t *testing.T) {
 	}
 	if _, err := NewReplicas(s, "a", time.Second, 1001*time.Millisecond); err != nil {
 		t.Errorf("interval 1s, ttl 1.001s: %v", err)
+	}
+}
+
+// TestZeroReplicas: the zero Replicas (a field of a struct, say) and a nil
+// *Replicas count 1, and Beat, Leave and Run neither panic nor block: Beat
+// and Leave fail with an error wrapping sluice.ErrStoreClosed, as the zero
+// stores do, and Run reports it once and returns. (Beat and Leave
+// dereferenced the nil store; Run panicked on a ticker of interval 0.) It
+// needs no Redis.
+func TestZeroReplicas(t *testing.T) {
+	for _, z := range []struct {
+		name string
+		r    *Replicas
+	}{{"the zero Replicas", new(Replicas)}, {"a nil *Replicas", nil}} {
+		r := z.r
+		synctest.Test(t, func(t *testing.T) {
+			ctx := t.Context()
+			call := func(name string, f func() error) {
+				t.Helper()
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("%s: %s panicked: %v", z.name, name, p)
+					}
+				}()
+				if err := f(); !errors.Is(err, sluice.ErrStoreClosed) {
+					t.Errorf("%s: %s: %v, want an error wrapping sluice.ErrStoreClosed", z.name, name, err)
+				}
+			}
+			if n := r.Replicas(); n != 1 {
+				t.Errorf("%s: Replicas() = %d, want 1", z.name, n)
+			}
+			call("Beat", func() error {
+				n, err := r.Beat(ctx)
+				if n != 1 {
+					t.Errorf("%s: Beat counted %d, want 1", z.name, n)
+				}
+				return err
+			})
+			call("Leave", func() error { return r.Leave(ctx) })
+			call("Run", func() error {
+				var errs []error
+				r.Run(ctx, func(err error) { errs = append(errs, err) })
+				if len(errs) != 1 {
+					t.Errorf("%s: Run reported %d errors, want 1: %v", z.name, len(errs), errs)
+				}
+				return errors.Join(errs...)
+			})
+		})
 	}
 }
