@@ -38,7 +38,7 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 	var st model.State
 	if t := sh.table(c.pt); t != nil {
 		if _, e := t.find(h, key); e >= 0 {
-			st = t.get(e)
+			st = t.stateOn(e, c)
 			st.Log = nil
 		}
 	}
@@ -74,16 +74,18 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp mod
 	if t == nil {
 		return false, nil
 	}
-	sh.recompile(t, c)
 	slot, e := t.find(h, key)
 	if e < 0 {
 		return false, nil
 	}
-	sh.retireIf(t, e) // its row may change
-	next, ok := c.model.Give(t.get(e), stamp, units)
-	if !ok {
+	// A stamp is of c's grid (1/c.den ns): on another, the key was last
+	// written under other parameters of c's name, and nothing is given back
+	// (as on Redis). Nothing is written then either.
+	next, ok := c.model.Give(t.stateOn(e, c), stamp, units)
+	if !ok || t.kind == bucketKind && t.den != c.den {
 		return false, nil
 	}
+	sh.retireIf(t, e) // its row changes
 	if exp := c.model.ExpiresAt(next); exp <= now && !t.outlives(c, next, now) {
 		sh.remove(t, slot, e)
 		sh.expired.Add(1)

@@ -4,6 +4,7 @@ package memstore
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -34,7 +35,9 @@ func hotLive(s *Store, p sluice.Policy, key string) bool {
 // sharing one shard, so that keys turn hot, are replaced, retired and
 // revived, through every operation that changes a row behind the copy:
 // takes, batches, TakeStamped and Give, Reset, sweeps, and the named policy
-// reconfigured (its bucket fractions converted). (The clock does not step
+// reconfigured (its bucket fractions moved to the new grid at the first
+// admission under it, and until then read rounded up onto it: a refusal
+// or a peek writes nothing). (The clock does not step
 // back: the store forgets a key once its state has expired, which the
 // model's state, kept here, would not be after the clock stepped back.)
 // Every decision must be the model's; and many must have been decided on
@@ -58,7 +61,27 @@ func TestHotKeyMatchesModel(t *testing.T) {
 				models[i] = must2(model.New(v))
 			}
 			cur := 0
+			// The oracle's states are on the grid of the table's rows (for
+			// the bucket kinds, fractions of 1/grid ns): that of the last
+			// admission recorded. A take reads them rounded up onto its
+			// model's grid (view); an admission moves them all there
+			// (record), as the table does.
 			oracle := map[string]model.State{}
+			grid := models[0].Denominator()
+			view := func(m *model.Model) map[string]model.State {
+				v := make(map[string]model.State, len(oracle))
+				for k, st := range oracle {
+					if p.Algorithm.IsBucket() {
+						st.Time, st.Frac = convFrac(st.Time, st.Frac, grid, m.Denominator())
+					}
+					v[k] = st
+				}
+				return v
+			}
+			record := func(m *model.Model) {
+				maps.Copy(oracle, view(m))
+				grid = m.Denominator()
+			}
 			keys := []string{"a", "b", "c", "a-key-longer-than-sixteen-bytes"}
 			now := int64(time.Hour)
 			var fast, steps int
@@ -77,14 +100,7 @@ func TestHotKeyMatchesModel(t *testing.T) {
 				m := models[cur]
 				switch r := rng.IntN(1000); {
 				case r < 3: // the policy reconfigured
-					next := 1 - cur
-					if p.Algorithm.IsBucket() {
-						for k, st := range oracle {
-							st.Time, st.Frac = convFrac(st.Time, st.Frac, models[cur].Denominator(), models[next].Denominator())
-							oracle[k] = st
-						}
-					}
-					cur = next
+					cur = 1 - cur
 				case r < 8:
 					if err := s.Reset(ctx, versions[cur], key); err != nil {
 						t.Fatal(err)
@@ -97,7 +113,12 @@ func TestHotKeyMatchesModel(t *testing.T) {
 					if rng.IntN(2) == 0 {
 						reqs = append(reqs, req(versions[cur], key, rng.Int64N(2)))
 					}
-					want, _ := modelBatch(oracle, reqs, now, func(i int) string { return reqs[i].Key }, func(int) *model.Model { return m })
+					v := view(m)
+					want, ok := modelBatch(v, reqs, now, func(i int) string { return reqs[i].Key }, func(int) *model.Model { return m })
+					if ok { // reqs[0] has cost 1: an admission recorded
+						record(m)
+						maps.Copy(oracle, v)
+					}
 					got := make([]sluice.Decision, len(reqs))
 					if err := s.TakeAll(ctx, reqs, got); err != nil {
 						t.Fatal(err)
@@ -106,8 +127,11 @@ func TestHotKeyMatchesModel(t *testing.T) {
 						t.Fatalf("step %d: batch %+v: got %+v, want %+v", step, reqs, got, want)
 					}
 				case r < 60 && p.Algorithm != sluice.SlidingLog: // take, then give some back
-					var want sluice.Decision
-					oracle[key], want = m.Take(oracle[key], now, 2)
+					next, want := m.Take(view(m)[key], now, 2)
+					if want.Allowed {
+						record(m)
+						oracle[key] = next
+					}
 					got, stamp, err := s.TakeStamped(ctx, versions[cur], key, 2)
 					if err != nil {
 						t.Fatal(err)
@@ -136,8 +160,11 @@ func TestHotKeyMatchesModel(t *testing.T) {
 						cost = p.Limit + 1 // impossible
 					}
 					hot := hotLive(s, versions[cur], key)
-					var want sluice.Decision
-					oracle[key], want = m.Take(oracle[key], now, cost)
+					next, want := m.Take(view(m)[key], now, cost)
+					if want.Allowed && cost > 0 {
+						record(m)
+						oracle[key] = next
+					}
 					got := must(s.Take(ctx, versions[cur], key, cost))
 					if got != want {
 						t.Fatalf("step %d: t=%d key %s cost %d (hot %v): got %+v, want %+v", step, now, key, cost, hot, got, want)

@@ -22,11 +22,12 @@ func (s *Store) TakeRefundable(ctx context.Context, p sluice.Policy, key string,
 }
 
 // Refund is Give for a stamp from TakeRefundable; a stamp of another kind
-// gives nothing back.
+// (or none) gives nothing back. Its errors are Give's: after Close, and on
+// the zero Store, whatever the stamp.
 func (s *Store) Refund(ctx context.Context, p sluice.Policy, key string, stamp any, units int64) (bool, error) {
 	st, ok := stamp.(model.State)
 	if !ok {
-		return false, nil
+		return false, s.ready(ctx, "refund", key)
 	}
 	return s.Give(ctx, p, key, st, units)
 }

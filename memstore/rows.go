@@ -351,6 +351,17 @@ func (t *table) outlives(c *compiled, st model.State, now int64) bool {
 	return t.kind != bucketKind && l != nil && l.period > c.period && l.model.ExpiresAt(st) > now
 }
 
+// stateOn returns the state of entry e as c reads it: for the bucket kind,
+// with its TAT rounded up to c's grid (1/c.den ns), which it need not be
+// stored on (see shard.takeOffGrid). Nothing is written.
+func (t *table) stateOn(e int, c *compiled) model.State {
+	st := t.get(e)
+	if t.kind == bucketKind {
+		st.Time, st.Frac = convFrac(st.Time, st.Frac, t.den, c.den)
+	}
+	return st
+}
+
 // setDen re-expresses the stored fractions in units of 1/den, rounding up
 // (a TAT never moves earlier), when a reconfigured policy changed the
 // denominator, moving the rows to the layout den needs.

@@ -28,7 +28,7 @@ type semKey struct{ name, key string }
 // Release and Extend fail with ErrClosed after Close, with the context's
 // error if it is already done, and for a ttl ≤ 0 or past sluice.MaxPeriod.
 func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int64, ttl time.Duration) (inflight.Slots, error) {
-	if err := s.semCheck(ctx, "acquire", key); err != nil {
+	if err := s.ready(ctx, "acquire", key); err != nil {
 		return inflight.Slots{}, err
 	}
 	if ttl <= 0 || ttl > sluice.MaxPeriod {
@@ -45,7 +45,7 @@ func (s *Store) Acquire(ctx context.Context, name, key, holder string, limit int
 
 // Release implements inflight.Semaphore.
 func (s *Store) Release(ctx context.Context, name, key, holder string) (inflight.Slots, error) {
-	if err := s.semCheck(ctx, "release", key); err != nil {
+	if err := s.ready(ctx, "release", key); err != nil {
 		return inflight.Slots{}, err
 	}
 	return s.sem.do(s.now(), name, key, func(hs map[string]int64, _ int64) bool {
@@ -57,7 +57,7 @@ func (s *Store) Release(ctx context.Context, name, key, holder string) (inflight
 
 // Extend implements inflight.Semaphore.
 func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.Duration) (inflight.Slots, error) {
-	if err := s.semCheck(ctx, "extend", key); err != nil {
+	if err := s.ready(ctx, "extend", key); err != nil {
 		return inflight.Slots{}, err
 	}
 	if ttl <= 0 || ttl > sluice.MaxPeriod {
@@ -72,7 +72,9 @@ func (s *Store) Extend(ctx context.Context, name, key, holder string, ttl time.D
 	}), nil
 }
 
-func (s *Store) semCheck(ctx context.Context, op, key string) error {
+// ready returns the error of a call of op on key that cannot go on: a
+// closed or zero store, or a context that is done; else nil.
+func (s *Store) ready(ctx context.Context, op, key string) error {
 	switch {
 	case s.closed.Load():
 		return fmt.Errorf("memstore: %s %q: %w", op, key, ErrClosed)

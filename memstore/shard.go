@@ -175,6 +175,9 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	}
 	if t != nil {
 		if he := sh.hotp; he != nil && he.t == t && he.c != c || t.den != c.den {
+			if t.den != c.den && t.kind == bucketKind {
+				return sh.takeOffGrid(c, seed, t, h, k, key, cost, now, d)
+			}
 			sh.recompile(t, c)
 		}
 		slot, e = t.findHead(h, k, key)
@@ -194,7 +197,12 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 		}
 		return took
 	}
-	// A key the store does not hold: its state is the zero State.
+	return sh.takeAbsent(c, seed, h, key, cost, now, d)
+}
+
+// takeAbsent is take of a key the store does not hold: its state is the
+// zero State.
+func (sh *shard) takeAbsent(c *compiled, seed maphash.Seed, h uint64, key string, cost, now int64, d *sluice.Decision) outcome {
 	next, dec := c.model.Take(model.State{}, now, cost)
 	*d = dec
 	exp := c.model.ExpiresAt(next)
@@ -204,10 +212,12 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	if sh.quota > 0 && sh.n >= sh.quota {
 		sh.makeRoom(now, nil)
 	}
-	if t = sh.tableFor(c, seed); t == nil {
+	t := sh.tableFor(c, seed)
+	if t == nil {
 		return stale // died meanwhile: nothing was written
 	}
-	if e = t.insert(h, key); e < 0 {
+	e := t.insert(h, key)
+	if e < 0 {
 		if t.len() == 0 {
 			sh.dropTable(t)
 		}
@@ -216,6 +226,35 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	t.set(e, next)
 	sh.wrote(exp)
 	sh.added()
+	return took
+}
+
+// takeOffGrid is take under a bucket policy c whose emission interval's
+// grid (its denominator) is not the one t's rows are kept on: a named
+// policy reconfigured (sluice.Policy). The key's TAT is read rounded up to
+// c's grid, and t's rows move to c's grid (table.setDen) only to record an
+// admission: a refusal or a peek writes nothing, as on Redis. (Redis keeps
+// each key on the grid of its own last write; t keeps one grid for all its
+// rows, so an admission here also rounds up the TATs of t's other keys.)
+func (sh *shard) takeOffGrid(c *compiled, seed maphash.Seed, t *table, h uint64, k *keyHead, key string, cost, now int64, d *sluice.Decision) outcome {
+	slot, e := t.findHead(h, k, key)
+	if e < 0 {
+		return sh.takeAbsent(c, seed, h, key, cost, now, d)
+	}
+	st := t.get(e)
+	st.Time, st.Frac = convFrac(st.Time, st.Frac, t.den, c.den)
+	next, dec := c.model.Take(st, now, cost)
+	*d = dec
+	exp := c.model.ExpiresAt(next)
+	switch {
+	case exp <= now:
+		sh.remove(t, slot, e) // equivalent to none, on any grid
+		sh.expired.Add(1)
+	case dec.Allowed && cost > 0:
+		sh.recompile(t, c) // every row to c's grid; retires a hot key of t compiled otherwise
+		t.set(e, next)
+		sh.wrote(exp)
+	}
 	return took
 }
 

@@ -289,6 +289,100 @@ func TestReconfiguredPolicyKeepsState(t *testing.T) {
 	}
 }
 
+// TestReconfiguredRefusalWritesNothing: a named token bucket reconfigured
+// to another emission interval reads the stored TAT rounded up to the new
+// grid (sluice.Policy), but a request it refuses, a peek, a refused batch
+// and a Give that gives nothing back write nothing: the key's row and its
+// table's grid stay as they were, and a later charge under the first
+// parameters answers as if they had not been asked. (The old code wrote the
+// rounded-up TAT back: the last charge reported Debt one unit higher and
+// RetryAfter 1 ns later, where Redis, which keeps each key's grid, did not.)
+func TestReconfiguredRefusalWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	big := sluice.Policy{Name: "rtb", Algorithm: sluice.TokenBucket, Limit: 1 << 40, Period: time.Hour, Burst: 1 << 41}
+	small := sluice.Policy{Name: "rtb", Algorithm: sluice.TokenBucket, Limit: 5, Period: time.Second, Burst: 10}
+	between := []struct {
+		name string
+		ask  func(s *Store) error // refused, or gives nothing back
+	}{
+		{"none", nil},
+		{"refused Take", func(s *Store) error {
+			if d, err := s.Take(ctx, small, "k", 1); err != nil || d.Allowed {
+				return fmt.Errorf("%+v, %v: want a refusal", d, err)
+			}
+			return nil
+		}},
+		{"refused peek", func(s *Store) error {
+			if d, err := s.Take(ctx, small, "k", 0); err != nil || d.Allowed {
+				return fmt.Errorf("%+v, %v: want a refusal", d, err)
+			}
+			return nil
+		}},
+		{"refused TakeStamped", func(s *Store) error {
+			if d, _, err := s.TakeStamped(ctx, small, "k", 1); err != nil || d.Allowed {
+				return fmt.Errorf("%+v, %v: want a refusal", d, err)
+			}
+			return nil
+		}},
+		{"refused TakeAll", func(s *Store) error {
+			// Another key admitted, this one refused: nothing recorded.
+			out := make([]sluice.Decision, 2)
+			if err := s.TakeAll(ctx, []sluice.Request{req(small, "j", 1), req(small, "k", 1)}, out); err != nil || !out[0].Allowed || out[1].Allowed {
+				return fmt.Errorf("%+v, %v: want j admitted, k refused", out, err)
+			}
+			return nil
+		}},
+		{"Give of nothing", func(s *Store) error {
+			if ok, err := s.Give(ctx, small, "k", model.State{Time: 1}, 1); err != nil || ok {
+				return fmt.Errorf("%v, %v: want nothing given back", ok, err)
+			}
+			return nil
+		}},
+	}
+	var want sluice.Decision
+	for _, b := range between {
+		clock := sluicetest.NewClock(time.Unix(0, 1735730974710292966))
+		s := New(WithClock(clock), WithSweepInterval(0))
+		charge := func(n int64) sluice.Decision {
+			out := make([]sluice.Decision, 1)
+			if err := s.TakeAll(ctx, []sluice.Request{{Policy: big, Key: "k", Cost: n, Force: true}}, out); err != nil {
+				t.Fatal(err)
+			}
+			return out[0]
+		}
+		charge(1 << 41)
+		clock.Set(time.Unix(0, 1735737522066550676))
+		if d := must(s.Take(ctx, big, "k", 1)); !d.Allowed {
+			t.Fatalf("Take(1) under %v: %+v", big, d)
+		}
+		clock.Set(time.Unix(0, 1735737536052754610))
+		c, _ := s.compile(big)
+		h := hashString(s, "k")
+		tb := s.shardOf(h).table(c.pt)
+		_, e := tb.find(h, "k")
+		if e < 0 {
+			t.Fatal("key not stored")
+		}
+		row, den := tb.get(e), tb.den
+		if b.ask != nil {
+			if err := b.ask(s); err != nil {
+				t.Fatalf("%s under %v: %v", b.name, small, err)
+			}
+			if _, e := tb.find(h, "k"); e < 0 || tb.get(e).Time != row.Time || tb.get(e).Frac != row.Frac || tb.den != den {
+				t.Errorf("after a %s under %v: the row is %+v in 1/%d ns, want %+v in 1/%d", b.name, small, tb.get(e), tb.den, row, den)
+			}
+		}
+		clock.Set(time.Unix(0, 1735737547282124761))
+		got := charge(1 << 41)
+		if b.ask == nil {
+			want = got
+		} else if got != want {
+			t.Errorf("with a %s under %v in between, the last charge answers\n  %+v\nwithout it\n  %+v", b.name, small, got, want)
+		}
+		s.Close()
+	}
+}
+
 func TestConvFrac(t *testing.T) {
 	for _, c := range []struct{ ns, frac, from, to, wantNs, wantFrac int64 }{
 		{5, 0, 3, 7, 5, 0},
@@ -932,6 +1026,34 @@ func TestTakeAllExpiryOfTheWriter(t *testing.T) {
 	_, want := m.Take(st, clock.Now().UnixNano(), 0)
 	if got := must(s.Take(context.Background(), long, "k", 0)); got != want || got.Remaining != 6 {
 		t.Errorf("after the batch: %+v, want %+v", got, want)
+	}
+}
+
+// TestRefundForeignStampClosed: Refund with a stamp that is not the
+// store's own (nil, as a wrapper store with no stamp passes on) fails with
+// an error wrapping sluice.ErrStoreClosed after Close and on the zero
+// Store, as every method does. (It answered false and nil, as an open
+// store.)
+func TestRefundForeignStampClosed(t *testing.T) {
+	ctx := context.Background()
+	p := sluice.Policy{Name: "r", Algorithm: sluice.GCRA, Limit: 5, Period: time.Second}
+	s := New(WithSweepInterval(0))
+	for _, stamp := range []any{nil, "foreign"} {
+		if ok, err := s.Refund(ctx, p, "k", stamp, 1); ok || err != nil {
+			t.Errorf("Refund(%v) on an open store: %v, %v; want false, nil", stamp, ok, err)
+		}
+	}
+	s.Close()
+	var zero Store
+	for _, st := range []struct {
+		name string
+		s    *Store
+	}{{"a closed Store", s}, {"the zero Store", &zero}} {
+		for _, stamp := range []any{nil, "foreign"} {
+			if ok, err := st.s.Refund(ctx, p, "k", stamp, 1); ok || !errors.Is(err, sluice.ErrStoreClosed) {
+				t.Errorf("Refund(%v) on %s: %v, %v; want false and an error wrapping sluice.ErrStoreClosed", stamp, st.name, ok, err)
+			}
+		}
 	}
 }
 

@@ -161,10 +161,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		o := &ws[w.owner]
 		if w.owner == i {
 			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt); t != nil {
-				sh.recompile(t, w.c)
 				if _, e := t.find(w.h, r.Key); e >= 0 {
 					sh.retireIf(t, e) // the batch may change its row
-					o.st = t.get(e)
+					o.st = t.stateOn(e, w.c)
 					if w.c.kind == logKind && o.takes > 0 {
 						if sp := t.logRow(e).spill; sp != nil {
 							sp.makeRoom(o.takes)
@@ -207,10 +206,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			}
 			w := &ws[i]
 			var st model.State
-			if sh, t := &s.shards[w.sh], s.shards[w.sh].table(w.c.pt); t != nil {
-				sh.recompile(t, w.c)
+			if t := s.shards[w.sh].table(w.c.pt); t != nil {
 				if _, e := t.find(w.h, r.Key); e >= 0 {
-					st = t.get(e)
+					st = t.stateOn(e, w.c)
 				}
 			}
 			_, out[i] = w.c.model.Take(st, now, 0)
@@ -250,7 +248,8 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 					w.spill.committed(w.live, w.appended, len(w.st.Log))
 					sh.wrote(exp)
 				case w.wrote != nil:
-					t.set(e, w.stateIn(t.den))
+					sh.recompile(t, w.last) // w.st's grid
+					t.set(e, w.st)
 					sh.wrote(exp)
 				}
 				continue
@@ -264,6 +263,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			continue
 		}
 		t := sh.tableFor(c, s.seed) // pinned: not nil
+		sh.recompile(t, w.last)     // w.st's grid
 		e := t.insert(w.h, r.Key)
 		if e < 0 {
 			if t.len() == 0 {
@@ -272,19 +272,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			err = fmt.Errorf("memstore: take all: request %d (key %q): %w", i, r.Key, errFull)
 			continue
 		}
-		t.set(e, w.stateIn(t.den))
+		t.set(e, w.st)
 		sh.wrote(exp)
 		sh.added()
 	}
 	return err
-}
-
-// stateIn returns the working state to store, with its fraction in units
-// of 1/den.
-func (w *work) stateIn(den int64) model.State {
-	st := w.st
-	if w.c.kind == bucketKind {
-		st.Time, st.Frac = convFrac(st.Time, st.Frac, w.den, den)
-	}
-	return st
 }

@@ -54,3 +54,35 @@ func TestClosedErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRefundForeignStampClosed: Refund with a stamp that is not the
+// store's own (nil, as a wrapper store with no stamp passes on) fails with
+// an error wrapping sluice.ErrStoreClosed after Close and on the zero
+// Store, as every method does. (It answered false and nil, as an open
+// store.) It needs no Redis.
+func TestRefundForeignStampClosed(t *testing.T) {
+	ctx := t.Context()
+	p := sluice.Policy{Name: "r", Algorithm: sluice.GCRA, Limit: 5, Period: time.Second}
+	s, err := redisstore.Open("redis://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stamp := range []any{nil, "foreign"} {
+		if ok, err := s.Refund(ctx, p, "k", stamp, 1); ok || err != nil {
+			t.Errorf("Refund(%v) on an open store: %v, %v; want false, nil", stamp, ok, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []struct {
+		name string
+		s    *redisstore.Store
+	}{{"a closed Store", s}, {"the zero Store", new(redisstore.Store)}} {
+		for _, stamp := range []any{nil, "foreign"} {
+			if ok, err := st.s.Refund(ctx, p, "k", stamp, 1); ok || !errors.Is(err, sluice.ErrStoreClosed) {
+				t.Errorf("Refund(%v) on %s: %v, %v; want false and an error wrapping sluice.ErrStoreClosed", stamp, st.name, ok, err)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/model"
@@ -22,10 +23,17 @@ func (s *Store) TakeRefundable(ctx context.Context, p sluice.Policy, key string,
 }
 
 // Refund is Give for a stamp from TakeRefundable; a stamp of another kind
-// gives nothing back.
+// (or none) gives nothing back. After Close, and on the zero Store, it
+// fails as Give does, whatever the stamp.
 func (s *Store) Refund(ctx context.Context, p sluice.Policy, key string, stamp any, units int64) (bool, error) {
 	st, ok := stamp.(model.State)
-	if !ok {
+	switch {
+	case ok:
+	case s.closed.Load():
+		return false, fmt.Errorf("redisstore: refund %q: %w", key, errClosed)
+	case s.dial == nil && s.conn.Load() == nil:
+		return false, fmt.Errorf("redisstore: refund %q: %w", key, errZero)
+	default:
 		return false, nil
 	}
 	return s.Give(ctx, p, key, st, units)

@@ -56,6 +56,10 @@ var heartbeatScript = rueidis.NewLuaScript(heartbeatSource)
 // counting it, keep their shares. A replica that left (Leave) is thus still
 // counted, by the others, for up to the TTL: their shares are smaller for
 // that long, never larger.
+//
+// Make one with NewReplicas. The zero Replicas (and a nil *Replicas) counts
+// over no store: Replicas is 1, Beat and Leave fail with an error wrapping
+// sluice.ErrStoreClosed, and Run reports that error once and returns.
 type Replicas struct {
 	store    *Store
 	id       string
@@ -75,6 +79,10 @@ type beatSeen struct {
 }
 
 var _ sluice.ReplicaCounter = (*Replicas)(nil)
+
+// errZeroReplicas is every error of the zero Replicas: like a closed
+// store's.
+var errZeroReplicas = fmt.Errorf("the zero Replicas has no store (make one with NewReplicas): %w", sluice.ErrStoreClosed)
 
 // NewReplicas returns the replica counter of the replica id (unique in the
 // fleet: a host name and process id, say) over s, which Run beats every
@@ -110,12 +118,20 @@ func NewReplicas(s *Store, id string, interval, ttl time.Duration) (*Replicas, e
 type heartbeatCall struct{}
 
 // Replicas returns the count the last successful beat saw (at least 1).
-func (r *Replicas) Replicas() int { return int(max(r.n.Load(), 1)) }
+func (r *Replicas) Replicas() int {
+	if r == nil {
+		return 1
+	}
+	return int(max(r.n.Load(), 1))
+}
 
 // Beat counts this replica in for the TTL and returns the number of
 // replicas counted in Redis now (Replicas may answer more: the largest
 // count of the last TTL). On an error the count stays as it was.
 func (r *Replicas) Beat(ctx context.Context) (int, error) {
+	if r == nil || r.store == nil {
+		return 1, fmt.Errorf("redisstore: heartbeat: %w", errZeroReplicas)
+	}
 	s := r.store
 	ctx = context.WithValue(ctx, heartbeatCall{}, true)
 	if s.closed.Load() {
@@ -157,6 +173,9 @@ func (r *Replicas) record(n int64, now time.Time) int64 {
 // Leave removes this replica from the count at once (on a graceful
 // shutdown), instead of when its last beat expires.
 func (r *Replicas) Leave(ctx context.Context) error {
+	if r == nil || r.store == nil {
+		return fmt.Errorf("redisstore: heartbeat: leave: %w", errZeroReplicas)
+	}
 	s := r.store
 	ctx = context.WithValue(ctx, heartbeatCall{}, true)
 	if s.closed.Load() {
@@ -181,6 +200,12 @@ func (r *Replicas) Leave(ctx context.Context) error {
 // Failed beats are skipped (the count stays); onError, if not nil, is
 // called with each error.
 func (r *Replicas) Run(ctx context.Context, onError func(error)) {
+	if r == nil || r.store == nil {
+		if _, err := r.Beat(ctx); onError != nil {
+			onError(err)
+		}
+		return
+	}
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
 	for {

@@ -4,10 +4,13 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -141,6 +144,7 @@ func TestReplicasIntervalBelowTTL(t *testing.T) {
 	}
 }
 
+<<<<<<< HEAD
 // TestBeatTimeoutIsNoCallerTimeout: a heartbeat that runs out of its own
 // deadline on a stalled Redis (Run bounds each beat by the interval) is
 // counted in Stats.HeartbeatTimeouts, not in CallerTimeouts: no caller
@@ -171,5 +175,52 @@ func TestBeatTimeoutIsNoCallerTimeout(t *testing.T) {
 	}
 	if st := s.Stats(); st.HeartbeatTimeouts != 3 || st.CallerTimeouts != 0 || st.Errors != 0 || st.BreakerOpens != 0 {
 		t.Fatalf("3 beats timed out on a paused Redis: %+v; want 3 heartbeat timeouts, no caller timeout, no error, the breaker closed", st)
+=======
+// TestZeroReplicas: the zero Replicas (a field of a struct, say) and a nil
+// *Replicas count 1, and Beat, Leave and Run neither panic nor block: Beat
+// and Leave fail with an error wrapping sluice.ErrStoreClosed, as the zero
+// stores do, and Run reports it once and returns. (Beat and Leave
+// dereferenced the nil store; Run panicked on a ticker of interval 0.) It
+// needs no Redis.
+func TestZeroReplicas(t *testing.T) {
+	for _, z := range []struct {
+		name string
+		r    *Replicas
+	}{{"the zero Replicas", new(Replicas)}, {"a nil *Replicas", nil}} {
+		r := z.r
+		synctest.Test(t, func(t *testing.T) {
+			ctx := t.Context()
+			call := func(name string, f func() error) {
+				t.Helper()
+				defer func() {
+					if p := recover(); p != nil {
+						t.Errorf("%s: %s panicked: %v", z.name, name, p)
+					}
+				}()
+				if err := f(); !errors.Is(err, sluice.ErrStoreClosed) {
+					t.Errorf("%s: %s: %v, want an error wrapping sluice.ErrStoreClosed", z.name, name, err)
+				}
+			}
+			if n := r.Replicas(); n != 1 {
+				t.Errorf("%s: Replicas() = %d, want 1", z.name, n)
+			}
+			call("Beat", func() error {
+				n, err := r.Beat(ctx)
+				if n != 1 {
+					t.Errorf("%s: Beat counted %d, want 1", z.name, n)
+				}
+				return err
+			})
+			call("Leave", func() error { return r.Leave(ctx) })
+			call("Run", func() error {
+				var errs []error
+				r.Run(ctx, func(err error) { errs = append(errs, err) })
+				if len(errs) != 1 {
+					t.Errorf("%s: Run reported %d errors, want 1: %v", z.name, len(errs), errs)
+				}
+				return errors.Join(errs...)
+			})
+		})
+>>>>>>> fixlib
 	}
 }

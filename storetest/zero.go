@@ -61,6 +61,10 @@ func ZeroStore[S any](t *testing.T, calls map[string]func(s *S) error, noError .
 			return err
 		},
 		"Refund": func(s any) error {
+			// A stamp that is not the store's own (none) fails the same.
+			if _, err := s.(sluice.Refunder).Refund(ctx, p, "k", nil, 1); !errors.Is(err, sluice.ErrStoreClosed) {
+				t.Errorf("Refund with no stamp on the zero store: %v, want an error wrapping sluice.ErrStoreClosed", err)
+			}
 			_, err := s.(sluice.Refunder).Refund(ctx, p, "k", model.State{}, 1)
 			return err
 		},
