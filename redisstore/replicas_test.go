@@ -144,7 +144,6 @@ func TestReplicasIntervalBelowTTL(t *testing.T) {
 	}
 }
 
-<<<<<<< HEAD
 // TestBeatTimeoutIsNoCallerTimeout: a heartbeat that runs out of its own
 // deadline on a stalled Redis (Run bounds each beat by the interval) is
 // counted in Stats.HeartbeatTimeouts, not in CallerTimeouts: no caller
@@ -175,7 +174,9 @@ func TestBeatTimeoutIsNoCallerTimeout(t *testing.T) {
 	}
 	if st := s.Stats(); st.HeartbeatTimeouts != 3 || st.CallerTimeouts != 0 || st.Errors != 0 || st.BreakerOpens != 0 {
 		t.Fatalf("3 beats timed out on a paused Redis: %+v; want 3 heartbeat timeouts, no caller timeout, no error, the breaker closed", st)
-=======
+	}
+}
+
 // TestZeroReplicas: the zero Replicas (a field of a struct, say) and a nil
 // *Replicas count 1, and Beat, Leave and Run neither panic nor block: Beat
 // and Leave fail with an error wrapping sluice.ErrStoreClosed, as the zero
@@ -221,6 +222,5 @@ func TestZeroReplicas(t *testing.T) {
 				return errors.Join(errs...)
 			})
 		})
->>>>>>> fixlib
 	}
 }
