@@ -80,8 +80,9 @@ type Store struct {
 	target  time.Duration
 	clock   clock.Clock
 	use     func(sluice.Policy) bool
-	tables  sync.Map     // sluice.Policy → *table
-	count   atomic.Int64 // tables held, about
+	tables  sync.Map      // sluice.Policy → *table
+	count   atomic.Int64  // tables held, about
+	seq     atomic.Uint64 // the last table's seq
 	pruning atomic.Bool
 	closed  atomic.Bool
 }
@@ -196,14 +197,26 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 
 // TakeAll is the wrapped store's TakeAll: an all-or-nothing batch is
 // decided by the store itself, outside the leases (which only ever hold
-// capacity the store already counts as taken). So a charge
-// (sluice.Request.Force, Limiter.Charge) goes straight to the wrapped
-// store: the key's debt is there for every replica at once, and a lease
-// spends only what it took before the charge.
+// capacity the store already counts as taken). A charge
+// (sluice.Request.Force of a cost above 0: Limiter.Charge, a Reservation
+// committed above its estimate) first ends this Store's block of the key
+// under that policy, giving its unspent units back (Giver) and dropping a
+// refusal being reused, and holds the key's lease until the store answers;
+// so the key's debt is in the store for every process at once, and this
+// process's next request of the key asks the store (see the package
+// documentation for what holds of other processes' blocks).
+//
+// Errors: the wrapped store's, and the caller's context error when ctx
+// ends while a charge waits for another request of its key.
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
 	if s.next == nil {
 		return errZero
 	}
+	held, err := s.endCharged(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	defer unlockAll(held)
 	return s.next.TakeAll(ctx, reqs, out)
 }
 

@@ -261,3 +261,106 @@ func TestChargeReachesStore(t *testing.T) {
 		t.Fatalf("the charge went through the lease: %+v, was %+v", st, held)
 	}
 }
+
+// TestChargeEndsBlock: a charge through the lease store (Limiter.Charge,
+// "the key is then in debt and refuses until that is paid back") ends this
+// process's block of the key, giving its unspent units back, so the next
+// request asks the store and is refused, as the exact model of one key
+// refuses it (the package's Contract). Before, the block kept admitting: 10
+// of 10 requests after a Charge that answered Allowed false, Debt 109. A
+// refusal being reused is dropped too: its RetryAfter, from before the
+// charge, would be early.
+func TestChargeEndsBlock(t *testing.T) {
+	ctx := context.Background()
+	clk := sluicetest.NewClock(time.Unix(0, 0))
+	p := sluice.Policy{Name: "llm", Algorithm: sluice.TokenBucket, Limit: 100, Period: time.Second, Burst: 100}
+	ls := lease.New(memstore.New(memstore.WithClock(clk), memstore.WithSweepInterval(0)), lease.WithClock(clk))
+	defer ls.Close()
+	lim, err := sluice.NewLimiter(ls, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		if d, err := lim.Allow(ctx, "tenant"); err != nil || !d.Allowed {
+			t.Fatalf("warm-up Allow: %+v %v", d, err)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	held := ls.Stats(p).Taken - ls.Stats(p).Spent
+	if held == 0 {
+		t.Fatal("no live block before the charge: the test needs one")
+	}
+	d, err := lim.Charge(ctx, "tenant", 150)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || d.Debt == 0 {
+		t.Fatalf("Charge(150) left the key admitting: %+v", d)
+	}
+	if s := ls.Stats(p); s.Returned != held {
+		t.Errorf("the charge gave back %d of the %d units the block held", s.Returned, held)
+	}
+	admitted := 0
+	for range 10 {
+		if d, err := lim.Allow(ctx, "tenant"); err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	if admitted > 0 {
+		t.Errorf("after Charge answered Allowed false (key in debt), %d of 10 Allow calls at the same instant were admitted", admitted)
+	}
+	if d, err := lim.AllowN(ctx, "tenant", 0); err != nil || d.Allowed {
+		t.Errorf("a peek after the charge: %+v %v; want refused", d, err)
+	}
+
+	// A refusal reused from before a charge: T = 100 ms, the key emptied
+	// at t0, its refusal (RetryAfter 100 ms) reused until then.
+	p2 := sluice.Policy{Name: "reuse", Algorithm: sluice.TokenBucket, Limit: 10, Period: time.Second}
+	lim2, err := sluice.NewLimiter(ls, p2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if d, err := lim2.Allow(ctx, "k"); err != nil || !d.Allowed {
+			t.Fatalf("Allow: %+v %v", d, err)
+		}
+	}
+	calls := ls.Stats(p2).StoreCalls
+	for range 2 {
+		if d, err := lim2.Allow(ctx, "k"); err != nil || d.Allowed {
+			t.Fatalf("Allow on the empty key: %+v %v", d, err)
+		}
+	}
+	if ls.Stats(p2).StoreCalls-calls != 1 {
+		t.Fatalf("the refusal was not reused (%d store calls): the test needs it", ls.Stats(p2).StoreCalls-calls)
+	}
+	charged, err := lim2.Charge(ctx, "k", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := lim2.Allow(ctx, "k"); err != nil || d.Allowed || d.RetryAfter < charged.RetryAfter {
+		t.Errorf("Allow after Charge(50) (RetryAfter %v): %+v %v; want refused, RetryAfter at least the charge's", charged.RetryAfter, d, err)
+	}
+
+	// A reservation that spent its block to the last unit (the first block
+	// of a key is the request's size), then a charge: the reservation's
+	// commit below its estimate puts nothing back into the ended block.
+	p3 := sluice.Policy{Name: "last", Algorithm: sluice.FixedWindow, Limit: 10, Period: time.Hour}
+	lim3, err := sluice.NewLimiter(ls, p3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := lim3.Reserve(ctx, "k", 4)
+	if err != nil || !r.Decision.Allowed {
+		t.Fatalf("Reserve(4): %+v %v", r.Decision, err)
+	}
+	if _, err := lim3.Charge(ctx, "k", 20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Commit(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := lim3.Allow(ctx, "k"); err != nil || d.Allowed {
+		t.Errorf("Allow after Reserve(4), Charge(20), Commit(1) in a window of 10: %+v %v; want refused", d, err)
+	}
+}

@@ -3,9 +3,12 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +21,7 @@ import (
 // policy's sluice.BoundPolicy.
 type table struct {
 	s      *Store
+	seq    uint64 // the order in which TakeAll locks keys of several tables
 	p      sluice.Policy
 	model  *model.Model
 	fixed  bool  // fixed-window: a block lasts until its window ends
@@ -67,7 +71,7 @@ type lease struct {
 }
 
 func newTable(s *Store, p sluice.Policy, m *model.Model) *table {
-	lt := &table{s: s, p: p, model: m, fixed: p.Algorithm == sluice.FixedWindow, burst: p.Capacity(), seed: maphash.MakeSeed()}
+	lt := &table{s: s, seq: s.seq.Add(1), p: p, model: m, fixed: p.Algorithm == sluice.FixedWindow, burst: p.Capacity(), seed: maphash.MakeSeed()}
 	for i := range lt.shards {
 		lt.shards[i].m = make(map[string]*lease)
 		lt.shards[i].sweep = 64
@@ -297,16 +301,13 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 	}
 	// The block is spent or has lapsed: give back what is left, then take
 	// a new one.
-	if !e.dead {
-		e.dead = true
-		if e.left > 0 {
-			// The block lapsed before it was spent: this key's demand here
-			// is below the block size (or the refill rate); the next block
-			// grows from what this one used.
-			e.want = max(1, (e.size-e.left)/2)
-			lt.give(ctx, key, e)
-		}
+	if !e.dead && e.left > 0 {
+		// The block lapsed before it was spent: this key's demand here
+		// is below the block size (or the refill rate); the next block
+		// grows from what this one used.
+		e.want = max(1, (e.size-e.left)/2)
 	}
+	lt.end(ctx, key, e)
 	k := lt.size(e, now, n)
 	g := lt.s.giver
 	stamped := g != nil
@@ -420,6 +421,18 @@ func (lt *table) size(e *lease, now, n int64) int64 {
 	return k
 }
 
+// end ends e's block, giving its unspent units back to the store where it
+// takes them back, and drops a refusal being reused. e is locked.
+func (lt *table) end(ctx context.Context, key string, e *lease) {
+	if !e.dead {
+		e.dead = true
+		if e.left > 0 {
+			lt.give(ctx, key, e)
+		}
+	}
+	e.refusedUntil = 0
+}
+
 // give returns e's unspent units to the store, if it can take them back.
 // A failure only means they stay taken until they expire.
 func (lt *table) give(ctx context.Context, key string, e *lease) {
@@ -450,14 +463,85 @@ func (lt *table) release(ctx context.Context) error {
 			if err := e.lock(ctx); err != nil {
 				return fmt.Errorf("lease: policy %q: releasing leases: %w", lt.p.Name, err)
 			}
-			if !e.dead {
-				e.dead = true
-				if e.left > 0 {
-					lt.give(ctx, keys[j], e)
-				}
-			}
+			lt.end(ctx, keys[j], e)
 			e.unlock()
 		}
 	}
 	return nil
+}
+
+// charged is one key whose block a charge ends.
+type charged struct {
+	t   *table
+	key string
+	e   *lease
+}
+
+// endCharged ends the blocks of the keys that reqs charge (Force, cost
+// above 0) and leaves their leases locked, so that no request of those
+// keys is decided here until the charge is recorded; the caller unlocks
+// them (unlockAll). Keys are locked in one global order (the tables'
+// seq, then the key), so that two batches never wait for each other.
+func (s *Store) endCharged(ctx context.Context, reqs []sluice.Request) ([]charged, error) {
+	var cs []charged
+	for _, r := range reqs {
+		if !r.Force || r.Cost <= 0 {
+			continue
+		}
+		v, ok := s.tables.Load(r.Policy)
+		if !ok {
+			continue // never leased here
+		}
+		cs = append(cs, charged{t: v.(*table), key: r.Key})
+	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(cs, func(a, b charged) int {
+		return cmp.Or(cmp.Compare(a.t.seq, b.t.seq), strings.Compare(a.key, b.key))
+	})
+	cs = slices.CompactFunc(cs, func(a, b charged) bool { return a.t == b.t && a.key == b.key })
+	locked := cs[:0]
+	for _, c := range cs {
+		e, err := c.t.lockKey(ctx, c.key)
+		if err != nil {
+			unlockAll(locked)
+			return nil, fmt.Errorf("lease: policy %q: key %q: charge: waiting for the key's lease: %w", c.t.p.Name, c.key, err)
+		}
+		if e == nil {
+			continue // no lease of the key here
+		}
+		c.t.end(ctx, c.key, e)
+		c.e = e
+		locked = append(locked, c)
+	}
+	return locked, nil
+}
+
+// unlockAll unlocks the leases endCharged locked.
+func unlockAll(cs []charged) {
+	for _, c := range cs {
+		c.e.unlock()
+	}
+}
+
+// lockKey locks key's lease in the table and returns it, or nil when the
+// table holds none.
+func (lt *table) lockKey(ctx context.Context, key string) (*lease, error) {
+	sh := &lt.shards[maphash.String(lt.seed, key)%uint64(len(lt.shards))]
+	for {
+		sh.mu.Lock()
+		e := sh.m[key]
+		sh.mu.Unlock()
+		if e == nil {
+			return nil, nil
+		}
+		if err := e.lock(ctx); err != nil {
+			return nil, err
+		}
+		if !e.removed {
+			return e, nil
+		}
+		e.unlock() // swept meanwhile: look again
+	}
 }
