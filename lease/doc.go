@@ -15,7 +15,7 @@
 // and at most half of what the store had left at the last take, so blocks
 // shrink to single requests when the shared capacity runs low. Unspent
 // units go back (Giver) when a block lapses, and when the limiter is
-// retired (Store.Release, Store.ReleaseAll; serve calls them on shutdown and
+// retired (Store.ReleasePolicy, Store.ReleaseAll; serve calls them on shutdown and
 // for rules a reload replaces). A refusal by a store that has
 // no whole unit left is reused locally until the store can have one. A
 // decision made from a block reports as Remaining the store's Remaining
@@ -32,7 +32,20 @@
 // it holds the key until the store has answered. This process's next
 // request of the key therefore asks the store, which refuses while the key
 // is in debt. Blocks that other processes hold are not ended: see the
-// Contract. A peek (cost 0)
+// Contract.
+//
+// A Store forwards the capabilities of the store it wraps that the packages
+// above look for (sluice.Refunder, Giver, shard.Keyer, inflight.Semaphore;
+// see sluice.Store) for the policies it does not lease, with each one's
+// neutral answer where that store lacks it; in-flight slots and shard keys
+// are never leased. For a leased policy, Give gives nothing back (a Store
+// over a Store takes plain blocks), and a take admitted from a block
+// (Reserve) is refunded (Commit below the estimate) into that block, if
+// nothing has spent from the block or ended it since: the block is then
+// exactly what it would be had the take cost less, as the store's own
+// refund is exact only while nothing has changed the key. Otherwise, and
+// for a take the store decided (a cost above what is left of the block),
+// nothing is given back. A peek (cost 0)
 // answers as a request of cost 1 would and spends nothing: from the key's
 // live block when a unit of it may be spent, as the reused refusal while
 // one is, else as the store's peek (which does not count a lapsed block's

@@ -51,6 +51,9 @@ type lease struct {
 	stamped    bool
 	dead       bool // spent, expired or returned: no more units
 	removed    bool // swept from the table
+	// ver changes whenever the block does: taken, spent from, ended, or
+	// given back to (a Refund stamp names the version its take left).
+	ver uint64
 	// A refusal by the store with no whole unit left, reused until the
 	// store may have one: refusal is the store's decision for a cost of
 	// refusedCost; retryAt is the local instant its RetryAfter counts from
@@ -198,7 +201,7 @@ func (lt *table) Take(ctx context.Context, key string, n int64) (sluice.Decision
 		// A negative or an impossible cost: the store answers.
 		return lt.s.next.Take(ctx, lt.p, key, n)
 	}
-	return lt.allow(ctx, key, n)
+	return lt.allow(ctx, key, n, nil)
 }
 
 // peek answers as a request of cost 1 would be, and changes nothing: from
@@ -261,8 +264,10 @@ func (lt *table) forget(key string) {
 
 // allow decides a request of cost n (1 ≤ n ≤ burst) for key. A request
 // that waits for another request of the same key (holding its lease across
-// a store round trip) returns ctx's error when ctx ends meanwhile.
-func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decision, error) {
+// a store round trip) returns ctx's error when ctx ends meanwhile. When st
+// is not nil and the request is admitted from a block, *st is set to the
+// block's stamp for Refund.
+func (lt *table) allow(ctx context.Context, key string, n int64, st *stamp) (sluice.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		// The caller has gone: never admitted, even from a local block.
 		return sluice.Decision{Limit: lt.p.Limit}, fmt.Errorf("lease: policy %q: key %q: %w", lt.p.Name, key, err)
@@ -290,6 +295,10 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 			e.used += n
 			lt.stats.spent.Add(uint64(n))
 			e.dead = e.left == 0
+			e.ver++
+			if st != nil {
+				*st = stamp{lt, e, e.ver, n}
+			}
 		}
 		return d, nil
 	}
@@ -313,7 +322,7 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 	stamped := g != nil
 	var (
 		d          sluice.Decision
-		stamp      model.State
+		state      model.State
 		err        error
 		start, end int64
 	)
@@ -321,7 +330,7 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 		start = lt.now()
 		lt.stats.calls.Add(1)
 		if stamped {
-			d, stamp, err = g.TakeStamped(ctx, lt.p, key, k)
+			d, state, err = g.TakeStamped(ctx, lt.p, key, k)
 		} else {
 			d, err = lt.s.next.Take(ctx, lt.p, key, k)
 		}
@@ -377,9 +386,13 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 	e.room = d.Remaining + k
 	e.storeLeft = d.Remaining
 	e.size, e.left, e.start, e.reset = k, k-n, start, int64(d.ResetAfter)
-	e.stamp, e.stamped = stamp, stamped
+	e.stamp, e.stamped = state, stamped
 	e.used += n
 	e.dead = e.left == 0
+	e.ver++
+	if st != nil {
+		*st = stamp{lt, e, e.ver, n}
+	}
 	d.Remaining += e.left
 	return d, nil
 }
@@ -422,7 +435,8 @@ func (lt *table) size(e *lease, now, n int64) int64 {
 }
 
 // end ends e's block, giving its unspent units back to the store where it
-// takes them back, and drops a refusal being reused. e is locked.
+// takes them back, and drops a refusal being reused. e is locked. A block
+// spent to its last unit is ended too: no Refund revives it after.
 func (lt *table) end(ctx context.Context, key string, e *lease) {
 	if !e.dead {
 		e.dead = true
@@ -430,6 +444,7 @@ func (lt *table) end(ctx context.Context, key string, e *lease) {
 			lt.give(ctx, key, e)
 		}
 	}
+	e.ver++
 	e.refusedUntil = 0
 }
 
@@ -468,6 +483,40 @@ func (lt *table) release(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// stamp is the Refunder stamp of a take decided from a block: the table
+// and the key's lease, the version of its block right after the take, and
+// the take's cost.
+type stamp struct {
+	t    *table
+	e    *lease
+	ver  uint64
+	cost int64
+}
+
+// refund puts back into the block up to st.cost units of the take that
+// returned st, if nothing has changed the block since (no other spend, no
+// end): the block is then exactly as if the take had cost that much less.
+func (lt *table) refund(ctx context.Context, key string, st stamp, units int64) (bool, error) {
+	e := st.e
+	if units <= 0 || e == nil || st.t != lt {
+		return false, nil
+	}
+	if err := e.lock(ctx); err != nil {
+		return false, fmt.Errorf("lease: policy %q: key %q: refund: waiting for the key's lease: %w", lt.p.Name, key, err)
+	}
+	defer e.unlock()
+	if e.ver != st.ver || e.removed {
+		return false, nil
+	}
+	units = min(units, st.cost)
+	e.left += units
+	e.used = max(0, e.used-units)
+	e.dead = false
+	e.ver++
+	lt.stats.spent.Add(^uint64(units - 1)) // spent −= units
+	return true, nil
 }
 
 // charged is one key whose block a charge ends.
