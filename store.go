@@ -28,12 +28,13 @@ import (
 // Limiter admits on an error only under FailOpen or FailLocal, and never
 // on ErrStoreClosed or on the caller's context ending.
 //
-// A wrapper store (tracing, metrics) forwards the methods of Store and of
-// every capability the packages above it look for by type assertion:
-// Binder and Refunder here, lease.Giver, shard.Keyer and
+// A wrapper store (tracing, metrics, lease.Store, shard.Store) forwards the
+// methods of Store and of every capability the packages above it look for
+// by type assertion: Binder and Refunder here, lease.Giver, shard.Keyer and
 // inflight.Semaphore. Each capability has a neutral answer for an inner
 // store that lacks it (Bind returns an error, Give and Refund give nothing
-// back, a shard key is key~i), so one wrapper type serves every store.
+// back, a shard key is key~i, an in-flight call fails with an error), so
+// one wrapper type serves every store. storetest.Wrapper checks one.
 type Store interface {
 	// Take applies one request of cost units against key under policy p and
 	// returns the decision. The policy must be valid and cost ≥ 0; cost 0 is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/internal/nostore"
 	"github.com/sluicehq/sluice/model"
 )
@@ -19,7 +20,8 @@ import (
 // Giver is what a store needs to take back capacity a lease took but did
 // not spend. Leases work over any Store; over one that is no Giver the
 // unspent units of a lease are not returned, they only expire. memstore and
-// redisstore implement it.
+// redisstore implement it; the wrappers lease.Store and shard.Store forward
+// it.
 type Giver interface {
 	// TakeStamped is Store.Take that also returns the key's state right
 	// after the take: the stamp Give needs.
@@ -80,8 +82,9 @@ type Store struct {
 	target  time.Duration
 	clock   clock.Clock
 	use     func(sluice.Policy) bool
-	tables  sync.Map     // sluice.Policy → *table
-	count   atomic.Int64 // tables held, about
+	tables  sync.Map      // sluice.Policy → *table
+	count   atomic.Int64  // tables held, about
+	seq     atomic.Uint64 // the last table's seq
 	pruning atomic.Bool
 	closed  atomic.Bool
 }
@@ -98,8 +101,12 @@ type Store struct {
 const maxTables = 4096
 
 var (
-	_ sluice.Store  = (*Store)(nil)
-	_ sluice.Binder = (*Store)(nil)
+	_ sluice.Store       = (*Store)(nil)
+	_ sluice.Binder      = (*Store)(nil)
+	_ sluice.Refunder    = (*Store)(nil)
+	_ Giver              = (*Store)(nil)
+	_ keyer              = (*Store)(nil)
+	_ inflight.Semaphore = (*Store)(nil)
 )
 
 // errZero is every error of the zero Store: like a missing store, never a
@@ -196,14 +203,26 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 
 // TakeAll is the wrapped store's TakeAll: an all-or-nothing batch is
 // decided by the store itself, outside the leases (which only ever hold
-// capacity the store already counts as taken). So a charge
-// (sluice.Request.Force, Limiter.Charge) goes straight to the wrapped
-// store: the key's debt is there for every replica at once, and a lease
-// spends only what it took before the charge.
+// capacity the store already counts as taken). A charge
+// (sluice.Request.Force of a cost above 0: Limiter.Charge, a Reservation
+// committed above its estimate) first ends this Store's block of the key
+// under that policy, giving its unspent units back (Giver) and dropping a
+// refusal being reused, and holds the key's lease until the store answers;
+// so the key's debt is in the store for every process at once, and this
+// process's next request of the key asks the store (see the package
+// documentation for what holds of other processes' blocks).
+//
+// Errors: the wrapped store's, and the caller's context error when ctx
+// ends while a charge waits for another request of its key.
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
 	if s.next == nil {
 		return errZero
 	}
+	held, err := s.endCharged(ctx, reqs)
+	if err != nil {
+		return err
+	}
+	defer unlockAll(held)
 	return s.next.TakeAll(ctx, reqs, out)
 }
 
@@ -261,7 +280,8 @@ type Stats struct {
 	// Taken is the units taken from the store by leases (those spent at
 	// once by the request that took the lease included).
 	Taken uint64
-	// Spent is the units of leases admitted to requests.
+	// Spent is the units of leases admitted to requests, less those a
+	// refund put back into their block (see TakeRefundable).
 	Spent uint64
 	// Returned is the units given back to the store.
 	Returned uint64
@@ -285,12 +305,12 @@ func (s *Store) Stats(p sluice.Policy) Stats {
 	}
 }
 
-// Release gives back to the store what p's live blocks hold unspent (where
-// the store can take it back: Giver), and ends them. Call it when a policy
-// is retired (a configuration replaced), so that other processes can use
-// those units at once rather than after the blocks lapse. The Store stays
-// usable.
-func (s *Store) Release(ctx context.Context, p sluice.Policy) error {
+// ReleasePolicy gives back to the store what p's live blocks hold unspent
+// (where the store can take it back: Giver), and ends them. Call it when a
+// policy is retired (a configuration replaced), so that other processes
+// can use those units at once rather than after the blocks lapse. The
+// Store stays usable.
+func (s *Store) ReleasePolicy(ctx context.Context, p sluice.Policy) error {
 	if s.next == nil {
 		return errZero
 	}
@@ -301,7 +321,8 @@ func (s *Store) Release(ctx context.Context, p sluice.Policy) error {
 	return v.(*table).release(ctx)
 }
 
-// ReleaseAll is Release of every policy: call it when the process stops.
+// ReleaseAll is ReleasePolicy of every policy: call it when the process
+// stops.
 func (s *Store) ReleaseAll(ctx context.Context) error {
 	if s.next == nil {
 		return errZero

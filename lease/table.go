@@ -3,9 +3,12 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +21,7 @@ import (
 // policy's sluice.BoundPolicy.
 type table struct {
 	s      *Store
+	seq    uint64 // the order in which TakeAll locks keys of several tables
 	p      sluice.Policy
 	model  *model.Model
 	fixed  bool  // fixed-window: a block lasts until its window ends
@@ -47,6 +51,9 @@ type lease struct {
 	stamped    bool
 	dead       bool // spent, expired or returned: no more units
 	removed    bool // swept from the table
+	// ver changes whenever the block does: taken, spent from, ended, or
+	// given back to (a Refund stamp names the version its take left).
+	ver uint64
 	// A refusal by the store with no whole unit left, reused until the
 	// store may have one: refusal is the store's decision for a cost of
 	// refusedCost; retryAt is the local instant its RetryAfter counts from
@@ -67,7 +74,7 @@ type lease struct {
 }
 
 func newTable(s *Store, p sluice.Policy, m *model.Model) *table {
-	lt := &table{s: s, p: p, model: m, fixed: p.Algorithm == sluice.FixedWindow, burst: p.Capacity(), seed: maphash.MakeSeed()}
+	lt := &table{s: s, seq: s.seq.Add(1), p: p, model: m, fixed: p.Algorithm == sluice.FixedWindow, burst: p.Capacity(), seed: maphash.MakeSeed()}
 	for i := range lt.shards {
 		lt.shards[i].m = make(map[string]*lease)
 		lt.shards[i].sweep = 64
@@ -194,7 +201,7 @@ func (lt *table) Take(ctx context.Context, key string, n int64) (sluice.Decision
 		// A negative or an impossible cost: the store answers.
 		return lt.s.next.Take(ctx, lt.p, key, n)
 	}
-	return lt.allow(ctx, key, n)
+	return lt.allow(ctx, key, n, nil)
 }
 
 // peek answers as a request of cost 1 would be, and changes nothing: from
@@ -257,8 +264,10 @@ func (lt *table) forget(key string) {
 
 // allow decides a request of cost n (1 ≤ n ≤ burst) for key. A request
 // that waits for another request of the same key (holding its lease across
-// a store round trip) returns ctx's error when ctx ends meanwhile.
-func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decision, error) {
+// a store round trip) returns ctx's error when ctx ends meanwhile. When st
+// is not nil and the request is admitted from a block, *st is set to the
+// block's stamp for Refund.
+func (lt *table) allow(ctx context.Context, key string, n int64, st *stamp) (sluice.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		// The caller has gone: never admitted, even from a local block.
 		return sluice.Decision{Limit: lt.p.Limit}, fmt.Errorf("lease: policy %q: key %q: %w", lt.p.Name, key, err)
@@ -286,6 +295,10 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 			e.used += n
 			lt.stats.spent.Add(uint64(n))
 			e.dead = e.left == 0
+			e.ver++
+			if st != nil {
+				*st = stamp{lt, e, e.ver, n}
+			}
 		}
 		return d, nil
 	}
@@ -297,22 +310,19 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 	}
 	// The block is spent or has lapsed: give back what is left, then take
 	// a new one.
-	if !e.dead {
-		e.dead = true
-		if e.left > 0 {
-			// The block lapsed before it was spent: this key's demand here
-			// is below the block size (or the refill rate); the next block
-			// grows from what this one used.
-			e.want = max(1, (e.size-e.left)/2)
-			lt.give(ctx, key, e)
-		}
+	if !e.dead && e.left > 0 {
+		// The block lapsed before it was spent: this key's demand here
+		// is below the block size (or the refill rate); the next block
+		// grows from what this one used.
+		e.want = max(1, (e.size-e.left)/2)
 	}
+	lt.end(ctx, key, e)
 	k := lt.size(e, now, n)
 	g := lt.s.giver
 	stamped := g != nil
 	var (
 		d          sluice.Decision
-		stamp      model.State
+		state      model.State
 		err        error
 		start, end int64
 	)
@@ -320,7 +330,7 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 		start = lt.now()
 		lt.stats.calls.Add(1)
 		if stamped {
-			d, stamp, err = g.TakeStamped(ctx, lt.p, key, k)
+			d, state, err = g.TakeStamped(ctx, lt.p, key, k)
 		} else {
 			d, err = lt.s.next.Take(ctx, lt.p, key, k)
 		}
@@ -376,9 +386,13 @@ func (lt *table) allow(ctx context.Context, key string, n int64) (sluice.Decisio
 	e.room = d.Remaining + k
 	e.storeLeft = d.Remaining
 	e.size, e.left, e.start, e.reset = k, k-n, start, int64(d.ResetAfter)
-	e.stamp, e.stamped = stamp, stamped
+	e.stamp, e.stamped = state, stamped
 	e.used += n
 	e.dead = e.left == 0
+	e.ver++
+	if st != nil {
+		*st = stamp{lt, e, e.ver, n}
+	}
 	d.Remaining += e.left
 	return d, nil
 }
@@ -420,6 +434,20 @@ func (lt *table) size(e *lease, now, n int64) int64 {
 	return k
 }
 
+// end ends e's block, giving its unspent units back to the store where it
+// takes them back, and drops a refusal being reused. e is locked. A block
+// spent to its last unit is ended too: no Refund revives it after.
+func (lt *table) end(ctx context.Context, key string, e *lease) {
+	if !e.dead {
+		e.dead = true
+		if e.left > 0 {
+			lt.give(ctx, key, e)
+		}
+	}
+	e.ver++
+	e.refusedUntil = 0
+}
+
 // give returns e's unspent units to the store, if it can take them back.
 // A failure only means they stay taken until they expire.
 func (lt *table) give(ctx context.Context, key string, e *lease) {
@@ -450,14 +478,119 @@ func (lt *table) release(ctx context.Context) error {
 			if err := e.lock(ctx); err != nil {
 				return fmt.Errorf("lease: policy %q: releasing leases: %w", lt.p.Name, err)
 			}
-			if !e.dead {
-				e.dead = true
-				if e.left > 0 {
-					lt.give(ctx, keys[j], e)
-				}
-			}
+			lt.end(ctx, keys[j], e)
 			e.unlock()
 		}
 	}
 	return nil
+}
+
+// stamp is the Refunder stamp of a take decided from a block: the table
+// and the key's lease, the version of its block right after the take, and
+// the take's cost.
+type stamp struct {
+	t    *table
+	e    *lease
+	ver  uint64
+	cost int64
+}
+
+// refund puts back into the block up to st.cost units of the take that
+// returned st, if nothing has changed the block since (no other spend, no
+// end): the block is then exactly as if the take had cost that much less.
+func (lt *table) refund(ctx context.Context, key string, st stamp, units int64) (bool, error) {
+	e := st.e
+	if units <= 0 || e == nil || st.t != lt {
+		return false, nil
+	}
+	if err := e.lock(ctx); err != nil {
+		return false, fmt.Errorf("lease: policy %q: key %q: refund: waiting for the key's lease: %w", lt.p.Name, key, err)
+	}
+	defer e.unlock()
+	if e.ver != st.ver || e.removed {
+		return false, nil
+	}
+	units = min(units, st.cost)
+	e.left += units
+	e.used = max(0, e.used-units)
+	e.dead = false
+	e.ver++
+	lt.stats.spent.Add(^uint64(units - 1)) // spent −= units
+	return true, nil
+}
+
+// charged is one key whose block a charge ends.
+type charged struct {
+	t   *table
+	key string
+	e   *lease
+}
+
+// endCharged ends the blocks of the keys that reqs charge (Force, cost
+// above 0) and leaves their leases locked, so that no request of those
+// keys is decided here until the charge is recorded; the caller unlocks
+// them (unlockAll). Keys are locked in one global order (the tables'
+// seq, then the key), so that two batches never wait for each other.
+func (s *Store) endCharged(ctx context.Context, reqs []sluice.Request) ([]charged, error) {
+	var cs []charged
+	for _, r := range reqs {
+		if !r.Force || r.Cost <= 0 {
+			continue
+		}
+		v, ok := s.tables.Load(r.Policy)
+		if !ok {
+			continue // never leased here
+		}
+		cs = append(cs, charged{t: v.(*table), key: r.Key})
+	}
+	if len(cs) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(cs, func(a, b charged) int {
+		return cmp.Or(cmp.Compare(a.t.seq, b.t.seq), strings.Compare(a.key, b.key))
+	})
+	cs = slices.CompactFunc(cs, func(a, b charged) bool { return a.t == b.t && a.key == b.key })
+	locked := cs[:0]
+	for _, c := range cs {
+		e, err := c.t.lockKey(ctx, c.key)
+		if err != nil {
+			unlockAll(locked)
+			return nil, fmt.Errorf("lease: policy %q: key %q: charge: waiting for the key's lease: %w", c.t.p.Name, c.key, err)
+		}
+		if e == nil {
+			continue // no lease of the key here
+		}
+		c.t.end(ctx, c.key, e)
+		c.e = e
+		locked = append(locked, c)
+	}
+	return locked, nil
+}
+
+// unlockAll unlocks the leases endCharged locked.
+func unlockAll(cs []charged) {
+	for _, c := range cs {
+		c.e.unlock()
+	}
+}
+
+// lockKey locks key's lease in the table and returns it, or nil when the
+// table holds none.
+func (lt *table) lockKey(ctx context.Context, key string) (*lease, error) {
+	sh := &lt.shards[maphash.String(lt.seed, key)%uint64(len(lt.shards))]
+	for {
+		sh.mu.Lock()
+		e := sh.m[key]
+		sh.mu.Unlock()
+		if e == nil {
+			return nil, nil
+		}
+		if err := e.lock(ctx); err != nil {
+			return nil, err
+		}
+		if !e.removed {
+			return e, nil
+		}
+		e.unlock() // swept meanwhile: look again
+	}
 }

@@ -25,7 +25,7 @@ func TestZeroStore(t *testing.T) {
 			}
 			return nil
 		},
-		"Release":    func(s *lease.Store) error { return s.Release(ctx, p) },
-		"ReleaseAll": func(s *lease.Store) error { return s.ReleaseAll(ctx) },
+		"ReleasePolicy": func(s *lease.Store) error { return s.ReleasePolicy(ctx, p) },
+		"ReleaseAll":    func(s *lease.Store) error { return s.ReleaseAll(ctx) },
 	}, "Stats")
 }

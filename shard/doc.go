@@ -37,4 +37,12 @@
 // policy offers one shard (round-robin) to the atomic batch. leaky-bucket is not sharded (n
 // queues do not release one steady stream). storetest.Shards checks all of this on memstore and a real
 // 3-master Redis Cluster.
+//
+// A Store forwards the capabilities of the store it wraps that the packages
+// above look for (see sluice.Store), with each one's neutral answer where
+// that store lacks it: shard keys (Keyer, so a Store over a lease.Store
+// over Redis places its sub-keys where redisstore would) and in-flight
+// slots (inflight.Semaphore) are never sharded; a refund (sluice.Refunder)
+// and a lease's give-back (lease.Giver) go to the wrapped store for a
+// policy that is not sharded, and give nothing back for one that is.
 package shard

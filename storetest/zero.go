@@ -14,18 +14,20 @@ import (
 	"github.com/sluicehq/sluice/inflight"
 	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/model"
+	"github.com/sluicehq/sluice/shard"
 )
 
 // ZeroStore checks the zero value of a Store type S, as a caller who
 // skipped its constructor meets it: every exported method of *S, called
 // on a fresh zero S, neither panics nor admits, and fails with an error
-// wrapping sluice.ErrStoreClosed, except Close and the methods named in
-// noError, which answer nil (their other results are checked by their
-// calls). A fail-open Limiter over a zero S refuses.
+// wrapping sluice.ErrStoreClosed, except Close, ShardKey (which has no
+// error: it answers key~i) and the methods named in noError, which answer
+// nil (their other results are checked by their calls). A fail-open
+// Limiter over a zero S refuses.
 //
 // ZeroStore calls the methods of sluice.Store and of the capabilities it
-// knows (sluice.Binder, sluice.Refunder, lease.Giver, inflight.Semaphore)
-// itself; calls holds one call for each other exported method of *S, which
+// knows (sluice.Binder, sluice.Refunder, lease.Giver, shard.Keyer,
+// inflight.Semaphore) itself; calls holds one call for each other exported method of *S, which
 // returns the method's error. ZeroStore fails for an exported method with
 // no call.
 func ZeroStore[S any](t *testing.T, calls map[string]func(s *S) error, noError ...string) {
@@ -92,6 +94,12 @@ func ZeroStore[S any](t *testing.T, calls map[string]func(s *S) error, noError .
 			_, err := s.(inflight.Semaphore).Extend(ctx, "c", "k", "h", time.Second)
 			return err
 		},
+		"ShardKey": func(s any) error {
+			if k := s.(shard.Keyer).ShardKey(p, "k", 1, 2); k != "k~1" {
+				t.Errorf("ShardKey on the zero store = %q, want %q (the neutral answer)", k, "k~1")
+			}
+			return nil
+		},
 	}
 	// Which capability each known method belongs to: it is called only
 	// when *S has the whole capability (lease.Store's Release is not a
@@ -102,6 +110,7 @@ func ZeroStore[S any](t *testing.T, calls map[string]func(s *S) error, noError .
 		"TakeRefundable": reflect.TypeFor[sluice.Refunder](), "Refund": reflect.TypeFor[sluice.Refunder](),
 		"TakeStamped": reflect.TypeFor[lease.Giver](), "Give": reflect.TypeFor[lease.Giver](),
 		"Acquire": semaphoreType, "Release": semaphoreType, "Extend": semaphoreType,
+		"ShardKey": reflect.TypeFor[shard.Keyer](),
 	}
 	typ := reflect.TypeFor[*S]()
 	if !typ.Implements(storeType) {
@@ -129,7 +138,7 @@ func ZeroStore[S any](t *testing.T, calls map[string]func(s *S) error, noError .
 				}()
 				err = call(new(S))
 			}()
-			if name == "Close" || slices.Contains(noError, name) {
+			if name == "Close" || name == "ShardKey" || slices.Contains(noError, name) {
 				if err != nil {
 					t.Errorf("%s: %v, want nil", name, err)
 				}

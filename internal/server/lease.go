@@ -133,7 +133,7 @@ func (s *Server) retire(prev, next *snapshot) {
 		if !r.Lease || kept[l] {
 			continue
 		}
-		if err := s.leases.Release(ctx, l.Policy()); err != nil {
+		if err := s.leases.ReleasePolicy(ctx, l.Policy()); err != nil {
 			s.log.Warn("returning the leases of a replaced rule", "error", err)
 			return
 		}
@@ -151,7 +151,7 @@ func (s *Server) ReleaseLeases(ctx context.Context) error {
 		if !r.Lease {
 			continue
 		}
-		if err := s.leases.Release(ctx, l.Policy()); err != nil {
+		if err := s.leases.ReleasePolicy(ctx, l.Policy()); err != nil {
 			return err
 		}
 	}
