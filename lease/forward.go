@@ -66,7 +66,12 @@ func (s *Store) Refund(ctx context.Context, p sluice.Policy, key string, st any,
 		}
 		return bs.t.refund(ctx, key, bs, units)
 	}
-	if r, ok := s.next.(sluice.Refunder); ok && st != nil && s.table(p) == nil {
+	if r, ok := s.next.(sluice.Refunder); ok {
+		if s.table(p) != nil {
+			st = nil // a leased policy's takes hold no stamp of the wrapped store
+		}
+		// With no stamp the wrapped store gives nothing back, and says
+		// whether it is closed (ErrStoreClosed) as every method does.
 		return r.Refund(ctx, p, key, st, units)
 	}
 	return false, nil

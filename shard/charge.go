@@ -81,7 +81,12 @@ func (s *Store) Refund(ctx context.Context, p sluice.Policy, key string, stamp a
 	if s.next == nil {
 		return false, errZero
 	}
-	if r, ok := s.next.(sluice.Refunder); ok && s.set(p) == nil && stamp != nil {
+	if r, ok := s.next.(sluice.Refunder); ok {
+		if s.set(p) != nil {
+			stamp = nil // a sharded take holds no stamp of the wrapped store
+		}
+		// With no stamp the wrapped store gives nothing back, and says
+		// whether it is closed (ErrStoreClosed) as every method does.
 		return r.Refund(ctx, p, key, stamp, units)
 	}
 	return false, nil

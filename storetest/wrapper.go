@@ -4,6 +4,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -154,5 +155,19 @@ func Wrapper(t *testing.T, h Harness, wrap func(sluice.Store) sluice.Store) {
 		step("Release(a) through the wrapper", s, err, true, 0)
 		s, err = isem.Acquire(ctx, "c", "k", "b", 1, time.Minute)
 		step("Acquire(b) in the wrapped store after a's release", s, err, true, 1)
+	})
+
+	// Last, as it closes the store: after Close a Refund with no stamp
+	// (nothing to give back) still says the store is closed, as every
+	// method does, where the wrapped store can say it.
+	t.Run("RefundAfterClose", func(t *testing.T) {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		_, isRefunder := inner.(sluice.Refunder)
+		ok, err := w.(sluice.Refunder).Refund(ctx, p, "refund", nil, 1)
+		if isRefunder && (ok || !errors.Is(err, sluice.ErrStoreClosed)) {
+			t.Errorf("Refund with no stamp after Close: %v %v; want an error wrapping sluice.ErrStoreClosed", ok, err)
+		}
 	})
 }

@@ -23,8 +23,8 @@ func (s *store) TakeRefundable(ctx context.Context, p sluice.Policy, key string,
 // Refund implements sluice.Refunder: the wrapped store's, or nothing given
 // back.
 func (s *store) Refund(ctx context.Context, p sluice.Policy, key string, stamp any, units int64) (bool, error) {
-	if r, ok := s.next.(sluice.Refunder); ok && stamp != nil {
-		return r.Refund(ctx, p, key, stamp, units)
+	if r, ok := s.next.(sluice.Refunder); ok {
+		return r.Refund(ctx, p, key, stamp, units) // a nil stamp: nothing, or ErrStoreClosed
 	}
 	return false, nil
 }

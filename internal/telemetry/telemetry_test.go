@@ -20,6 +20,8 @@ import (
 	"github.com/sluicehq/sluice/internal/telemetry"
 	"github.com/sluicehq/sluice/lease"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/sluicetest"
+	"github.com/sluicehq/sluice/storetest"
 )
 
 // otelVars are the variables Enabled reads; each case starts with all unset.
@@ -181,5 +183,24 @@ func TestHTTPSpanNamedByRoute(t *testing.T) {
 	tr.Shutdown(context.Background())
 	if s := rec.Ended(); len(s) != 1 || s[0].Name() != "POST /v1/check" {
 		t.Errorf("spans %v, want one named POST /v1/check", s)
+	}
+}
+
+// TestWrapper: the traced store is a wrapper as the sluice.Store doc asks
+// (storetest.Wrapper): every capability, forwarded or neutral, over a store
+// that has them all and over one that has none.
+func TestWrapper(t *testing.T) {
+	tr := telemetry.New(sdktrace.NewTracerProvider())
+	defer tr.Shutdown(context.Background())
+	for name, bare := range map[string]bool{"memstore": false, "bare": true} {
+		t.Run(name, func(t *testing.T) {
+			clk := sluicetest.NewClock(time.Unix(1_000_000, 0))
+			var s sluice.Store = memstore.New(memstore.WithClock(clk))
+			t.Cleanup(func() { s.Close() })
+			if bare {
+				s = struct{ sluice.Store }{s}
+			}
+			storetest.Wrapper(t, storetest.Harness{Store: s, Clock: clk}, tr.Store)
+		})
 	}
 }
