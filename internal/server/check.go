@@ -88,6 +88,16 @@ type outcome struct {
 	gone bool
 }
 
+// measured reports whether o's decision is its key's state as the store
+// holds it: not when the store failed and the rule's failure mode answered
+// (open, closed, or the local share's count), nor when the caller left.
+// Only such decisions say how near a key is to its limit: they alone feed
+// the keys nearest their limit (GET /v1/rules, the live page,
+// sluice_rule_nearest_key_used_ratio) and the usage threshold crossings.
+// A failure mode's answer says nothing of the key: fail open answers
+// remaining 0 (100% used) for a key that may have taken 1 of 100.
+func (o *outcome) measured() bool { return !o.failed && !o.gone }
+
 // errUnavailable is returned while no configuration is in force.
 var errUnavailable = errors.New("no configuration loaded yet")
 

@@ -238,7 +238,7 @@ func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
 	r := o.rule
 	// A limit the request carried (o.override) has a rule named by the
 	// request's values: not counted, as it would leak them into labels.
-	if r == nil || r.Unlimited || r.Deny || o.failed || o.gone || o.override {
+	if r == nil || r.Unlimited || r.Deny || !o.measured() || o.override {
 		return
 	}
 	capacity := r.Policy.Capacity()
