@@ -184,8 +184,9 @@ func period(p sluice.Policy, now time.Time) (start, end time.Time) {
 // Unix epoch: a fixed window's window; for the other algorithms, the same
 // grid), in
 // sluice_usage_threshold_crossings_total{domain, rule, threshold}, and logs
-// it once. The labels are bounded: domains and rules are the configured
-// ones, at most 8 thresholds each.
+// it once. The rule label is the rule's name (config.Rule.Title), as in
+// every other metric. The labels are bounded: domains and rules are the
+// configured ones, at most 8 thresholds each.
 //
 // A charge (POST /v1/charge, /v1/commit) counts its crossings as a check
 // does. A reload keeps what was counted: a key counts, in a period, only
@@ -225,7 +226,7 @@ func (c *crossings) init(s *Server) {
 	c.seen = map[crossKey]crossSeen{}
 	c.counter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_usage_threshold_crossings_total",
-		Help: "Keys whose use of their limit crossed a usage threshold (rate_limit.usage_thresholds, percent; 80 and 100 by default), counted once per key, threshold and period by the replica that decided it, by domain, rule (full key) and threshold.",
+		Help: "Keys whose use of their limit crossed a usage threshold (rate_limit.usage_thresholds, percent; 80 and 100 by default), counted once per key, threshold and period by the replica that decided it, by domain, rule (its name, else its key in the tree, as the other per-rule metrics) and threshold.",
 	}, []string{"domain", "rule", "threshold"})
 	s.metrics.registry.MustRegister(c.counter)
 	if s.metrics.extra != nil {
@@ -283,8 +284,8 @@ func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
 	c.mu.Unlock()
 	for _, t := range ths[from:level] {
 		th := strconv.Itoa(t)
-		c.counter.WithLabelValues(domain, r.FullKey, th).Inc()
-		c.s.log.Info("usage threshold crossed", "domain", r.Domain, "rule", r.FullKey, "entries", fmt.Sprint(cutEntries(entries)),
+		c.counter.WithLabelValues(domain, r.Title(), th).Inc()
+		c.s.log.Info("usage threshold crossed", "domain", r.Domain, "rule", r.Title(), "entries", fmt.Sprint(cutEntries(entries)),
 			"threshold_percent", t, "used", used, "capacity", capacity, "period_end", time.Unix(0, end).UTC())
 	}
 }

@@ -124,3 +124,32 @@ descriptors:
 		t.Errorf("%d crossings logged, want 7 (a: 80, 100, then 80, 100; b: 80, 100; u: 50):\n%s", n, logs.String())
 	}
 }
+
+// TestThresholdMetricUsesRuleName: the rule label of
+// sluice_usage_threshold_crossings_total is the rule's name, as in every
+// other per-rule metric (README: "A rule has one name ... the metrics'
+// `policy` and `rule` labels ... all use it"), so the series join on it.
+// On main it was the full key ("rides.rider") where the others said
+// "rider".
+func TestThresholdMetricUsesRuleName(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	// rider: token bucket, burst 3: three requests use it all (100%), a
+	// fourth is refused.
+	for range 4 {
+		h.should(t, "rides", desc("rider", "r1"))
+	}
+	m := h.get(t, "/metrics")
+	for _, want := range []string{
+		`sluice_rule_nearest_key_used_ratio{domain="rides",rule="rider"} `,
+		`sluice_decisions_total{domain="rides",policy="rider",result="over_limit"} 1`,
+		`sluice_usage_threshold_crossings_total{domain="rides",rule="rider",threshold="80"} 1`,
+		`sluice_usage_threshold_crossings_total{domain="rides",rule="rider",threshold="100"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("after rider's key reached 100%%: want %s; /metrics has:\n%s", want, grepLines(m, `domain="rides"`))
+		}
+	}
+	if strings.Contains(m, `rule="rides.rider"`) {
+		t.Errorf("a series names the rule by its full key:\n%s", grepLines(m, `rule="rides.rider"`))
+	}
+}
