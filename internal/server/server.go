@@ -73,8 +73,8 @@ type Server struct {
 	loadOpts  []config.Option // WithConfigOptions: how ReloadDir loads
 	shadowAll bool            // WithShadowMode
 
-	storeFailLog  logEvery      // storeFailed's line
-	unmatchedLog  logEvery      // unmatched's line
+	storeFailLog  logBatch      // storeFailedRules's line
+	unmatchedLog  logBatch      // unmatched's line
 	unmatchedView unmatchedView // the live page's unmatched requests
 	now           func() time.Time
 
@@ -148,6 +148,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	s := &Server{log: slog.Default(), metrics: newMetrics(), now: time.Now, simulating: make(chan struct{}, MaxSimulations)}
 	s.base = store
 	s.store = s.stack(store)
+	s.storeFailLog.emit, s.unmatchedLog.emit = s.logStoreFailures, s.logUnmatched
 	for _, o := range opts {
 		o(s)
 	}

@@ -137,7 +137,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		s.storeFailed(label, err, func() string { return rule.FullKey })
+		s.storeFailed(label, err, rule.Title)
 		u.StoreError = true
 	}
 	p := eff.Policy
