@@ -268,8 +268,9 @@ func (s *Server) ReloadDir(dir string) error {
 }
 
 // SetStopping marks the server as shutting down: /readyz fails from now on,
-// so load balancers stop sending new work while in-flight requests finish,
-// and RLQS streams end (Envoys reconnect to another replica).
+// so load balancers stop sending new work while it still serves (sluice
+// serve's lame duck) and while in-flight requests finish, and RLQS streams
+// end (Envoys reconnect to another replica).
 func (s *Server) SetStopping() {
 	s.stopping.Store(true)
 	s.rlqs.Drain() // RLQS streams never end on their own
