@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -83,7 +86,8 @@ func TestImageBinary(t *testing.T) {
 
 	// sluice serve with the Deployment's arguments.
 	m := loadManifests(t)
-	_, c := sluiceContainer(t, m)
+	d, c := sluiceContainer(t, m)
+	checkShutdownFitsGrace(t, bin, d, c)
 	cmDir := t.TempDir()
 	checkConfigMap(t, m.configMaps["sluice-config"]) // the loader's view
 	for name, data := range m.configMaps["sluice-config"].Data {
@@ -141,10 +145,87 @@ func TestImageBinary(t *testing.T) {
 			t.Errorf("probe %s: %s, want 200", probe, resp.Status)
 		}
 	}
+	// At SIGTERM, the lame duck: /readyz answers 503 while the process
+	// still serves (/healthz 200); then it drains and exits 0. Only the
+	// order is checked: 503 comes before the exit.
+	exited := make(chan error, 1)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	go func() { exited <- cmd.Wait() }()
+	get := func(path string) int {
+		hc := http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := hc.Get("http://" + httpAddr + path)
+		if err != nil {
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for ready := true; ready; {
+		select {
+		case err := <-exited:
+			t.Fatalf("sluice serve exited (%v) before %s answered 503: no lame duck", err, c.ReadinessProbe.HTTPGet.Path)
+		default:
+		}
+		switch code := get(c.ReadinessProbe.HTTPGet.Path); code {
+		case http.StatusServiceUnavailable:
+			ready = false
+		case http.StatusOK:
+			time.Sleep(10 * time.Millisecond)
+		default:
+			t.Fatalf("after SIGTERM %s answered %d, want 200 and then 503", c.ReadinessProbe.HTTPGet.Path, code)
+		}
+	}
+	if code := get(c.LivenessProbe.HTTPGet.Path); code != http.StatusOK {
+		t.Errorf("in the lame duck %s answered %d, want 200 (the kubelet would kill the pod)", c.LivenessProbe.HTTPGet.Path, code)
+	}
+	if err := <-exited; err != nil {
 		t.Errorf("sluice serve after SIGTERM: %v, want exit 0", err)
+	}
+}
+
+// checkShutdownFitsGrace: the Deployment's pod, sent SIGTERM, serves out
+// its lame duck (/readyz 503 while requests are still served, as the
+// Service's endpoints drop it) and its drain within
+// terminationGracePeriodSeconds, with the readiness probe failing within
+// the lame duck, and with no preStop hook (the image has no shell). The
+// flags' defaults are the binary's own, read from its help.
+func checkShutdownFitsGrace(t *testing.T, bin string, d *appsv1.Deployment, c *corev1.Container) {
+	t.Helper()
+	help, err := exec.Command(bin, "help", "serve").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	duration := func(flag string) time.Duration {
+		t.Helper()
+		v, ok := flagValue(c.Args, flag)
+		if !ok {
+			m := regexp.MustCompile(`(?s)\n  --` + flag + ` D.*?\(default ([0-9a-z.]+)[;)]`).FindSubmatch(help)
+			if m == nil {
+				t.Fatalf("sluice help serve has no default for --%s:\n%s", flag, help)
+			}
+			v = string(m[1])
+		}
+		dur, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("--%s %q: %v", flag, v, err)
+		}
+		return dur
+	}
+	lameDuck, drain := duration("lame-duck"), duration("shutdown-timeout")
+	if lameDuck <= 0 {
+		t.Errorf("--lame-duck %v: the pod closes its ports while the Service still sends to it", lameDuck)
+	}
+	grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if grace == nil || time.Duration(*grace)*time.Second < lameDuck+drain {
+		t.Errorf("terminationGracePeriodSeconds %v: less than --lame-duck %v and --shutdown-timeout %v: the kubelet kills the pod before it drains", grace, lameDuck, drain)
+	}
+	if p := c.ReadinessProbe; p == nil || time.Duration(p.PeriodSeconds*max(p.FailureThreshold, 1))*time.Second > lameDuck {
+		t.Errorf("readinessProbe %+v: does not fail within the lame duck (%v)", p, lameDuck)
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		t.Errorf("a preStop hook %+v: the lame duck does its work, and the image has no shell to run one", c.Lifecycle.PreStop)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -280,23 +281,73 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 	}
 
 	status := exitOK
+	var sig os.Signal
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: finishing in-flight requests", "timeout", o.shutdownTimeout)
+	case sig = <-o.signals:
 	case err := <-errc:
 		log.Error("server failed; shutting down", "error", err)
 		e.fail(exitFailure, prefix, "%v", err)
 		status = exitFailure
 	}
+	// From here /readyz answers 503 and gRPC health NOT_SERVING (RLQS
+	// streams end: their Envoys reconnect to another replica).
 	srv.SetStopping()
 	hs.Shutdown()
-	stopWatch()
 	if o.onStopping != nil {
 		o.onStopping()
+	}
+	// The lame duck (SIGTERM only: a human's Ctrl-C does not wait): every
+	// request is still served while load balancers and Kubernetes'
+	// endpoints learn that this replica is going, so none finds its ports
+	// closed.
+	if sig == syscall.SIGTERM && o.lameDuck > 0 {
+		log.Info("lame duck: /readyz answers 503 while requests are still served", "signal", sig.String(), "for", o.lameDuck)
+		after := time.After
+		if o.after != nil {
+			after = o.after
+		}
+		select {
+		case <-after(o.lameDuck):
+		case <-ctx.Done():
+		case s2 := <-o.signals:
+			log.Warn("second signal: exiting now", "signal", s2.String())
+			g.Stop()
+			hsrv.Close()
+			if gwSrv != nil {
+				gwSrv.Close()
+			}
+			stopWatch()
+			<-watchDone
+			return exitFailure
+		case err := <-errc:
+			log.Error("server failed; shutting down", "error", err)
+			e.fail(exitFailure, prefix, "%v", err)
+			status = exitFailure
+		}
+	}
+	log.Info("shutting down: finishing in-flight requests", "timeout", o.shutdownTimeout)
+	stopWatch()
+	if o.onDraining != nil {
+		o.onDraining()
 	}
 
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
+	// A second signal while in-flight requests finish cuts it short: the
+	// cut-short paths below close what is left at once.
+	forced := make(chan struct{})
+	drained := make(chan struct{})
+	defer close(drained)
+	go func() {
+		select {
+		case s2 := <-o.signals:
+			log.Warn("second signal: exiting now, in-flight requests cut off", "signal", s2.String())
+			close(forced)
+			cancel()
+		case <-drained:
+		}
+	}()
 	grpcDone := make(chan struct{})
 	go func() { g.GracefulStop(); close(grpcDone) }()
 	if gwSrv != nil {
@@ -317,6 +368,11 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		<-grpcDone
 	}
 	<-watchDone
+	select {
+	case <-forced:
+		return exitFailure
+	default:
+	}
 	if err := srv.ReleaseLeases(sctx); err != nil { // give other processes what leases held
 		log.Warn("returning leases cut short", "error", err)
 	}

@@ -55,7 +55,7 @@ var serveUsage = strings.Replace(serveUsageText, "HTTP_PATHS\n", "  "+strings.Jo
 const serveUsageText = `usage: sluice serve [--config DIR] [--store URL] [--http-addr ADDR] [--grpc-addr ADDR]
                     [--max-keys auto|N] [--replicas N] [--redis-single-slot NAME]
                     [--store-timeout D]
-                    [--shutdown-timeout D] [--procs auto|N] [--raw-sockets]
+                    [--lame-duck D] [--shutdown-timeout D] [--procs auto|N] [--raw-sockets]
                     [--response-headers] [--legacy-headers] [--merge-domains] [--shadow-mode]
                     [--admin-token-file FILE] [--allowed-hosts NAMES]
                     [--upstream URL [--gateway-addr ADDR] [--gateway-domain D] [--trusted-proxies CIDRS]]
@@ -172,8 +172,17 @@ Flags:
                       RateLimit (draft-ietf-httpapi-ratelimit-headers-10)
                       and, on OVER_LIMIT, Retry-After to the response
   --legacy-headers    also X-RateLimit-Limit, -Remaining and -Reset
-  --shutdown-timeout D  how long in-flight requests get to finish after
-                      SIGTERM or SIGINT (default 15s)
+  --lame-duck D       on SIGTERM, how long serve keeps serving every
+                      request while /readyz answers 503 and gRPC health
+                      NOT_SERVING, before it stops accepting new work
+                      (default 5s; 0: none): long enough for Kubernetes
+                      to take the pod out of its Service's endpoints and
+                      for health-checking load balancers to notice, so
+                      no client finds the ports closed. SIGINT (Ctrl-C)
+                      skips it
+  --shutdown-timeout D  how long in-flight requests get to finish once
+                      serve stops accepting new work: after the lame
+                      duck, or at once on SIGINT (default 15s)
   --procs auto|N      run Go code on at most N CPUs at once (GOMAXPROCS).
                       By default Go's own choice (the CPUs, or the
                       container's CPU limit). auto uses as few as the
@@ -228,8 +237,11 @@ available and within a bound: at most about one extra limit, or burst, per
 outage shorter than the period; see the sluice package documentation); open
 admits; closed refuses.
 
-Logs go to standard error. On SIGTERM or SIGINT, serve stops accepting new
-requests, lets in-flight ones finish, and exits 0. A bad flag exits 2; a
+Logs go to standard error. On SIGTERM, serve answers /readyz 503 while it
+still serves for --lame-duck, then stops accepting new requests, lets
+in-flight ones finish, and exits 0; on SIGINT it does the same without the
+lame duck. A second SIGTERM or SIGINT exits at once (status 1), in-flight
+requests cut off. A bad flag exits 2; a
 configuration that does not load, a store URL that does not parse or an
 address in use exits 1, each problem on one line. A store that does not
 answer at start is not fatal: serve logs it and starts, each rule's failure
@@ -255,6 +267,7 @@ type serveOptions struct {
 	mergeDomains    bool // config.WithMergeDomains
 	shadowMode      bool // server.WithShadowMode
 	shutdownTimeout time.Duration
+	lameDuck        time.Duration // --lame-duck: after SIGTERM, before the drain
 	reloadDebounce  time.Duration
 	procs           int      // GOMAXPROCS if > 0; procsAuto: governed; 0: left alone (the default)
 	rawSockets      bool     // --raw-sockets: internal/rawconn on gRPC and Redis connections
@@ -262,12 +275,30 @@ type serveOptions struct {
 	allowedHosts    []string // --allowed-hosts: server.WithAllowedHosts
 	replicas        int      // --replicas; 0: counted (heartbeats on Redis, 1 on memory)
 
-	// For tests: called once both listeners are up, and when shutdown
-	// begins.
+	// signals delivers SIGTERM and SIGINT (runServe's signal.Notify); nil:
+	// none, the end of serve's context alone stops it (as SIGINT does).
+	signals <-chan os.Signal
+
+	// For tests: called once both listeners are up, when shutdown begins
+	// (/readyz fails), and when the lame duck ends and the drain begins;
+	// after, when set, replaces time.After for the lame duck.
 	onListening func(httpAddr, grpcAddr string)
 	onStopping  func()
+	onDraining  func()
 	onGateway   func(addr string)
+	after       func(time.Duration) <-chan time.Time
 }
+
+// DefaultLameDuck is --lame-duck's default. Kubernetes takes a terminating
+// pod out of its Service's endpoints when the deletion begins, whatever its
+// readiness, but kube-proxy, cluster DNS and a mesh's Envoys learn it a
+// moment later: a few seconds in the usual cluster. A pod that closes its
+// ports at SIGTERM refuses the connections sent to it meanwhile, and Envoy
+// lets through unlimited every request whose check fails (failure_mode_deny
+// defaults to false). 5s covers that, and with the default
+// --shutdown-timeout (15s) ends well within Kubernetes' default grace period
+// (30s) with no preStop hook (the image has no shell to run one).
+const DefaultLameDuck = 5 * time.Second
 
 func runServe(e env, args []string) int {
 	const prefix = "sluice serve"
@@ -280,6 +311,7 @@ func runServe(e env, args []string) int {
 	fset.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:8080", "")
 	fset.StringVar(&o.grpcAddr, "grpc-addr", "127.0.0.1:8081", "")
 	fset.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 15*time.Second, "")
+	fset.DurationVar(&o.lameDuck, "lame-duck", DefaultLameDuck, "")
 	fset.DurationVar(&o.storeTimeout, "store-timeout", 0, "")
 	maxKeysFlag := fset.String("max-keys", "auto", "")
 	fset.IntVar(&o.replicas, "replicas", 0, "")
@@ -359,6 +391,9 @@ func runServe(e env, args []string) int {
 	if o.shutdownTimeout <= 0 {
 		return e.fail(exitUsage, prefix, "--shutdown-timeout %v: must be positive", o.shutdownTimeout)
 	}
+	if o.lameDuck < 0 {
+		return e.fail(exitUsage, prefix, "--lame-duck %v: must not be negative (0: none)", o.lameDuck)
+	}
 	switch *procsFlag {
 	case "": // Go's default
 	case "auto":
@@ -370,9 +405,13 @@ func runServe(e env, args []string) int {
 		}
 		o.procs = n
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	return serve(ctx, e, o)
+	// Two a buffer: the one that stops serve, and a second one that cuts
+	// the shutdown short.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	o.signals = sigs
+	return serve(context.Background(), e, o)
 }
 
 // maxKeysNone is serveOptions.maxKeys for --max-keys 0: no bound.

@@ -192,10 +192,13 @@ func shareRedis(t *testing.T, cfg string) {
 	if calls < total {
 		t.Errorf("sluice_redis_calls_total over the processes: %v, want at least one per request (%d)", calls, total)
 	}
-	for i, p := range procs {
+	// All at once: each serves out its lame duck (--lame-duck) first.
+	for _, p := range procs {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for i, p := range procs {
 		select {
 		case err := <-p.exited:
 			if err != nil {

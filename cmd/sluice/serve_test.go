@@ -12,12 +12,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -399,6 +401,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"--replicas", "-1"}, exitUsage, []string{"sluice serve: --replicas -1: must not be negative"}},
 		{[]string{"--store-timeout", "-1s"}, exitUsage, []string{"sluice serve: --store-timeout -1s: must not be negative"}},
 		{[]string{"--shutdown-timeout", "0s"}, exitUsage, []string{"sluice serve: --shutdown-timeout 0s: must be positive"}},
+		{[]string{"--lame-duck", "-1s"}, exitUsage, []string{"sluice serve: --lame-duck -1s: must not be negative (0: none)"}},
 		{[]string{"--procs", "0"}, exitUsage, []string{`sluice serve: --procs "0": want auto or a whole number of at least 1`}},
 		{[]string{"--gateway-addr", "127.0.0.1:0"}, exitUsage, []string{"sluice serve: --gateway-addr: needs --upstream (gateway mode)"}},
 		{[]string{"--gateway-domain", "edge"}, exitUsage, []string{"sluice serve: --gateway-domain: needs --upstream (gateway mode)"}},
@@ -639,5 +642,192 @@ func TestServeDecisionDurationBuckets(t *testing.T) {
 	}
 	if !slices.ContainsFunc(les, func(le float64) bool { return le > 0.1 && le < timeout }) {
 		t.Errorf("sluice_decision_duration_seconds buckets %v: want one between 0.1 s and the store timeout, %v s", les, timeout)
+	}
+}
+
+// httpStatus is the status of GET path on serve's HTTP address, or 0 and
+// the error when there is no answer.
+func httpStatus(addr, path string) (int, error) {
+	c := http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestServeLameDuck: on SIGTERM serve first answers /readyz 503 (and gRPC
+// health NOT_SERVING) while it still serves every request, for
+// --lame-duck, and only then drains and exits 0. On main SIGTERM closed the
+// listeners at once: /readyz never answered 503, and a request sent
+// meanwhile (Envoy's, which with failure_mode_deny: false then passes
+// unlimited) found the port closed. The lame duck's end is the test's
+// (o.after), so only the order of events is asserted.
+func TestServeLameDuck(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	lameDuckOver := make(chan time.Time)
+	asked := make(chan time.Duration, 1)
+	draining := make(chan struct{})
+	r := startServe(t, serveOptions{
+		lameDuck:   DefaultLameDuck,
+		signals:    sigs,
+		after:      func(d time.Duration) <-chan time.Time { asked <- d; return lameDuckOver },
+		onDraining: func() { close(draining) },
+	})
+	client, conn := rlsClient(t, r.grpcAddr)
+	if code, err := httpStatus(r.httpAddr, "/readyz"); code != 200 {
+		t.Fatalf("/readyz before: %d %v", code, err)
+	}
+	sigs <- syscall.SIGTERM
+	<-r.stopping
+	if d := <-asked; d != DefaultLameDuck {
+		t.Errorf("lame duck of %v, want --lame-duck's %v", d, DefaultLameDuck)
+	}
+	// The lame duck: not ready, yet everything is served.
+	if code, err := httpStatus(r.httpAddr, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz in the lame duck: %d %v, want 503", code, err)
+	}
+	if code, err := httpStatus(r.httpAddr, "/healthz"); code != 200 {
+		t.Errorf("/healthz in the lame duck: %d %v, want 200", code, err)
+	}
+	if h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil || h.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health in the lame duck: %v %v, want NOT_SERVING", h, err)
+	}
+	// A new connection, as Envoy's after a GOAWAY elsewhere.
+	newClient, _ := rlsClient(t, r.grpcAddr)
+	for _, c := range []rls.RateLimitServiceClient{client, newClient} {
+		resp, err := c.ShouldRateLimit(context.Background(), rlsRequest("rider-api", "rider_id", "r-1"))
+		if err != nil || resp.OverallCode != rls.RateLimitResponse_OK {
+			t.Errorf("RLS in the lame duck: %v %v, want OK", resp, err)
+		}
+	}
+	select {
+	case <-draining:
+		t.Fatal("the drain began before the lame duck ended")
+	case code := <-r.done:
+		t.Fatalf("serve exited (%d) before the lame duck ended", code)
+	default:
+	}
+	close(lameDuckOver)
+	<-draining
+	if code := <-r.done; code != exitOK {
+		t.Errorf("exit %d, want 0", code)
+	}
+	r.done <- exitOK // for startServe's cleanup
+	if _, err := httpStatus(r.httpAddr, "/healthz"); err == nil {
+		t.Error("serve still answers after it exited")
+	}
+	log := r.stderr.String()
+	i, j, k := strings.Index(log, `msg="lame duck`), strings.Index(log, `msg="shutting down`), strings.Index(log, `msg=stopped`)
+	if i < 0 || j < i || k < j {
+		t.Errorf("the log does not say lame duck, shutting down, stopped, in that order:\n%s", log)
+	}
+}
+
+// TestServeInterruptSkipsLameDuck: SIGINT (a human's Ctrl-C) drains at
+// once, with no lame duck; a second SIGINT while in-flight requests finish
+// exits at once, status 1 (on main it was ignored, and serve waited out
+// --shutdown-timeout).
+func TestServeInterruptSkipsLameDuck(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	draining := make(chan struct{})
+	r := startServe(t, serveOptions{
+		lameDuck:   DefaultLameDuck,
+		signals:    sigs,
+		after:      func(time.Duration) <-chan time.Time { t.Error("SIGINT waited for a lame duck"); return nil },
+		onDraining: func() { close(draining) },
+	})
+	// A request in flight (its handler reads the body, which never
+	// comes), so that the drain waits for it.
+	conn, err := net.Dial("tcp", r.httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := "POST /v1/check HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n"
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	in := bufio.NewReader(conn)
+	if res, err := http.ReadResponse(in, nil); err != nil || res.StatusCode != http.StatusContinue {
+		t.Fatalf("before the body: %v %v, want 100 Continue", res, err)
+	}
+	sigs <- os.Interrupt
+	<-draining
+	select {
+	case code := <-r.done:
+		t.Fatalf("serve exited (%d) with a request in flight, before the second signal", code)
+	default:
+	}
+	sigs <- os.Interrupt
+	if code := <-r.done; code != exitFailure {
+		t.Errorf("after a second SIGINT: exit %d, want %d", code, exitFailure)
+	}
+	r.done <- exitOK // for startServe's cleanup
+	if !strings.Contains(r.stderr.String(), `msg="second signal: exiting now, in-flight requests cut off" signal=interrupt`) {
+		t.Errorf("the log does not say why:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr.String(), "lame duck") {
+		t.Errorf("SIGINT: a lame duck:\n%s", r.stderr)
+	}
+}
+
+// TestServeSignalsProcess: the same with real signals to a real process
+// with --lame-duck 1h: after SIGTERM /readyz answers 503 while RLS is still
+// served, and a second SIGTERM exits at once (status 1), an hour before the
+// lame duck would end; SIGINT to another one exits 0 without one.
+func TestServeSignalsProcess(t *testing.T) {
+	addr, httpAddr, cmd, exited := startServeProcessOn(t, "", "--lame-duck", "1h")
+	client, _ := rlsClient(t, addr)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The signal is handled when /readyz turns 503; until then it is 200.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, err := httpStatus(httpAddr, "/readyz")
+		if code == http.StatusServiceUnavailable {
+			break
+		}
+		if code != 200 || time.Now().After(deadline) {
+			t.Fatalf("after SIGTERM /readyz answered %d %v, want 200 and then 503", code, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := client.ShouldRateLimit(context.Background(), rlsRequest("rider-api", "rider_id", "r-1"))
+	if err != nil || resp.OverallCode != rls.RateLimitResponse_OK {
+		t.Errorf("RLS in the lame duck: %v %v, want OK", resp, err)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("exited in the lame duck: %v", err)
+	default:
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure {
+			t.Errorf("after a second SIGTERM: %v, want exit status %d", err, exitFailure)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a second SIGTERM did not end the lame duck")
+	}
+
+	_, _, cmd, exited = startServeProcessOn(t, "", "--lame-duck", "1h")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("after SIGINT: %v, want exit 0", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("SIGINT waited for the lame duck")
 	}
 }

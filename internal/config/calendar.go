@@ -43,10 +43,25 @@ type rawCalendar struct {
 // fields returns the decoders of the calendar fields, for rateLimit.
 func (c *rawCalendar) fields(p *parser) map[string]func(*yaml.Node, string) {
 	return map[string]func(*yaml.Node, string){
-		"calendar":       func(v *yaml.Node, f string) { c.on, c.onNode = p.boolean(v, f), v },
-		"time_zone":      func(v *yaml.Node, f string) { c.zone, c.zoneNode = p.str(v, f), v },
-		"anchor_day":     func(v *yaml.Node, f string) { c.day, _ = p.integer(v, f); c.dayNode = v },
-		"anchor_month":   func(v *yaml.Node, f string) { c.month, _ = p.integer(v, f); c.monthNode = v },
+		"calendar":  func(v *yaml.Node, f string) { c.on, c.onNode = p.boolean(v, f), v },
+		"time_zone": func(v *yaml.Node, f string) { c.zone, c.zoneNode = p.str(v, f), v },
+		// A value that is not a whole number of 64 bits is reported once,
+		// here (with the field's range): the checks of calendar see no
+		// anchor.
+		"anchor_day": func(v *yaml.Node, f string) {
+			if d, ok, over := p.wholeNumber(v, f); ok {
+				c.day, c.dayNode = d, v
+			} else if over {
+				p.inRange(v, f, 0, over, 1, 31, "")
+			}
+		},
+		"anchor_month": func(v *yaml.Node, f string) {
+			if m, ok, over := p.wholeNumber(v, f); ok {
+				c.month, c.monthNode = m, v
+			} else if over {
+				p.inRange(v, f, 0, over, 1, 12, "")
+			}
+		},
 		"anchor_weekday": func(v *yaml.Node, f string) { c.weekday, c.weekdayNode = p.str(v, f), v },
 	}
 }

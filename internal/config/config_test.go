@@ -186,7 +186,7 @@ func TestErrors(t *testing.T) {
 		{"no requests", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour}\n"},
 			[]string{`descriptors[0].rate_limit.requests_per_unit: missing`}},
 		{"negative", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: -1}\n"},
-			[]string{`descriptors[0].rate_limit.requests_per_unit: -1: must not be negative`}},
+			[]string{`descriptors[0].rate_limit.requests_per_unit: -1: must be between 0 and 4611686018427387904 (0 refuses every request)`}},
 		{"unlimited with unit", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, unlimited: true}\n"},
 			[]string{`descriptors[0].rate_limit.unit: must not be set on an unlimited rate_limit`}},
 		{"bad failure mode", []string{"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: hour, requests_per_unit: 1, failure_mode: maybe}\n"},
@@ -602,5 +602,61 @@ func TestSameFiles(t *testing.T) {
 	var none *Config
 	if base.SameFiles(none) || none.SameFiles(base) || !none.SameFiles(nil) {
 		t.Error("nil: SameFiles is wrong")
+	}
+}
+
+// TestRangeErrors: a whole number out of a field's range is named with the
+// field and the value as written, and the error says the field's real
+// range, in one line. On main requests_per_unit: 99999999999999999999 said
+// "want a whole number" (it is one: too large); a limit over the largest
+// said "must be between 1 and …", though 0 is allowed (it refuses every
+// request); a negative one "must not be negative" with no upper bound.
+func TestRangeErrors(t *testing.T) {
+	const max = "4611686018427387904" // sluice.MaxLimit
+	for _, tc := range []struct{ limit, want string }{
+		{"{unit: hour, requests_per_unit: 99999999999999999999}",
+			"requests_per_unit: 99999999999999999999: must be between 0 and " + max + " (0 refuses every request)"},
+		{"{unit: hour, requests_per_unit: -99999999999999999999}",
+			"requests_per_unit: -99999999999999999999: must be between 0 and " + max + " (0 refuses every request)"},
+		{"{unit: hour, requests_per_unit: 9223372036854775807}",
+			"requests_per_unit: 9223372036854775807: must be between 0 and " + max + " (0 refuses every request)"},
+		{"{unit: hour, requests_per_unit: -1}",
+			"requests_per_unit: -1: must be between 0 and " + max + " (0 refuses every request)"},
+		{`{unit: hour, requests_per_unit: "x"}`,
+			`requests_per_unit: want a whole number, got "x"`},
+		{"{unit: hour, requests_per_unit: 1e3}",
+			`requests_per_unit: want a whole number, got "1e3"`},
+		{"{unit: hour, requests_per_unit: 10, algorithm: token-bucket, burst: 99999999999999999999}",
+			"burst: 99999999999999999999: must be between 0 and " + max + " (0 means the limit)"},
+		{"{unit: hour, requests_per_unit: 10, algorithm: token-bucket, burst: -1}",
+			"burst: -1: must be between 0 and " + max + " (0 means the limit)"},
+		{"{algorithm: concurrency, requests_per_unit: 99999999999999999999}",
+			"requests_per_unit: 99999999999999999999: must be between 1 and " + max},
+		{"{unit: second, requests_per_unit: 1, unit_multiplier: 99999999999999999999}",
+			"unit_multiplier: 99999999999999999999: 99999999999999999999 × second is longer than the longest period, 320255h58m24.606846976s (at most 1152921504)"},
+		{"{unit: second, requests_per_unit: 1, unit_multiplier: -99999999999999999999}",
+			"unit_multiplier: -99999999999999999999: must be at least 1"},
+		{"{unit: second, requests_per_unit: 1, shards: 99999999999999999999}",
+			"shards: 99999999999999999999: must be between 1 and 64"},
+		{"{unit: month, requests_per_unit: 1, calendar: true, anchor_day: 99999999999999999999}",
+			"anchor_day: 99999999999999999999: must be between 1 and 31"},
+		{"{algorithm: adaptive-concurrency, floor: 1, ceiling: 2147483648}",
+			"ceiling: 2147483648: must be between 1 and 2147483647"},
+		{"{unit: hour, requests_per_unit: 10, usage_thresholds: [99999999999999999999]}",
+			"usage_thresholds[0]: 99999999999999999999: want a percentage from 1 to 100"},
+		{"{unit: second, requests_per_unit: 1, unit_multiplier: 1.5}",
+			`unit_multiplier: want a whole number, got "1.5"`},
+		{`{unit: month, requests_per_unit: 1, calendar: true, anchor_day: "x"}`,
+			`anchor_day: want a whole number, got "x"`},
+	} {
+		_, err := Load(fsOf("domain: d\ndescriptors:\n  - key: a\n    rate_limit: " + tc.limit + "\n"))
+		if err == nil {
+			t.Errorf("%s: loaded; want an error", tc.limit)
+			continue
+		}
+		lines := strings.Split(err.Error(), "\n")
+		if want := "f0.yaml:4: descriptors[0].rate_limit." + tc.want; !strings.Contains(lines[0], want) || len(lines) != 1 {
+			t.Errorf("%s:\n%v\nwant one line with %s", tc.limit, err, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/inflight"
 )
 
@@ -114,10 +115,12 @@ func (p *parser) inflightRule(r *rawLimit, field string, rule *Rule, nerr int) *
 		}
 	}
 	f := &InFlight{TTL: inflight.DefaultTTL}
+	const maxAdaptive = 1<<31 - 1 // the most an adaptive limit can be
+	// floor and ceiling: whole numbers from 1 to maxAdaptive.
 	whole := func(n *yaml.Node, name string) int64 {
-		v, ok := p.integer(n, field+"."+name)
-		if ok && v < 1 {
-			p.errorf(n, field+"."+name, "%d: must be at least 1", v)
+		v, ok, over := p.wholeNumber(n, field+"."+name)
+		if (ok || over) && !p.inRange(n, field+"."+name, v, over, 1, maxAdaptive, "") {
+			return 0
 		}
 		return v
 	}
@@ -125,8 +128,8 @@ func (p *parser) inflightRule(r *rawLimit, field string, rule *Rule, nerr int) *
 		switch {
 		case !r.hasRequests && r.requestsNode == nil:
 			p.errorf(at(nil), field+".requests_per_unit", "missing: the most requests in flight at once")
-		case r.hasRequests && r.requests < 1:
-			p.errorf(at(r.requestsNode), field+".requests_per_unit", "%d: must be at least 1", r.requests)
+		case r.hasRequests:
+			p.inRange(r.requestsNode, field+".requests_per_unit", r.requests, r.requestsOver, 1, sluice.MaxLimit, "")
 		}
 		f.Limit = r.requests
 		if r.inflight.floor != nil {
@@ -158,9 +161,6 @@ func (p *parser) inflightRule(r *rawLimit, field string, rule *Rule, nerr int) *
 		}
 		if f.Floor >= 1 && f.Ceiling >= 1 && f.Ceiling < f.Floor {
 			p.errorf(r.inflight.ceiling, field+".ceiling", "%d: must be at least floor %d", f.Ceiling, f.Floor)
-		}
-		if f.Ceiling > 1<<31-1 {
-			p.errorf(r.inflight.ceiling, field+".ceiling", "%d: must be at most %d", f.Ceiling, 1<<31-1)
 		}
 		f.Controller = "gradient"
 		if n := r.inflight.controller; n != nil {

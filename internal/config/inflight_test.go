@@ -44,14 +44,14 @@ func TestInFlightErrors(t *testing.T) {
 	}
 	for _, tc := range []struct{ rl, want string }{
 		{"algorithm: concurrency", "descriptors[0].rate_limit.requests_per_unit: missing"},
-		{"algorithm: concurrency, requests_per_unit: 0", "requests_per_unit: 0: must be at least 1"},
+		{"algorithm: concurrency, requests_per_unit: 0", "requests_per_unit: 0: must be between 1 and 4611686018427387904"},
 		{"algorithm: concurrency, requests_per_unit: 5, unit: second", "rate_limit.unit: must not be set with algorithm concurrency"},
 		{"algorithm: concurrency, requests_per_unit: 5, burst: 3", "rate_limit.burst: must not be set"},
 		{"algorithm: concurrency, requests_per_unit: 5, floor: 3", "rate_limit.floor: only for algorithm adaptive-concurrency"},
 		{"algorithm: adaptive-concurrency, ceiling: 5", "rate_limit.floor: missing"},
 		{"algorithm: adaptive-concurrency, floor: 5", "rate_limit.ceiling: missing"},
 		{"algorithm: adaptive-concurrency, floor: 5, ceiling: 4", "rate_limit.ceiling: 4: must be at least floor 5"},
-		{"algorithm: adaptive-concurrency, floor: 0, ceiling: 4", "rate_limit.floor: 0: must be at least 1"},
+		{"algorithm: adaptive-concurrency, floor: 0, ceiling: 4", "rate_limit.floor: 0: must be between 1 and 2147483647"},
 		{"algorithm: adaptive-concurrency, floor: 1, ceiling: 4, requests_per_unit: 3", "requests_per_unit: must not be set with algorithm adaptive-concurrency"},
 		{"algorithm: concurrency, requests_per_unit: 5, holder_ttl: 10ms", `rate_limit.holder_ttl: "10ms": want a duration of at least 1s`},
 		{"algorithm: concurrency, requests_per_unit: 5, critical_reserve: 1.5", "rate_limit.critical_reserve: \"1.5\": want a fraction in [0, 1)"},

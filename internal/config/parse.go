@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/shard"
 )
 
 // parsed is one file's domain, compiled.
@@ -261,7 +262,8 @@ type rawLimit struct {
 	unit, period         string
 	unitNode, periodNode *yaml.Node
 	requests             int64
-	hasRequests          bool
+	hasRequests          bool // requests_per_unit is a whole number (requestsOver: beyond 64 bits)
+	requestsOver         bool
 	requestsNode         *yaml.Node
 	unlimited            bool
 	name                 string
@@ -269,10 +271,12 @@ type rawLimit struct {
 	algorithm            string
 	algorithmNode        *yaml.Node
 	burst                int64
+	burstOver            bool // burst is a whole number beyond 64 bits
 	burstNode            *yaml.Node
 	failureMode          string
 	failureNode          *yaml.Node
 	multiplier           int64
+	multiplierOver       bool // unit_multiplier is a whole number beyond 64 bits
 	multiplierNode       *yaml.Node
 	inflight             rawInFlight // in-flight fields (inflight.go)
 	lease                bool
@@ -423,7 +427,10 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"unit":   func(v *yaml.Node, f string) { r.unit, r.unitNode = p.str(v, f), v },
 		"period": func(v *yaml.Node, f string) { r.period, r.periodNode = p.str(v, f), v },
 		"requests_per_unit": func(v *yaml.Node, f string) {
-			r.requests, r.hasRequests = p.integer(v, f)
+			// Its range depends on the algorithm: rule and inflightRule
+			// check it.
+			r.requests, r.hasRequests, r.requestsOver = p.wholeNumber(v, f)
+			r.hasRequests = r.hasRequests || r.requestsOver
 			r.requestsNode = v
 		},
 		"unlimited": func(v *yaml.Node, f string) { r.unlimited = p.boolean(v, f) },
@@ -447,12 +454,18 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 				r.replaces = append(r.replaces, name)
 			}
 		},
-		"algorithm":    func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
-		"burst":        func(v *yaml.Node, f string) { r.burst, _ = p.integer(v, f); r.burstNode = v },
+		"algorithm": func(v *yaml.Node, f string) { r.algorithm, r.algorithmNode = p.str(v, f), v },
+		"burst": func(v *yaml.Node, f string) {
+			r.burst, _, r.burstOver = p.wholeNumber(v, f)
+			r.burstNode = v
+		},
 		"failure_mode": func(v *yaml.Node, f string) { r.failureMode, r.failureNode = p.str(v, f), v },
 		"unit_multiplier": func(v *yaml.Node, f string) {
-			r.multiplier, _ = p.integer(v, f)
-			r.multiplierNode = v
+			// Not a whole number, it is reported once, here.
+			var ok bool
+			if r.multiplier, ok, r.multiplierOver = p.wholeNumber(v, f); ok || r.multiplierOver {
+				r.multiplierNode = v
+			}
 		},
 		"floor":      func(v *yaml.Node, f string) { r.inflight.floor = p.num(v, f) },
 		"ceiling":    func(v *yaml.Node, f string) { r.inflight.ceiling = p.num(v, f) },
@@ -463,7 +476,14 @@ func (p *parser) rateLimit(n *yaml.Node, field string) *rawLimit {
 		"controller":        func(v *yaml.Node, f string) { r.inflight.controller = p.num(v, f) },
 		"latency_threshold": func(v *yaml.Node, f string) { r.inflight.threshold = p.num(v, f) },
 		"lease":             func(v *yaml.Node, f string) { r.lease, r.leaseNode = p.boolean(v, f), v },
-		"shards":            func(v *yaml.Node, f string) { r.shards, _ = p.integer(v, f); r.shardsNode = v },
+		"shards": func(v *yaml.Node, f string) {
+			// Out of range, it is reported once, here: leaseShards sees
+			// no shards.
+			n, ok, over := p.wholeNumber(v, f)
+			if (ok || over) && p.inRange(v, f, n, over, 1, shard.Max, "") {
+				r.shards, r.shardsNode = n, v
+			}
+		},
 		"overridable": func(v *yaml.Node, f string) {
 			r.quota.overridable, r.quota.overridableNode = p.boolean(v, f), v
 		},
@@ -559,11 +579,15 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 		}
 		period = d
 		if r.multiplierNode != nil {
+			text := strconv.FormatInt(r.multiplier, 10)
+			if r.multiplierOver {
+				text = p.deref(r.multiplierNode).Value
+			}
 			switch {
-			case r.multiplier < 1:
-				p.errorf(at(r.multiplierNode), field+".unit_multiplier", "%d: must be at least 1", r.multiplier)
-			case ok && r.multiplier > int64(sluice.MaxPeriod/d):
-				p.errorf(at(r.multiplierNode), field+".unit_multiplier", "%d: %d × %s is longer than the longest period, %v", r.multiplier, r.multiplier, r.unit, sluice.MaxPeriod)
+			case r.multiplierOver && strings.HasPrefix(text, "-") || !r.multiplierOver && r.multiplier < 1:
+				p.errorf(at(r.multiplierNode), field+".unit_multiplier", "%s: must be at least 1", text)
+			case ok && (r.multiplierOver || r.multiplier > int64(sluice.MaxPeriod/d)):
+				p.errorf(at(r.multiplierNode), field+".unit_multiplier", "%s: %s × %s is longer than the longest period, %v (at most %d)", text, text, r.unit, sluice.MaxPeriod, int64(sluice.MaxPeriod/d))
 			default:
 				period = d * time.Duration(r.multiplier)
 			}
@@ -582,8 +606,11 @@ func (p *parser) rule(r *rawLimit, field, fullKey string) *Rule {
 	}
 	if !r.hasRequests && r.requestsNode == nil {
 		p.errorf(at(nil), field+".requests_per_unit", "missing")
-	} else if r.hasRequests && r.requests < 0 {
-		p.errorf(at(r.requestsNode), field+".requests_per_unit", "%d: must not be negative", r.requests)
+	} else if r.hasRequests {
+		p.inRange(r.requestsNode, field+".requests_per_unit", r.requests, r.requestsOver, 0, sluice.MaxLimit, "0 refuses every request")
+	}
+	if r.burstNode != nil {
+		p.inRange(r.burstNode, field+".burst", r.burst, r.burstOver, 0, sluice.MaxLimit, "0 means the limit")
 	}
 	alg := sluice.FixedWindow
 	if r.algorithm != "" {

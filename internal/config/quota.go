@@ -64,7 +64,10 @@ func (p *parser) usageThresholds(n *yaml.Node, field string) []int {
 	out := make([]int, 0, len(items))
 	for i, it := range items {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		v, ok := p.integer(it, f)
+		v, ok, over := p.wholeNumber(it, f)
+		if over {
+			p.errorf(it, f, "%s: want a percentage from 1 to 100", p.deref(it).Value)
+		}
 		if !ok {
 			return nil
 		}

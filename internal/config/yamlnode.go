@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -211,18 +212,49 @@ func emptyDocument(doc *yaml.Node) bool {
 	return len(doc.Content) == 0 || len(doc.Content) == 1 && isNull(doc.Content[0])
 }
 
-func (p *parser) integer(n *yaml.Node, field string) (int64, bool) {
+// wholeNumber decodes a whole number of 64 bits, reporting a value that is
+// not a whole number. A whole number beyond 64 bits (which YAML reads as a
+// float: 99999999999999999999) is not reported: over is set, for the
+// caller to say the field's range (inRange), naming the value as written
+// (n.Value), rather than "want a whole number".
+func (p *parser) wholeNumber(n *yaml.Node, field string) (v int64, ok, over bool) {
 	n = p.deref(n)
+	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
+		if _, isInt := new(big.Int).SetString(n.Value, 0); isInt {
+			if err := n.Decode(&v); err != nil || n.Tag != "!!int" {
+				return 0, false, true
+			}
+			return v, true, false
+		}
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		p.errorf(n, field, "want a whole number, got %s", kindName(n))
-		return 0, false
+		return 0, false, false
 	}
-	var v int64
 	if err := n.Decode(&v); err != nil {
-		p.errorf(n, field, "%q is not a whole number in range", n.Value)
-		return 0, false
+		p.errorf(n, field, "%q is not a whole number of 64 bits", n.Value)
+		return 0, false, false
 	}
-	return v, true
+	return v, true, false
+}
+
+// inRange reports, for the field of node n (decoded by wholeNumber as v,
+// or over), a value outside lo to hi, naming it as written and saying the
+// range; note, when not "", says what lo means ("0 refuses every
+// request"), after it. It returns whether v is in range.
+func (p *parser) inRange(n *yaml.Node, field string, v int64, over bool, lo, hi int64, note string) bool {
+	if !over && v >= lo && v <= hi {
+		return true
+	}
+	text := strconv.FormatInt(v, 10)
+	if over {
+		text = p.deref(n).Value
+	}
+	if note != "" {
+		note = " (" + note + ")"
+	}
+	p.errorf(n, field, "%s: must be between %d and %d%s", text, lo, hi, note)
+	return false
 }
 
 func (p *parser) list(n *yaml.Node, field string) []*yaml.Node {

@@ -18,7 +18,7 @@ import (
 // descriptor refused the request); its decision is the key's state after
 // the charge. It returns check's error when the caller has gone; fail
 // counts a store failure (once per request).
-func (s *Server) countRefused(ctx context.Context, label string, descs []descriptor, outs []outcome, limiters []*sluice.Limiter, fail func(error, func() string)) error {
+func (s *Server) countRefused(ctx context.Context, label string, descs []descriptor, outs []outcome, limiters []*sluice.Limiter, fail func(error, []int)) error {
 	for i := range outs {
 		r := outs[i].rule
 		if r == nil || !r.CountRefused || r.Unlimited || r.ShadowMode || r.Deny || limiters[i] == nil || descs[i].hits <= 0 {
@@ -29,7 +29,7 @@ func (s *Server) countRefused(ctx context.Context, label string, descs []descrip
 			return s.gone(label, descs, outs, ctx.Err())
 		}
 		if err != nil {
-			fail(err, func() string { return s.ruleNames(outs, []int{i}) })
+			fail(err, []int{i})
 			outs[i].failed = true
 			continue
 		}

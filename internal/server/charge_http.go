@@ -213,7 +213,7 @@ func (s *Server) charge(ctx context.Context, domain string, descs []descriptor, 
 			return nil, nil, errGone
 		}
 		if err != nil {
-			s.storeFailed(domain, err, func() string { return r.Title() })
+			s.storeFailed(domain, err, r.Title)
 			outs[i].failed = true
 			if failure == nil {
 				failure = err

@@ -88,6 +88,16 @@ type outcome struct {
 	gone bool
 }
 
+// measured reports whether o's decision is its key's state as the store
+// holds it: not when the store failed and the rule's failure mode answered
+// (open, closed, or the local share's count), nor when the caller left.
+// Only such decisions say how near a key is to its limit: they alone feed
+// the keys nearest their limit (GET /v1/rules, the live page,
+// sluice_rule_nearest_key_used_ratio) and the usage threshold crossings.
+// A failure mode's answer says nothing of the key: fail open answers
+// remaining 0 (100% used) for a key that may have taken 1 of 100.
+func (o *outcome) measured() bool { return !o.failed && !o.gone }
+
 // errUnavailable is returned while no configuration is in force.
 var errUnavailable = errors.New("no configuration loaded yet")
 
@@ -112,13 +122,12 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 		label = OtherValue
 	}
 	// fail counts the request's store failure once (the metric and the
-	// status count requests), however many of its calls failed.
+	// status count requests), however many of its calls failed, and names
+	// the rules of outs[idx] in the log, those of every call that failed.
 	failed := false
-	fail := func(err error, rules func() string) {
-		if !failed {
-			failed = true
-			s.storeFailed(label, err, rules)
-		}
+	fail := func(err error, idx []int) {
+		s.storeFailedRules(label, err, !failed, s.ruleNames(label, outs, idx))
+		failed = true
 	}
 	outs = make([]outcome, len(descs))
 	limiters := make([]*sluice.Limiter, len(descs))
@@ -224,7 +233,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			}
 		}
 		if v.StoreFailed() {
-			fail(aerr, func() string { return s.ruleNames(outs, idx) })
+			fail(aerr, idx)
 		}
 		if res.Allowed {
 			break
@@ -275,7 +284,7 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 			return false, nil, s.gone(label, descs, outs, ctx.Err())
 		}
 		if terr != nil {
-			fail(terr, func() string { return s.ruleNames(outs, []int{i}) })
+			fail(terr, []int{i})
 			outs[i].failed = true
 		}
 		outs[i].shadowOver = !d.Allowed
@@ -572,16 +581,40 @@ func clampU32(n int64) uint32 {
 	return uint32(n)
 }
 
-// storeFailed counts a store failure and logs it, at most once a second
-// (with the number of failures since the last line), so a dead store does
-// not flood the log. rules names the rules involved; it is called only for
-// a line logged.
+// storeFailed counts a store failure of one request of domain (a domain
+// label) and logs it; rules names the rule whose call failed (its title).
 func (s *Server) storeFailed(domain string, err error, rules func() string) {
-	s.metrics.storeErrors.WithLabelValues(domain).Inc()
-	s.health.failed(s.now(), err)
-	if n, ok := s.storeFailLog.due(time.Now().UnixNano()); ok {
-		s.log.Warn("store failed; the rules' failure modes decide", "domain", domain, "rules", rules(), "error", err, "failures_since_last_log", n)
+	s.storeFailedRules(domain, err, true, []string{domain + "/" + rules()})
+}
+
+// storeFailedRules counts a store failure and logs it, at most once a
+// second (storeFailLog), so a dead store does not flood the log: the line
+// names every rule that failed since the last one, as "domain/name", with
+// the requests that failed on it, and the errors. first is set for a
+// request's first failure, which alone counts in the metric, the status
+// and the line's failures_since_last_log: the metric and the status count
+// requests. A later failure of the same request (another round, a shadow
+// rule) only adds its rules.
+func (s *Server) storeFailedRules(domain string, err error, first bool, rules []string) {
+	n := int64(0)
+	if first {
+		n = 1
+		s.metrics.storeErrors.WithLabelValues(domain).Inc()
+		s.health.failed(s.now(), err)
 	}
+	s.storeFailLog.add(n, err, rules...)
+}
+
+// logStoreFailures is storeFailLog's line.
+func (s *Server) logStoreFailures(l *batchLine) {
+	errText := func(d any) string {
+		if err, ok := d.(error); ok {
+			return err.Error()
+		}
+		return ""
+	}
+	s.log.Warn("store failed; the rules' failure modes decide", "rules", l.list(nil, "failures of other rules"),
+		"error", l.details(errText), "failures_since_last_log", l.total)
 }
 
 // logEvery keeps a repeated log line to one a second, counting the
@@ -604,9 +637,10 @@ func (l *logEvery) due(now int64) (n int64, ok bool) {
 	return n, true
 }
 
-// ruleNames lists, comma-separated, the names of the rules of outs[idx]
-// (each once), as the metrics name them.
-func (s *Server) ruleNames(outs []outcome, idx []int) string {
+// ruleNames names the rules of outs[idx] (each once) as storeFailedRules
+// does: "domain/name", the domain label and the rule's name as the metrics
+// have them.
+func (s *Server) ruleNames(domain string, outs []outcome, idx []int) []string {
 	var names []string
 	for _, i := range idx {
 		r := outs[i].rule
@@ -617,11 +651,12 @@ func (s *Server) ruleNames(outs []outcome, idx []int) string {
 		if !outs[i].override {
 			name = r.Title()
 		}
+		name = domain + "/" + name
 		if !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}
-	return strings.Join(names, ",")
+	return names
 }
 
 // quotaCount counts a request's quota-mode descriptors and those of them

@@ -11,13 +11,17 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
+	"testing/synctest"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	envoytype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -48,7 +52,7 @@ func (deadStore) TakeAll(context.Context, []sluice.Request, []sluice.Decision) e
 }
 
 func TestStoreFailure(t *testing.T) {
-	var logged strings.Builder // the calls below are synchronous
+	var logged lockedBuffer // the calls below are synchronous; the log's timer is not
 	srv, err := New(deadStore{}, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -85,9 +89,9 @@ descriptors:
 	if got := ask(desc("closed", "x")); got != "OVER: OVER" {
 		t.Errorf("fail-closed: %s", got)
 	}
-	// The first failure is logged (the next ones within a second are only
-	// counted), naming the rules involved.
-	if want := `msg="store failed; the rules' failure modes decide" domain=d rules=d.open error=`; !strings.Contains(logged.String(), want) {
+	// The first failure is logged at once (the next ones within a second
+	// are gathered for the next line), naming the rules involved.
+	if want := `msg="store failed; the rules' failure modes decide" rules="d/d.open: 1" error="sluice: policy \"d.open\": key \"4:open1:x\": connection refused" failures_since_last_log=1`; !strings.Contains(logged.String(), want) {
 		t.Errorf("the log lacks %s:\n%s", want, logged.String())
 	}
 	if got := ask(desc("open", "x"), desc("closed", "x")); got != "OVER: OK OVER" {
@@ -312,4 +316,86 @@ func TestFailedBackoffShards(t *testing.T) {
 			t.Errorf("cost %d: RetryAfter %v, want %v", hits, o.decision.RetryAfter, unavailableRetryAfter)
 		}
 	}
+}
+
+// TestStoreFailureLogNamesEveryFailingRule: Redis is down; every second a
+// busy fail-open rule (domain "busy") fails first, then a fail-closed rule
+// of another domain ("partners", refusing every partner). README (Failure
+// modes, "Seeing it"): "one log line a second at most says which rules and
+// why". On main each second's line named only the first request's rules
+// ("domain=busy rules=busy") and counted the partners' failures under it:
+// the fail-closed rule was never named. Each line now names every rule
+// that failed since the last one, with the requests that failed on it; a
+// request that fails on two rules (one of them in shadow mode) names both
+// and counts once.
+func TestStoreFailureLogNamesEveryFailingRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged lockedBuffer
+		srv, err := New(deadStore{}, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(fstest.MapFS{
+			"busy.yaml": {Data: []byte(`domain: busy
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 100, failure_mode: open, name: busy}
+  - key: dark
+    shadow_mode: true
+    rate_limit: {unit: second, requests_per_unit: 100, failure_mode: open}
+`)},
+			"partners.yaml": {Data: []byte(`domain: partners
+descriptors:
+  - key: partner
+    rate_limit: {unit: second, requests_per_unit: 100, failure_mode: closed, name: partners}
+`)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+		r := rlsServer{s: srv}
+		ask := func(domain string, ds ...*rlcommon.RateLimitDescriptor) {
+			t.Helper()
+			if _, err := r.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: domain, Descriptors: ds}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			ask("busy", desc("k", "x"))
+			ask("partners", desc("partner", "acme"))
+			time.Sleep(1100 * time.Millisecond) // the bubble's clock
+		}
+		ask("busy", desc("k", "x"), desc("dark", "y"))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		var got []string
+		for _, l := range strings.Split(logged.String(), "\n") {
+			if strings.Contains(l, "store failed") {
+				i := strings.Index(l, "rules=")
+				j := strings.Index(l, " error=")
+				k := strings.Index(l, " failures_since_last_log=")
+				if i < 0 || j < i || k < j || !strings.Contains(l[j:k], "connection refused") {
+					t.Fatalf("a line without rules, error or count: %s", l)
+				}
+				got = append(got, l[i:j]+l[k:])
+			}
+		}
+		want := []string{
+			`rules="busy/busy: 1" failures_since_last_log=1`, // at once
+			`rules="partners/partners: 1" failures_since_last_log=1`,
+			`rules="busy/busy: 1, partners/partners: 1" failures_since_last_log=2`,
+			`rules="busy/busy: 1, partners/partners: 1" failures_since_last_log=2`,
+			`rules="busy/busy: 1, busy/busy.dark: 1" failures_since_last_log=1`,
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("the lines say\n%s\nwant\n%s\nlog:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), logged.String())
+		}
+		var m dto.Metric
+		if err := srv.metrics.storeErrors.WithLabelValues("partners").Write(&m); err != nil || m.GetCounter().GetValue() != 3 {
+			t.Errorf("sluice_store_errors_total{domain=partners} %v (%v), want 3", m.GetCounter().GetValue(), err)
+		}
+	})
 }

@@ -24,7 +24,9 @@ import (
 // The near-limit table holds, for each tracked key, its use at its last
 // decision: u = (capacity − remaining)/capacity, capacity being the burst
 // (bucket kinds) or the limit, and u ≥ 1 for a refusal (or, in shadow mode,
-// a would-be refusal). A decision updates its key's entry; a key not in a
+// a would-be refusal). Only the store's decisions count there
+// (outcome.measured): a failure mode's answer during a store outage is not
+// the key's state. A decision updates its key's entry; a key not in a
 // full table replaces the entry of least use only if its own use is
 // strictly greater, and any entry idle for nearLimitStale counts as use −1.
 // So a key stays listed until a key strictly nearer its limit comes or it
@@ -164,7 +166,12 @@ func (l *live) record(r *config.Rule, entries []config.Entry, o *outcome, now ti
 		st.shadowRefused++
 	}
 	// The near-limit table: update the key's entry, or take the place of
-	// the entry furthest from its limit (a stale one first).
+	// the entry furthest from its limit (a stale one first). A failure
+	// mode's answer is not the key's state (outcome.measured): it is
+	// counted above, and leaves the table as it was.
+	if !o.measured() {
+		return
+	}
 	cut := longValue(entries)
 	var sum [sha256.Size]byte
 	if cut {
@@ -424,7 +431,7 @@ func newLiveCollector(s *Server) *liveCollector {
 		shadowDesc: prometheus.NewDesc("sluice_shadow_would_refuse_total",
 			"Requests a shadow_mode rule would have refused, by domain and rule (its name, else its key in the tree), since the rule was first loaded.", []string{"domain", "rule"}, nil),
 		nearD: prometheus.NewDesc("sluice_rule_nearest_key_used_ratio",
-			"For each rule (its name, else its key in the tree), 1 − remaining/capacity of the key nearest its limit in the last minute (1 or more: refused, or would have been); the keys are in GET /v1/rules.", []string{"domain", "rule"}, nil),
+			"For each rule (its name, else its key in the tree), 1 − remaining/capacity of the key nearest its limit in the last minute (1 or more: refused, or would have been), by the store's decisions (a failure mode's answers during a store outage are left out); the keys are in GET /v1/rules.", []string{"domain", "rule"}, nil),
 	}
 }
 

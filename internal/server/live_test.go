@@ -3,15 +3,19 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 const liveYAML = `domain: api
@@ -282,5 +286,66 @@ func TestRulesViewGlobalShadowMode(t *testing.T) {
 	}
 	if len(u.NearLimit) != 1 || u.NearLimit[0].Refused != 2 {
 		t.Errorf("near limit %+v", u.NearLimit)
+	}
+}
+
+// downStore is a store that fails every call, as deadStore, while down is
+// set, and is its Store otherwise.
+type downStore struct {
+	sluice.Store
+	down *atomic.Bool
+}
+
+func (s downStore) Take(ctx context.Context, p sluice.Policy, key string, cost int64) (sluice.Decision, error) {
+	if s.down.Load() {
+		return sluice.Decision{}, errDead
+	}
+	return s.Store.Take(ctx, p, key, cost)
+}
+
+func (s downStore) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) error {
+	if s.down.Load() {
+		return errDead
+	}
+	return s.Store.TakeAll(ctx, reqs, out)
+}
+
+// TestFailOpenIsNotNearLimit: during a store outage a rule's failure mode
+// answers (open: remaining 0, admitted), and that answer is not the key's
+// state. The keys nearest their limit (GET /v1/rules, the live page) and
+// sluice_rule_nearest_key_used_ratio keep what the store last decided, and
+// a key first seen during the outage is not listed; on main a fail-open
+// answer listed the key at used 1 (100% of its limit) and set the metric to
+// 1, so an alert "a key is at its limit" fired for every rule in any
+// outage. The decisions still count in the rule's series.
+func TestFailOpenIsNotNearLimit(t *testing.T) {
+	for _, mode := range []string{"open", "closed", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			var down atomic.Bool
+			h := startOver(t, func(ms *memstore.Store) sluice.Store { return downStore{ms, &down} }, map[string]string{"gps.yaml": `domain: gps
+descriptors:
+  - key: city
+    rate_limit: {unit: hour, requests_per_unit: 100, failure_mode: ` + mode + `, name: gps-ingest}
+`})
+			for range 30 {
+				h.should(t, "gps", desc("city", "paris"))
+			}
+			down.Store(true)
+			for range 5 {
+				h.should(t, "gps", desc("city", "paris"))
+				h.should(t, "gps", desc("city", "lyon"))
+			}
+			ri := ruleNamed(t, h.rules(t), "gps.city")
+			if ri.Decisions != 40 {
+				t.Errorf("decisions %d, want 40 (the failure mode's answers count as decisions)", ri.Decisions)
+			}
+			if len(ri.NearLimit) != 1 || ri.NearLimit[0].Key != "city=paris" || ri.NearLimit[0].Used != 0.3 || ri.NearLimit[0].Refused != 0 {
+				t.Errorf("store down, fail %s: near limit %+v, want only city=paris at used 0.3 (30 of 100, the store's last decision)", mode, ri.NearLimit)
+			}
+			want := `sluice_rule_nearest_key_used_ratio{domain="gps",rule="gps-ingest"} 0.3`
+			if m := h.get(t, "/metrics"); !strings.Contains(m, want+"\n") {
+				t.Errorf("store down, fail %s: want %s; /metrics has:\n%s", mode, want, grepLines(m, "sluice_rule_nearest_key_used_ratio"))
+			}
+		})
 	}
 }

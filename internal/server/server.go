@@ -73,8 +73,8 @@ type Server struct {
 	loadOpts  []config.Option // WithConfigOptions: how ReloadDir loads
 	shadowAll bool            // WithShadowMode
 
-	storeFailLog  logEvery      // storeFailed's line
-	unmatchedLog  logEvery      // unmatched's line
+	storeFailLog  logBatch      // storeFailedRules's line
+	unmatchedLog  logBatch      // unmatched's line
 	unmatchedView unmatchedView // the live page's unmatched requests
 	now           func() time.Time
 
@@ -148,6 +148,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 	s := &Server{log: slog.Default(), metrics: newMetrics(), now: time.Now, simulating: make(chan struct{}, MaxSimulations)}
 	s.base = store
 	s.store = s.stack(store)
+	s.storeFailLog.emit, s.unmatchedLog.emit = s.logStoreFailures, s.logUnmatched
 	for _, o := range opts {
 		o(s)
 	}
@@ -267,8 +268,9 @@ func (s *Server) ReloadDir(dir string) error {
 }
 
 // SetStopping marks the server as shutting down: /readyz fails from now on,
-// so load balancers stop sending new work while in-flight requests finish,
-// and RLQS streams end (Envoys reconnect to another replica).
+// so load balancers stop sending new work while it still serves (sluice
+// serve's lame duck) and while in-flight requests finish, and RLQS streams
+// end (Envoys reconnect to another replica).
 func (s *Server) SetStopping() {
 	s.stopping.Store(true)
 	s.rlqs.Drain() // RLQS streams never end on their own

@@ -997,3 +997,14 @@ func TestEnvoyExampleConfigs(t *testing.T) {
 		t.Errorf("paths: %v", r)
 	}
 }
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

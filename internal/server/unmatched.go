@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 )
 
 // A request none of whose descriptors matches a rule is allowed, as in
@@ -15,8 +14,9 @@ import (
 // visible: such requests are counted per domain in
 // sluice_unmatched_requests_total (a domain no file defines counts as
 // OtherValue, so requests add no label values), logged at most once a
-// second with the domain and the descriptors' keys, and listed on the live
-// page (UnmatchedInfo).
+// second with the domain and the descriptors' keys (the line names every
+// domain of its second, up to logBatchNames, with the number of requests
+// and the last one's keys), and listed on the live page (UnmatchedInfo).
 
 // unmatchedView keeps the live page's view of unmatched requests: one entry
 // per domain label, so as many as there are configured domains plus one.
@@ -108,9 +108,21 @@ func (s *Server) unmatched(label, domain string, descs []descriptor) {
 	u.Requests++
 	u.LastDomain, u.LastKeys, u.LastAt = labelValue(domain), keys, now.Unix()
 	v.mu.Unlock()
-	if n, ok := s.unmatchedLog.due(time.Now().UnixNano()); ok {
-		s.log.Warn("a request matched no rule: nothing limited it (is Envoy's domain or a descriptor key misspelt?)", "domain", labelValue(domain), "keys", keys, "unmatched_since_last_log", n)
+	s.unmatchedLog.add(1, keys, labelValue(domain))
+}
+
+// logUnmatched is unmatchedLog's line: every domain (as sent, cut) that
+// unmatched requests named since the last line, with their number and the
+// last one's keys.
+func (s *Server) logUnmatched(l *batchLine) {
+	keys := func(d any) string {
+		if k, _ := d.(string); k != "" {
+			return "keys " + k
+		}
+		return "no keys"
 	}
+	s.log.Warn("requests matched no rule: nothing limited them (is Envoy's domain or a descriptor key misspelt?)",
+		"domains", l.list(keys, "requests of other domains"), "unmatched_since_last_log", l.total)
 }
 
 // unmatchedList is the live page's list, by domain.

@@ -137,7 +137,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		s.storeFailed(label, err, func() string { return rule.FullKey })
+		s.storeFailed(label, err, rule.Title)
 		u.StoreError = true
 	}
 	p := eff.Policy
@@ -184,8 +184,9 @@ func period(p sluice.Policy, now time.Time) (start, end time.Time) {
 // Unix epoch: a fixed window's window; for the other algorithms, the same
 // grid), in
 // sluice_usage_threshold_crossings_total{domain, rule, threshold}, and logs
-// it once. The labels are bounded: domains and rules are the configured
-// ones, at most 8 thresholds each.
+// it once (within a budget per rule: crossLogBurst). The rule label is the rule's name (config.Rule.Title), as in
+// every other metric. The labels are bounded: domains and rules are the
+// configured ones, at most 8 thresholds each.
 //
 // A charge (POST /v1/charge, /v1/commit) counts its crossings as a check
 // does. A reload keeps what was counted: a key counts, in a period, only
@@ -205,12 +206,47 @@ func period(p sluice.Policy, now time.Time) (start, end time.Time) {
 // maxCrossingKeys bounds the keys whose crossings are remembered.
 const maxCrossingKeys = 1 << 16
 
+// The crossing lines of a rule are bounded (crossings.logLine): a per-IP
+// rule under attack crosses two thresholds for every address, and logged
+// a line each. A rule logs crossLogBurst lines at once, then one a second
+// (a token bucket, by the process's clock); a crossing not logged is
+// counted, and the count is logged with the rule's next line, or on a
+// line of its own ("usage threshold crossings not logged") when the next
+// line is due. The metric counts every crossing. Memory: one small entry
+// per rule that crossed lately, at most maxCrossLogRules.
+const (
+	crossLogBurst    = 10
+	maxCrossLogRules = 1 << 12
+)
+
 type crossings struct {
 	s       *Server
 	counter *prometheus.CounterVec
 
 	mu   sync.Mutex
 	seen map[crossKey]crossSeen
+
+	logMu sync.Mutex
+	logs  map[crossLogKey]*crossLog
+}
+
+// crossLogKey is a rule, by its address.
+type crossLogKey struct{ domain, rule string }
+
+// crossLog is the log budget of one rule's crossing lines.
+type crossLog struct {
+	tokens    float64   // lines it may log now, at most crossLogBurst
+	at        time.Time // when tokens was computed
+	dropped   int64     // crossings not logged since its last line
+	scheduled bool      // a timer will log dropped
+	domain    string    // the rule's, for the line of dropped
+	name      string
+}
+
+// refill brings l's tokens to now (logMu held).
+func (l *crossLog) refill(now time.Time) {
+	l.tokens = min(crossLogBurst, l.tokens+now.Sub(l.at).Seconds())
+	l.at = now
 }
 
 type crossKey struct{ rule, key string }
@@ -225,7 +261,7 @@ func (c *crossings) init(s *Server) {
 	c.seen = map[crossKey]crossSeen{}
 	c.counter = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_usage_threshold_crossings_total",
-		Help: "Keys whose use of their limit crossed a usage threshold (rate_limit.usage_thresholds, percent; 80 and 100 by default), counted once per key, threshold and period by the replica that decided it, by domain, rule (full key) and threshold.",
+		Help: "Keys whose use of their limit crossed a usage threshold (rate_limit.usage_thresholds, percent; 80 and 100 by default), counted once per key, threshold and period by the replica that decided it, by domain, rule (its name, else its key in the tree, as the other per-rule metrics) and threshold.",
 	}, []string{"domain", "rule", "threshold"})
 	s.metrics.registry.MustRegister(c.counter)
 	if s.metrics.extra != nil {
@@ -238,7 +274,7 @@ func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
 	r := o.rule
 	// A limit the request carried (o.override) has a rule named by the
 	// request's values: not counted, as it would leak them into labels.
-	if r == nil || r.Unlimited || r.Deny || o.failed || o.gone || o.override {
+	if r == nil || r.Unlimited || r.Deny || !o.measured() || o.override {
 		return
 	}
 	capacity := r.Policy.Capacity()
@@ -283,9 +319,98 @@ func (c *crossings) observe(domain string, entries []config.Entry, o *outcome) {
 	c.mu.Unlock()
 	for _, t := range ths[from:level] {
 		th := strconv.Itoa(t)
-		c.counter.WithLabelValues(domain, r.FullKey, th).Inc()
-		c.s.log.Info("usage threshold crossed", "domain", r.Domain, "rule", r.FullKey, "entries", fmt.Sprint(cutEntries(entries)),
-			"threshold_percent", t, "used", used, "capacity", capacity, "period_end", time.Unix(0, end).UTC())
+		c.counter.WithLabelValues(domain, r.Title(), th).Inc()
+		log, notLogged := c.logLine(r)
+		if !log {
+			continue
+		}
+		attrs := []any{"domain", r.Domain, "rule", r.Title(), "entries", fmt.Sprint(cutEntries(entries)),
+			"threshold_percent", t, "used", used, "capacity", capacity, "period_end", time.Unix(0, end).UTC()}
+		if notLogged > 0 {
+			attrs = append(attrs, "crossings_not_logged", notLogged)
+		}
+		c.s.log.Info("usage threshold crossed", attrs...)
+	}
+}
+
+// logLine reports whether a crossing of r may be logged now (see
+// crossLogBurst), and the crossings of r not logged before it; when it may
+// not, the crossing is counted, for r's next line.
+func (c *crossings) logLine(r *config.Rule) (ok bool, notLogged int64) {
+	now := time.Now()
+	k := crossLogKey{r.Domain, r.FullKey}
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	l := c.logs[k]
+	if l == nil {
+		if c.logs == nil {
+			c.logs = map[crossLogKey]*crossLog{}
+		}
+		if len(c.logs) >= maxCrossLogRules {
+			c.pruneLogs(now)
+		}
+		l = &crossLog{tokens: crossLogBurst, at: now}
+		c.logs[k] = l
+	}
+	l.domain, l.name = r.Domain, r.Title()
+	l.refill(now)
+	if l.tokens >= 1 {
+		l.tokens--
+		notLogged, l.dropped = l.dropped, 0
+		return true, notLogged
+	}
+	l.dropped++
+	if !l.scheduled {
+		l.scheduled = true
+		time.AfterFunc(time.Duration((1-l.tokens)*float64(time.Second)), func() { c.logDropped(k) })
+	}
+	return false, 0
+}
+
+// logDropped logs the crossings of rule k not logged, if some are still
+// waiting, when its next line is due.
+func (c *crossings) logDropped(k crossLogKey) {
+	now := time.Now()
+	c.logMu.Lock()
+	l := c.logs[k]
+	if l == nil {
+		c.logMu.Unlock()
+		return
+	}
+	l.scheduled = false
+	l.refill(now)
+	if l.dropped == 0 {
+		c.logMu.Unlock()
+		return
+	}
+	if l.tokens < 1 { // a line took the token; not yet
+		l.scheduled = true
+		time.AfterFunc(time.Duration((1-l.tokens)*float64(time.Second)), func() { c.logDropped(k) })
+		c.logMu.Unlock()
+		return
+	}
+	l.tokens--
+	n, domain, name := l.dropped, l.domain, l.name
+	l.dropped = 0
+	c.logMu.Unlock()
+	c.s.log.Info("usage threshold crossings not logged (more than one a second; the metric counts them all)", "domain", domain, "rule", name, "crossings_not_logged", n)
+}
+
+// pruneLogs forgets the rules whose budget is whole again and has nothing
+// waiting (logMu held); failing that, whatever has nothing waiting.
+func (c *crossings) pruneLogs(now time.Time) {
+	for k, l := range c.logs {
+		if l.dropped == 0 && !l.scheduled && l.tokens+now.Sub(l.at).Seconds() >= crossLogBurst {
+			delete(c.logs, k)
+		}
+	}
+	for k, l := range c.logs {
+		if len(c.logs) < maxCrossLogRules {
+			break
+		}
+		if l.dropped == 0 && !l.scheduled {
+			delete(c.logs, k)
+		}
 	}
 }
 

@@ -5,11 +5,16 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 func (h *harness) usage(t *testing.T, query string) Usage {
@@ -123,4 +128,131 @@ descriptors:
 	if n != 7 {
 		t.Errorf("%d crossings logged, want 7 (a: 80, 100, then 80, 100; b: 80, 100; u: 50):\n%s", n, logs.String())
 	}
+}
+
+// TestThresholdMetricUsesRuleName: the rule label of
+// sluice_usage_threshold_crossings_total is the rule's name, as in every
+// other per-rule metric (README: "A rule has one name ... the metrics'
+// `policy` and `rule` labels ... all use it"), so the series join on it.
+// On main it was the full key ("rides.rider") where the others said
+// "rider".
+func TestThresholdMetricUsesRuleName(t *testing.T) {
+	h := start(t, map[string]string{"rides.yaml": ridesYAML})
+	// rider: token bucket, burst 3: three requests use it all (100%), a
+	// fourth is refused.
+	for range 4 {
+		h.should(t, "rides", desc("rider", "r1"))
+	}
+	m := h.get(t, "/metrics")
+	for _, want := range []string{
+		`sluice_rule_nearest_key_used_ratio{domain="rides",rule="rider"} `,
+		`sluice_decisions_total{domain="rides",policy="rider",result="over_limit"} 1`,
+		`sluice_usage_threshold_crossings_total{domain="rides",rule="rider",threshold="80"} 1`,
+		`sluice_usage_threshold_crossings_total{domain="rides",rule="rider",threshold="100"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("after rider's key reached 100%%: want %s; /metrics has:\n%s", want, grepLines(m, `domain="rides"`))
+		}
+	}
+	if strings.Contains(m, `rule="rides.rider"`) {
+		t.Errorf("a series names the rule by its full key:\n%s", grepLines(m, `rule="rides.rider"`))
+	}
+}
+
+// TestThresholdCrossingLogBounded: an attack from many addresses on a
+// per-IP rule crosses both default thresholds for every address. On main
+// each crossing logged an INFO line (200 lines for 100 addresses, at once);
+// now a rule logs crossLogBurst lines, then one a second, the crossings not
+// logged counted on it. The metric counts every crossing, and another
+// rule's crossings have their own budget.
+func TestThresholdCrossingLogBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged lockedBuffer
+		ms := memstore.New()
+		defer ms.Close()
+		srv, err := New(ms, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(mapFS("edge.yaml", `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 1, name: per-ip}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+		r := rlsServer{s: srv}
+		addr := 0
+		attack := func(n int) {
+			t.Helper()
+			for range n {
+				addr++
+				if _, err := r.ShouldRateLimit(t.Context(), rlsRequest("edge", desc("remote_address", fmt.Sprintf("10.0.%d.%d", addr/256, addr%256)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// lines returns the crossing lines and the lines of crossings not
+		// logged since the last call.
+		var seen int
+		lines := func() (crossed, notLogged []string) {
+			t.Helper()
+			synctest.Wait()
+			g := grepLines(logged.String(), "usage threshold cross")
+			if g == "" {
+				return nil, nil
+			}
+			all := strings.Split(g, "\n")
+			for _, l := range all[seen:] {
+				if strings.Contains(l, "not logged (") {
+					notLogged = append(notLogged, l)
+				} else {
+					crossed = append(crossed, l)
+				}
+			}
+			seen = len(all)
+			return crossed, notLogged
+		}
+
+		attack(100) // 200 crossings at once
+		if c, n := lines(); len(c) != crossLogBurst || len(n) != 0 {
+			t.Errorf("100 addresses at once: %d crossing lines and %d others, want %d and 0:\n%s", len(c), len(n), crossLogBurst, logged.String())
+		}
+		// Another rule, in the same second: its own budget.
+		if _, err := r.ShouldRateLimit(t.Context(), rlsRequest("edge", desc("user", "ann"))); err != nil {
+			t.Fatal(err)
+		}
+		if c, _ := lines(); len(c) != 2 || !strings.Contains(c[0], "rule=edge.user") {
+			t.Errorf("another rule's two crossings in that second: %q", c)
+		}
+		time.Sleep(time.Second) // the bubble's clock
+		if c, n := lines(); len(c) != 0 || len(n) != 1 || !strings.Contains(n[0], "rule=per-ip crossings_not_logged=190") {
+			t.Errorf("a second later: %q and %q, want one line of the 190 not logged", c, n)
+		}
+		// Sustained: 20 crossings a second for 3 seconds, one line a second.
+		for range 3 {
+			attack(10)
+			time.Sleep(time.Second)
+			if c, n := lines(); len(c) != 0 || len(n) != 1 || !strings.Contains(n[0], "crossings_not_logged=20") {
+				t.Errorf("10 addresses in a second under way: %q and %q, want one line of the 20 not logged", c, n)
+			}
+		}
+		// Quiet for crossLogBurst seconds, the budget is whole again.
+		time.Sleep(crossLogBurst * time.Second)
+		attack(10)
+		if c, n := lines(); len(c) != crossLogBurst || len(n) != 0 {
+			t.Errorf("after a quiet spell: %d crossing lines and %d others, want %d and 0", len(c), len(n), crossLogBurst)
+		}
+		want := `sluice_usage_threshold_crossings_total{domain="edge",rule="per-ip",threshold="100"} 140`
+		if m := httpGet(srv, "/metrics"); !strings.Contains(m, want) {
+			t.Errorf("want %s; /metrics has\n%s", want, grepLines(m, "sluice_usage_threshold_crossings_total{"))
+		}
+		time.Sleep(time.Second)
+	})
 }
