@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 
@@ -54,18 +53,8 @@ func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/json (curl: -H 'Content-Type: application/json')", ct)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		code := http.StatusBadRequest
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			code = http.StatusRequestEntityTooLarge
-		}
-		writeError(w, code, "body: %v", err)
+	body, ok := readBody(w, r, " (curl: -H 'Content-Type: application/json')")
+	if !ok {
 		return
 	}
 	if msg := jsonOverBounds(body); msg != "" {
@@ -74,6 +63,12 @@ func (s *Server) handleEnvoyJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	var req rls.RateLimitRequest
 	if err := protojson.Unmarshal(body, &req); err != nil {
+		// A value of the wrong type named as the client wrote it, as
+		// decodeJSON names it; anything else in protojson's words.
+		if msg := protoErrorText(body, req.ProtoReflect().Descriptor()); msg != "" {
+			writeError(w, http.StatusBadRequest, "%s", msg)
+			return
+		}
 		writeError(w, http.StatusBadRequest, "body: %v", err)
 		return
 	}

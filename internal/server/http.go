@@ -196,7 +196,7 @@ func decodeList[T any](b []byte, most int, elemErr func(int, error) error) (list
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
 		var zero []T
-		return nil, 0, &json.UnmarshalTypeError{Value: fmt.Sprint(tok), Type: reflect.TypeOf(zero)}
+		return nil, 0, &json.UnmarshalTypeError{Value: jsonKind(tok), Type: reflect.TypeOf(zero)}
 	}
 	for ; dec.More(); n++ {
 		if n >= most {
@@ -316,27 +316,60 @@ func (req *ResetRequest) entries() ([]config.Entry, string) {
 
 const maxBody = 1 << 20
 
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	if !isJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/json", r.Header.Get("Content-Type"))
-		return false
+// readBody reads r's body, of at most maxBody bytes, declared JSON. When it
+// cannot, it answers 415 (another Content-Type, whose message ends with
+// hint), 413 (too large) or 400, and ok is false.
+func readBody(w http.ResponseWriter, r *http.Request, hint string) (b []byte, ok bool) {
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type %q: want application/json%s", ct, hint)
+		return nil, false
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
 		code := http.StatusBadRequest
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			code = http.StatusRequestEntityTooLarge
 		}
 		writeError(w, code, "body: %v", err)
+		return nil, false
+	}
+	return b, true
+}
+
+// decodeJSON decodes r's JSON body into v (decodeBody); when it cannot, it
+// answers (readBody's answers, or 400 with decodeBody's message) and
+// returns false. Every JSON body of the API but /json's (protojson) is
+// decoded here.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	b, ok := readBody(w, r, "")
+	if !ok {
 		return false
 	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "body: more than one JSON value")
+	if msg := decodeBody(b, v); msg != "" {
+		writeError(w, http.StatusBadRequest, "%s", msg)
 		return false
 	}
 	return true
+}
+
+// decodeBody decodes the JSON document b into v, unknown fields refused,
+// and returns "" or what is wrong. A value of the wrong type is named as
+// the client wrote it, with the value and what the field takes
+// (typeErrorText), not by Go's names.
+func decodeBody(b []byte, v any) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if typeErr := (*json.UnmarshalTypeError)(nil); errors.As(err, &typeErr) {
+			return typeErrorText(b, typeErr)
+		}
+		return "body: " + strings.TrimPrefix(err.Error(), "json: ")
+	}
+	if dec.More() {
+		return "body: more than one JSON value"
+	}
+	return ""
 }
 
 func writeError(w http.ResponseWriter, code int, format string, args ...any) {

@@ -41,7 +41,8 @@ func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) {
 // buildOpenAPI returns the document in docs (openapiBase and its parts) as
 // JSON, with a path for each of the live page's files in pageFS (page/*,
 // but index.html, which is "/"), answering the file with the type its
-// extension names.
+// extension names (or the base document's ForeignHost 403, as every path
+// does).
 //
 // A part may hold only paths, components (by kind: schemas, responses,
 // ...) and tags; a path, component or tag named twice, in the base or in
@@ -83,10 +84,13 @@ func buildOpenAPI(docs, pageFS fs.FS) ([]byte, error) {
 		paths["/"+f.Name()] = map[string]any{"get": map[string]any{
 			"tags":    []any{"page"},
 			"summary": "The live page's " + f.Name(),
-			"responses": map[string]any{"200": map[string]any{
-				"description": "The file.",
-				"content":     map[string]any{ct: map[string]any{}},
-			}},
+			"responses": map[string]any{
+				"200": map[string]any{
+					"description": "The file.",
+					"content":     map[string]any{ct: map[string]any{}},
+				},
+				"403": map[string]any{"$ref": "#/components/responses/ForeignHost"},
+			},
 		}}
 	}
 	if err := mergePart(doc, map[string]any{"paths": paths}); err != nil {

@@ -32,6 +32,7 @@ func quotaExchanges() []exchange {
 		{name: "limits list, API off", on: "notoken", method: "GET", path: "/v1/limits/rides", header: auth, want: 403},
 		{name: "limits list, store failed", on: "dead", method: "GET", path: "/v1/limits/rides", header: auth, want: 502},
 		{name: "limits list without configuration", on: "empty", method: "GET", path: "/v1/limits/rides", header: auth, want: 503},
+		{name: "limits list timeout passed", on: "stallquota", method: "GET", path: "/v1/limits/rides", header: timeout, want: 504},
 
 		// PUT /v1/limits/{domain}/{descriptor}
 		{name: "limit set", method: "PUT", path: one, body: set, header: authJSON, want: 200, shows: []string{`"effective":{"requests_per_unit":50`}},

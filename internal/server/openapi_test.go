@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -147,6 +148,35 @@ type exchange struct {
 	// shows are texts the answer's body must hold: what the exchange is
 	// there to show the document.
 	shows []string
+	// probe: any answer the document describes will do (want is not
+	// checked), and the request is not held to the document
+	// (TestOpenAPIErrorPaths).
+	probe bool
+}
+
+// reservedID names the reservation holdReservation opens.
+const reservedID = "0123456789abcdef0123456789abcdef"
+
+// heldDescriptor is the descriptor of the reservation holdReservation
+// opens: 1 unit of rider r9.
+var heldDescriptor = descriptor{entries: []config.Entry{{Key: "rider", Value: "r9"}}, hits: 1}
+
+// holdReservation opens a reservation named reservedID (heldDescriptor),
+// as edit leaves it, without taking the unit, for the commit exchanges.
+func holdReservation(edit func(*reservation)) func(*Server) func() {
+	return func(s *Server) func() {
+		r := &reservation{domain: "rides", descs: []descriptor{heldDescriptor}, expires: s.now().Add(ReservationTTL)}
+		if edit != nil {
+			edit(r)
+		}
+		s.holds.mu.Lock()
+		if s.holds.m == nil {
+			s.holds.m = map[string]*reservation{}
+		}
+		s.holds.m[reservedID] = r
+		s.holds.mu.Unlock()
+		return func() {}
+	}
 }
 
 // openapiExchanges are real requests to every route, with each answer the
@@ -170,28 +200,12 @@ func openapiExchanges() []exchange {
 		s.Handler().ServeHTTP(httptest.NewRecorder(), r)
 		return func() {}
 	}
-	// hold opens a reservation named reserved (of 1 unit of rider r9), as
-	// edit leaves it, without taking the unit, for the commit exchanges;
-	// reserve takes it too.
-	const reserved = "0123456789abcdef0123456789abcdef"
-	r9 := descriptor{entries: []config.Entry{{Key: "rider", Value: "r9"}}, hits: 1}
-	hold := func(edit func(*reservation)) func(*Server) func() {
-		return func(s *Server) func() {
-			r := &reservation{domain: "rides", descs: []descriptor{r9}, expires: s.now().Add(ReservationTTL)}
-			if edit != nil {
-				edit(r)
-			}
-			s.holds.mu.Lock()
-			if s.holds.m == nil {
-				s.holds.m = map[string]*reservation{}
-			}
-			s.holds.m[reserved] = r
-			s.holds.mu.Unlock()
-			return func() {}
-		}
-	}
+	const reserved = reservedID
+	hold := holdReservation
+	// reserve takes the unit of the reservation hold opens, as a reserve
+	// would.
 	reserve := func(s *Server) func() {
-		s.check(context.Background(), "http", "rides", []descriptor{r9})
+		s.check(context.Background(), "http", "rides", []descriptor{heldDescriptor})
 		return hold(nil)(s)
 	}
 	xs := []exchange{
@@ -253,12 +267,16 @@ func openapiExchanges() []exchange {
 		{name: "charge cross-site", method: "POST", path: "/v1/charge", body: check, header: crossSite, want: 403},
 		{name: "charge text/plain", method: "POST", path: "/v1/charge", body: check, header: textPlain, want: 415, invalid: true},
 		{name: "charge without configuration", on: "empty", method: "POST", path: "/v1/charge", body: check, want: 503},
+		{name: "charge too large", method: "POST", path: "/v1/charge", body: big, want: 413, invalid: true},
+		{name: "charge timeout passed", on: "stall", method: "POST", path: "/v1/charge", body: check, header: map[string]string{"Content-Type": "application/json", TimeoutHeader: "50ms"}, want: 504},
 		{name: "reserve admitted", method: "POST", path: "/v1/reserve", body: `{"domain":"rides","descriptors":[{"entries":[{"key":"rider","value":"v1"}]}],"hits_addend":2}`, want: 200, shows: []string{`"reservation_id":"`, `"expires_in":600`}},
 		{name: "reserve refused", method: "POST", path: "/v1/reserve", body: `{"domain":"rides","descriptors":[{"entries":[{"key":"blocked","value":"b"}]}]}`, want: 200, shows: []string{`"overall_code":"OVER_LIMIT"`}},
 		{name: "reserve no descriptors", method: "POST", path: "/v1/reserve", body: `{"domain":"rides","descriptors":[]}`, want: 400, invalid: true},
 		{name: "reserve cross-site", method: "POST", path: "/v1/reserve", body: check, header: crossSite, want: 403},
 		{name: "reserve text/plain", method: "POST", path: "/v1/reserve", body: check, header: textPlain, want: 415, invalid: true},
 		{name: "reserve without configuration", on: "empty", method: "POST", path: "/v1/reserve", body: check, want: 503},
+		{name: "reserve too large", method: "POST", path: "/v1/reserve", body: big, want: 413, invalid: true},
+		{name: "reserve timeout passed", on: "stall", method: "POST", path: "/v1/reserve", body: check, header: map[string]string{"Content-Type": "application/json", TimeoutHeader: "50ms"}, want: 504},
 		{name: "commit", method: "POST", path: "/v1/commit", before: reserve, body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 200, shows: []string{`"overall_code":"OVER_LIMIT"`}},
 		{name: "commit twice", method: "POST", path: "/v1/commit", body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 404},
 		{name: "commit while another is under way", method: "POST", path: "/v1/commit", before: hold(func(r *reservation) { r.committing = true }), body: `{"reservation_id":"` + reserved + `","hits_addend":5}`, want: 409, shows: []string{"under way"}},
@@ -269,6 +287,7 @@ func openapiExchanges() []exchange {
 		{name: "commit without cost", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x"}`, want: 400, invalid: true},
 		{name: "commit cross-site", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x","hits_addend":1}`, header: crossSite, want: 403},
 		{name: "commit text/plain", method: "POST", path: "/v1/commit", body: `{"reservation_id":"x","hits_addend":1}`, header: textPlain, want: 415, invalid: true},
+		{name: "commit too large", method: "POST", path: "/v1/commit", body: big, want: 413, invalid: true},
 
 		// POST /v1/simulate
 		{name: "simulate a rule by its key", method: "POST", path: "/v1/simulate", body: `{"rule":"rides.rider","pattern":"burst 6 at 0, then 1 every 100ms for 2s"}`, want: 200},
@@ -315,11 +334,19 @@ func openapiExchanges() []exchange {
 	}
 	xs = append(xs, quotaExchanges()...)
 	xs = append(xs, envoyExchanges()...)
+	gets := []string{"/v1/rules", "/v1/status", "/v1/openapi.json", "/metrics", "/healthz", "/readyz", "/healthcheck", "/v1/usage?domain=rides&rider=r1", "/"}
 	files, _ := fs.ReadDir(page, "page")
 	for _, f := range files {
 		if f.Name() != "index.html" {
 			xs = append(xs, exchange{name: "page file " + f.Name(), method: "GET", path: "/" + f.Name(), want: 200})
+			gets = append(gets, "/"+f.Name())
 		}
+	}
+	// Every path refuses a browser that names a host it may not use
+	// (hosts.go): a page rebound to this address.
+	rebound := map[string]string{"User-Agent": "Mozilla/5.0", "Host": "rebound.example"}
+	for _, p := range gets {
+		xs = append(xs, exchange{name: "GET " + p + ", a browser at another host", method: "GET", path: p, header: rebound, want: 403, shows: []string{`Host \"rebound.example\" refused`, "--allowed-hosts=rebound.example"}})
 	}
 	return xs
 }
@@ -448,7 +475,14 @@ func (x exchange) request() *http.Request {
 		r.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range x.header {
-		r.Header.Set(k, v)
+		switch {
+		case k == "Host":
+			r.Host = v
+		case v == "":
+			r.Header.Del(k)
+		default:
+			r.Header.Set(k, v)
+		}
 	}
 	return r
 }
@@ -497,6 +531,152 @@ func TestOpenAPIExchanges(t *testing.T) {
 	}
 }
 
+// TestOpenAPIErrorPaths drives every route of the mux through the error
+// paths every handler may take (a body too large, not JSON or of the wrong
+// JSON type, a body not declared JSON, a Sluice-Timeout that passes or is
+// not a duration, a cross-site POST, a browser naming a host it may not, a
+// missing or wrong admin token), on servers in each state that changes an
+// answer (configured, no configuration, a store that fails, one that does
+// not answer, the limits API off, the override store full), and validates
+// whatever each answers against the OpenAPI document: a status the handler
+// answers and the document does not list for the operation fails here,
+// although no exchange of openapiExchanges was written for it. A route
+// that takes a body, a path wildcard or a query needs a sample request in
+// routeSamples.
+func TestOpenAPIErrorPaths(t *testing.T) {
+	doc := loadOpenAPI(t)
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples := routeSamples()
+	var bases []exchange
+	for _, p := range srv.mux().patterns {
+		x, ok := samples[p]
+		if !ok {
+			method, path, _ := strings.Cut(p, " ")
+			if method != "GET" || strings.Contains(path, "{") && path != "/{$}" {
+				t.Errorf("route %s: add a sample request to routeSamples", p)
+				continue
+			}
+			x = exchange{path: strings.TrimSuffix(path, "{$}")}
+			x.method = method
+		}
+		x.name, x.probe = p, true
+		bases = append(bases, x)
+	}
+	for name := range samples {
+		if !slices.Contains(srv.mux().patterns, name) {
+			t.Errorf("routeSamples has %s, which the mux does not route", name)
+		}
+	}
+	for _, on := range []string{"rides", "empty", "dead", "notoken", "full", "stallquota", "stall"} {
+		var s *Server
+		if on != "stall" {
+			s = openapiServer(t, on)
+		}
+		for _, base := range bases {
+			for _, v := range errorPaths {
+				x, ok := v.edit(base)
+				if !ok {
+					continue
+				}
+				// A store that does not answer holds a request without a
+				// deadline until its client goes.
+				if (on == "stall" || on == "stallquota") && x.header[TimeoutHeader] != "1ns" {
+					continue
+				}
+				t.Run(on+"/"+v.name+"/"+base.name, func(t *testing.T) {
+					if on == "stall" { // a Sluice-Timeout passes on a fake clock
+						synctest.Test(t, func(t *testing.T) { validateExchange(t, router, openapiServer(t, on), x, nil) })
+						return
+					}
+					validateExchange(t, router, s, x, nil)
+				})
+			}
+		}
+	}
+}
+
+// routeSamples are a request to each route that takes a body, a path
+// wildcard or a query, by the route's pattern (the others are asked with
+// their path alone): what TestOpenAPIErrorPaths edits into each error path.
+func routeSamples() map[string]exchange {
+	check := `{"domain":"rides","descriptors":[{"entries":[{"key":"rider","value":"r1"}]}]}`
+	auth := map[string]string{"Authorization": "Bearer " + openapiToken}
+	one := "/v1/limits/rides/tenant=acme"
+	return map[string]exchange{
+		"POST /v1/check":                             {method: "POST", path: "/v1/check", body: check},
+		"POST /v1/reset":                             {method: "POST", path: "/v1/reset", body: check},
+		"POST /v1/charge":                            {method: "POST", path: "/v1/charge", body: check},
+		"POST /v1/reserve":                           {method: "POST", path: "/v1/reserve", body: check},
+		"POST /v1/commit":                            {method: "POST", path: "/v1/commit", body: `{"reservation_id":"` + reservedID + `","hits_addend":5}`, before: holdReservation(nil)},
+		"POST /v1/simulate":                          {method: "POST", path: "/v1/simulate", body: `{"rule":"rides.rider","pattern":"burst 3"}`},
+		"POST /json":                                 {method: "POST", path: "/json", body: check},
+		"GET /v1/usage":                              {method: "GET", path: "/v1/usage?domain=rides&rider=r1"},
+		"GET /v1/limits/{domain}":                    {method: "GET", path: "/v1/limits/rides", header: auth},
+		"GET /v1/limits/{domain}/{descriptor...}":    {method: "GET", path: one, header: auth},
+		"PUT /v1/limits/{domain}/{descriptor...}":    {method: "PUT", path: one, header: auth, body: `{"requests_per_unit":50,"unit":"minute"}`},
+		"DELETE /v1/limits/{domain}/{descriptor...}": {method: "DELETE", path: one, header: auth},
+	}
+}
+
+// errorPaths are the edits of a route's sample request that
+// TestOpenAPIErrorPaths makes: each returns the request to make, or false
+// where the edit does not apply (a body's, to a request without one).
+var errorPaths = []struct {
+	name string
+	edit func(exchange) (exchange, bool)
+}{
+	{"as is", func(x exchange) (exchange, bool) { return x, true }},
+	{"Sluice-Timeout passed", withHeader(TimeoutHeader, "1ns")},
+	{"Sluice-Timeout not a duration", withHeader(TimeoutHeader, "soon")},
+	{"cross-site", withHeader("Sec-Fetch-Site", "cross-site")},
+	{"a browser at another host", func(x exchange) (exchange, bool) {
+		x, _ = withHeader("User-Agent", "Mozilla/5.0")(x)
+		return withHeader("Host", "rebound.example")(x)
+	}},
+	{"no token", withHeader("Authorization", "")},
+	{"a wrong token", withHeader("Authorization", "Bearer not-a-token")},
+	{"body too large", withBody(`{"domain":"` + strings.Repeat("x", maxBody) + `"}`)},
+	{"body not JSON", withBody("not json")},
+	{"body of another JSON type", withBody("[]")},
+	{"body not declared JSON", func(x exchange) (exchange, bool) {
+		if x.body == "" {
+			return x, false
+		}
+		return withHeader("Content-Type", "text/plain")(x)
+	}},
+}
+
+// withHeader returns an edit that sets header name to v ("": removes it).
+func withHeader(name, v string) func(exchange) (exchange, bool) {
+	return func(x exchange) (exchange, bool) {
+		h := maps.Clone(x.header)
+		if h == nil {
+			h = map[string]string{}
+		}
+		h[name] = v
+		x.header = h
+		return x, true
+	}
+}
+
+// withBody returns an edit that replaces a request's body with b.
+func withBody(b string) func(exchange) (exchange, bool) {
+	return func(x exchange) (exchange, bool) {
+		if x.body == "" {
+			return x, false
+		}
+		x.body = b
+		return x, true
+	}
+}
+
 // validateExchange makes x's request, checks its answer against the
 // document, and marks the operation and status in answered.
 func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange, answered map[string]bool) {
@@ -506,7 +686,7 @@ func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange
 	}
 	rec := httptest.NewRecorder()
 	s.Handler().ServeHTTP(rec, x.request())
-	if rec.Code != x.want {
+	if !x.probe && rec.Code != x.want {
 		t.Fatalf("%s %s: %d %s; want %d", x.method, x.path, rec.Code, rec.Body, x.want)
 	}
 	for _, want := range x.shows {
@@ -539,7 +719,9 @@ func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange
 		}
 		return
 	}
-	answered[route.Method+" "+route.Path+" "+strconv.Itoa(rec.Code)] = true
+	if answered != nil {
+		answered[route.Method+" "+route.Path+" "+strconv.Itoa(rec.Code)] = true
+	}
 	opts := &openapi3filter.Options{
 		IncludeResponseStatus: true, // a status the document does not list fails
 		MultiError:            true,
@@ -549,6 +731,7 @@ func validateExchange(t *testing.T, router routers.Router, s *Server, x exchange
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
 	err = openapi3filter.ValidateRequest(ctx, in)
 	switch {
+	case x.probe:
 	case x.invalid && err == nil:
 		t.Errorf("%s %s: the document takes this request, which the server refuses (%d %s)", x.method, x.path, rec.Code, rec.Body)
 	case !x.invalid && err != nil:
@@ -578,6 +761,8 @@ paths:
     post:
       responses: {'200': {description: ok}}
 components:
+  responses:
+    ForeignHost: {description: refused}
   schemas:
     Error: {type: object}
 `

@@ -4,12 +4,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,6 +97,7 @@ func TestLivePageRedisOutageInChromium(t *testing.T) {
 	}
 	bctx, shot, problems := newBrowser(t, bin, arts)
 	var storeName, breaker, calls, errorsBefore string
+	var counters []string
 	err = chromedp.Run(bctx,
 		cdplog.Enable(),
 		runtime.Enable(),
@@ -103,9 +107,18 @@ func TestLivePageRedisOutageInChromium(t *testing.T) {
 		chromedp.Text("#redis-breaker", &breaker, chromedp.ByQuery),
 		chromedp.Text(counter("calls"), &calls, chromedp.ByQuery),
 		chromedp.Text(counter("errors"), &errorsBefore, chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll("#service td[data-counter]")].map(e => e.dataset.counter)`, &counters),
 	)
 	if err != nil {
 		t.Fatalf("load the page: %v", err)
+	}
+	// Every count of GET /v1/status's redis object is on the page.
+	b, _ := json.Marshal(redisStatus(store.Stats()))
+	var shown map[string]any
+	json.Unmarshal(b, &shown)
+	delete(shown, "breaker_open")
+	if want := slices.Sorted(maps.Keys(shown)); !slices.Equal(slices.Sorted(slices.Values(counters)), want) {
+		t.Errorf("the Redis counters on the page: %v; want %v", counters, want)
 	}
 	if storeName != "redis://"+redis.Addr+" (redis)" || breaker != "closed" || num(calls) < 3 || num(errorsBefore) != 0 {
 		t.Errorf("healthy Redis on the page: store %q, breaker %q, calls %s, errors %s; want redis://%s (redis), closed, at least 3 calls, 0 errors",

@@ -114,14 +114,22 @@ type StoreStatus struct {
 // (redisstore.Stats); each count is the sluice_redis_<name>_total metric
 // of the same name.
 type RedisStatus struct {
-	BreakerOpen    bool   `json:"breaker_open"`
-	Calls          uint64 `json:"calls"`
-	Errors         uint64 `json:"errors"`
-	Timeouts       uint64 `json:"timeouts"`
-	CallerTimeouts uint64 `json:"caller_timeouts"`
-	ShortCircuited uint64 `json:"short_circuited"`
-	BreakerOpens   uint64 `json:"breaker_opens"`
-	DialErrors     uint64 `json:"dial_errors"`
+	BreakerOpen       bool   `json:"breaker_open"`
+	Calls             uint64 `json:"calls"`
+	Errors            uint64 `json:"errors"`
+	Timeouts          uint64 `json:"timeouts"`
+	CallerTimeouts    uint64 `json:"caller_timeouts"`
+	HeartbeatTimeouts uint64 `json:"heartbeat_timeouts"`
+	ShortCircuited    uint64 `json:"short_circuited"`
+	BreakerOpens      uint64 `json:"breaker_opens"`
+	DialErrors        uint64 `json:"dial_errors"`
+}
+
+// redisStatus is x as GET /v1/status shows it.
+func redisStatus(x redisstore.Stats) *RedisStatus {
+	return &RedisStatus{BreakerOpen: x.BreakerOpen, Calls: x.Calls, Errors: x.Errors, Timeouts: x.Timeouts,
+		CallerTimeouts: x.CallerTimeouts, HeartbeatTimeouts: x.HeartbeatTimeouts, ShortCircuited: x.ShortCircuited,
+		BreakerOpens: x.BreakerOpens, DialErrors: x.DialErrors}
 }
 
 // ReplicaStatus is the replica count that sizes each fail-local rule's
@@ -160,9 +168,7 @@ func (s *Server) statusView(now time.Time) StatusResponse {
 		st.Kind = "memory"
 	case *redisstore.Store:
 		st.Kind = "redis"
-		x := rs.Stats()
-		st.Redis = &RedisStatus{BreakerOpen: x.BreakerOpen, Calls: x.Calls, Errors: x.Errors, Timeouts: x.Timeouts,
-			CallerTimeouts: x.CallerTimeouts, ShortCircuited: x.ShortCircuited, BreakerOpens: x.BreakerOpens, DialErrors: x.DialErrors}
+		st.Redis = redisStatus(rs.Stats())
 	default:
 		st.Kind = "other"
 	}

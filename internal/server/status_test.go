@@ -5,14 +5,19 @@ package server
 import (
 	"encoding/json"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -104,4 +109,62 @@ descriptors:
 	if s := status().Store; s.FailuresLastMinute != 0 || s.Failures != 5 {
 		t.Errorf("a minute later: %d in the last minute, %d in all; want 0 and 5", s.FailuresLastMinute, s.Failures)
 	}
+}
+
+// TestStatusShowsEveryRedisCounter: every count of redisstore.Stats (each a
+// sluice_redis_<name>_total metric) is in GET /v1/status's redis object
+// under that name, with its value, in the OpenAPI document's schema of it,
+// and in the live page's Redis counters. sluice_redis_heartbeat_timeouts_total
+// (Stats.HeartbeatTimeouts) was in none of them.
+func TestStatusShowsEveryRedisCounter(t *testing.T) {
+	var stats redisstore.Stats
+	sv := reflect.ValueOf(&stats).Elem()
+	var counts []string // the field names of the counts
+	for i := range sv.NumField() {
+		if f := sv.Type().Field(i); f.Type.Kind() == reflect.Uint64 {
+			sv.Field(i).SetUint(uint64(100 + i))
+			counts = append(counts, f.Name)
+		}
+	}
+	b, err := json.Marshal(redisStatus(stats))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown map[string]any
+	if err := json.Unmarshal(b, &shown); err != nil {
+		t.Fatal(err)
+	}
+	schema := loadOpenAPI(t).Components.Schemas["StoreStatus"].Value.Properties["redis"].Value
+	js, err := fs.ReadFile(page, "page/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range counts {
+		name := snakeCase(field)
+		if want := float64(sv.FieldByName(field).Uint()); shown[name] != want {
+			t.Errorf("GET /v1/status: redis.%s = %v, want Stats.%s's %v (%s)", name, shown[name], field, want, b)
+		}
+		if schema.Properties[name] == nil || !slices.Contains(schema.Required, name) {
+			t.Errorf("the OpenAPI document's StoreStatus.redis does not list (and require) %s", name)
+		}
+		if !strings.Contains(string(js), `["`+name+`", "`) {
+			t.Errorf("the live page's Redis counters (page/app.js) do not show %s", name)
+		}
+	}
+}
+
+// snakeCase is a Go field name as the JSON API writes it: CallerTimeouts,
+// caller_timeouts.
+func snakeCase(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -191,7 +191,8 @@ function renderStatus(st) {
     const r = s.redis;
     const tbl = el("table", { class: "counters" });
     const counters = [["calls", "calls"], ["errors", "errors"], ["timeouts", "timeouts"], ["caller_timeouts", "caller timeouts"],
-      ["short_circuited", "short-circuited"], ["breaker_opens", "breaker opens"], ["dial_errors", "dial errors"]];
+      ["heartbeat_timeouts", "heartbeat timeouts"], ["short_circuited", "short-circuited"], ["breaker_opens", "breaker opens"],
+      ["dial_errors", "dial errors"]];
     tbl.append(el("tr", {}, ...counters.map(([, label]) => el("th", {}, label))));
     tbl.append(el("tr", {}, ...counters.map(([k]) => el("td", { class: "num", "data-counter": k }, String(r[k])))));
     rows.push(["circuit breaker", el("span", { id: "redis-breaker", class: r.breaker_open ? "bad" : "" }, r.breaker_open ? "open: calls fail at once" : "closed")]);
