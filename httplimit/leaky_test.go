@@ -126,3 +126,76 @@ func TestLeakyRefusalAdvertisesNoneLeft(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestLeakyConcurrentNeverPastMaxDelay: requests arriving together on a
+// leaky-bucket route are never held past WithMaxDelay (here the default,
+// 10 s, on a queue of 30 draining 1 per second): the bound is part of the
+// one store call that admits them, so concurrent requests cannot all pass
+// it before any of them takes its place. 12 requests at once: 11 are held
+// for 0 to 10 s, the 12th is refused. (With a peek at the queue before the
+// take, some runs held a request 11 s.)
+func TestLeakyConcurrentNeverPastMaxDelay(t *testing.T) {
+	for run := range 200 {
+		synctest.Test(t, func(t *testing.T) {
+			store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
+			defer store.Close()
+			lim := newLimiter(t, store, sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+			start := time.Now()
+			var mu sync.Mutex
+			var longest time.Duration
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				longest = max(longest, time.Since(start))
+				mu.Unlock()
+			})
+			h := newMiddleware(t, Global(Limit{Limiter: lim, Key: Header("X-API-Key")})).Handler(app)
+			codes := make([]int, 12)
+			var wg sync.WaitGroup
+			for i := range codes {
+				wg.Go(func() { codes[i] = send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k").Code })
+			}
+			wg.Wait()
+			if longest > DefaultMaxDelay {
+				t.Fatalf("run %d: a request was held %v, past the maximum %v (codes %v)", run, longest, DefaultMaxDelay, codes)
+			}
+			ok := 0
+			for _, c := range codes {
+				if c == http.StatusOK {
+					ok++
+				}
+			}
+			if ok != 11 {
+				t.Fatalf("run %d: %d requests admitted, want 11 (delays 0 to 10 s); codes %v", run, ok, codes)
+			}
+		})
+	}
+}
+
+// TestLeakyAdmissionAdvertisesWhatFits: an admitted request on a queue of
+// 30 draining 1 per second, with the default maximum delay of 10 s, says
+// that 10 more fit (delays 1 to 10 s), not the queue's 29 free places, 19
+// of which no request may take: r is what is left (package pace's
+// guarantee), and RateLimit-Policy's q is the 11 a request may find when
+// the key is idle.
+func TestLeakyAdmissionAdvertisesWhatFits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
+		defer store.Close()
+		lim := newLimiter(t, store, sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+		h := newMiddleware(t, Global(Limit{Limiter: lim, Key: Header("X-API-Key")})).Handler(okHandler)
+		w := send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k")
+		if got, want := w.Header().Get("RateLimit"), `"lb";r=10;t=1`; got != want {
+			t.Errorf("first admission: RateLimit %q, want %q", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit-Policy"), `"lb";q=11;w=11`; got != want {
+			t.Errorf("RateLimit-Policy %q, want %q", got, want)
+		}
+		for n := range 10 { // delays 1 to 10 s
+			go send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k")
+			synctest.Wait()
+			_ = n
+		}
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+	})
+}
