@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -190,12 +191,27 @@ func TestLeakyAdmissionAdvertisesWhatFits(t *testing.T) {
 		if got, want := w.Header().Get("RateLimit-Policy"), `"lb";q=11;w=11`; got != want {
 			t.Errorf("RateLimit-Policy %q, want %q", got, want)
 		}
-		for n := range 10 { // delays 1 to 10 s
-			go send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k")
+		held := make([]*httptest.ResponseRecorder, 10)
+		for i := range held { // delays 1 to 10 s
+			go func() { held[i] = send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k") }()
 			synctest.Wait()
-			_ = n
 		}
-		time.Sleep(11 * time.Second)
+		time.Sleep(10 * time.Second)
 		synctest.Wait()
+		if got, want := held[9].Header().Get("RateLimit"), `"lb";r=0;t=11`; held[9].Code != 200 || got != want {
+			t.Errorf("the admission held 10 s: %d, RateLimit %q; want 200, %q", held[9].Code, got, want)
+		}
 	})
+}
+
+// An enforced leaky-bucket limit whose Limiter's policy has no Name is
+// refused by New, naming it: the maximum delay is decided on the state of
+// a named policy, which Limit.Name (a header name) does not give it.
+func TestLeakyUnnamedRefused(t *testing.T) {
+	store, _ := newStore(t)
+	lim := newLimiter(t, store, sluice.Policy{Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+	_, err := New(Global(Limit{Limiter: lim, Key: Header("X-API-Key"), Name: "queue"}))
+	if err == nil || !strings.Contains(err.Error(), "Global limit 0: policy leaky-bucket 1/1s burst 30 has no Name") {
+		t.Fatalf("New: %v; want an error naming the unnamed leaky bucket", err)
+	}
 }

@@ -141,7 +141,9 @@ func (routeMark) ServeHTTP(http.ResponseWriter, *http.Request) {}
 // New returns a Middleware. It fails, naming the culprit, on a bad route
 // pattern (or two that conflict), a negative cost or one no limit could
 // ever admit, a Limit without a Limiter or Key, a policy without a
-// printable Name, or two limits of one route with the same policy name.
+// printable Name, two limits of one route with the same policy name, or
+// an enforced leaky-bucket Limiter whose policy has no Name (Limit.Name
+// does not name its state: see WithMaxDelay).
 func New(opts ...Option) (*Middleware, error) {
 	c := config{maxDelay: DefaultMaxDelay, unavailable: DefaultUnavailableRetryAfter}
 	for _, o := range opts {

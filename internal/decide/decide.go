@@ -27,13 +27,15 @@
 //     allowed (Request.MaxDelay, or its deadline if that comes sooner) is
 //     refused in the same store call that would admit it, taking no place
 //     in the queue: the bound is the check's burst, B_c = min(B, ⌊D/T⌋ + c)
-//     for a request of cost c, D the bound and T = Period/Limit (leaky.go
-//     states why; it never admits a Delay past D, and is exact when D is a
-//     multiple of T). A request refused by its deadline alone is Gone at
-//     once. An admitted one is held for its delay, and is Gone if its
-//     caller leaves meanwhile. Its Remaining is what still fits within
-//     MaxDelay (min(B, ⌊MaxDelay/T⌋ + 1) less the queue it leaves, in
-//     requests of cost 1), so a refusal by the maximum says none.
+//     for a request of cost c, D the bound and T = Period/Limit: admitted
+//     iff its queue delay is at most ⌊D/T⌋·T, so never a Delay past D, and
+//     exactly up to D when D is a multiple of T (the comment in leaky.go
+//     derives it from package model's rule). A request refused by its
+//     deadline alone is Gone at once. An admitted one is held for its
+//     delay, and is Gone if its caller leaves meanwhile. A leaky-bucket
+//     decision's Remaining is the requests of cost 1 that still fit within
+//     MaxDelay: min(B, ⌊MaxDelay/T⌋ + 1) − ⌈δ/T⌉, δ the queue delay after
+//     the request (none after a refusal by the maximum).
 package decide
 
 import (
