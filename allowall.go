@@ -19,6 +19,17 @@ type Check struct {
 	// Peek asks without taking, whatever Cost says: admitted iff a request
 	// of cost 1 would be, changing nothing (a cost-0 store request).
 	Peek bool
+	// Burst, when not 0, decides the check with this burst in place of its
+	// policy's, on the same per-key state: the request is admitted only if
+	// it fits in a bucket (for leaky-bucket, a queue) of Burst, as the
+	// policy itself would admit it with Policy.Burst = Burst. It must be
+	// between 1 and the policy's capacity, on a bucket kind, and the policy
+	// must have a Name unless Burst is its capacity (an unnamed policy
+	// shares state only with identical ones). When the store fails, a
+	// FailLocal check's local share is ⌊Burst/r⌋ in place of ⌊B/r⌋ (see
+	// Policy.Share). Front ends use it to bound a leaky-bucket request's
+	// delay in the same store call that admits it.
+	Burst int64
 }
 
 // Result is the outcome of AllowAll. It is always consistent: Decisions
@@ -72,6 +83,13 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		reqs[i] = Request{Policy: c.Limiter.policy, Key: c.Key, Cost: max(c.Cost, 1)}
 		if c.Peek {
 			reqs[i].Cost = 0
+		}
+		if c.Burst != 0 {
+			p, err := c.Limiter.policy.withBurst(c.Burst)
+			if err != nil {
+				return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: %w", i, err)
+			}
+			reqs[i].Policy = p
 		}
 	}
 	err := store.TakeAll(ctx, reqs, res.Decisions)

@@ -82,20 +82,35 @@ func (l *Limiter) share() *localShare {
 	return s
 }
 
-// failed is the decision of a request for n units of key that the store
-// could not decide: the one place where the failure mode is applied.
-func (l *Limiter) failed(ctx context.Context, key string, n int64) Decision {
+// localPolicy returns the policy a FailLocal limiter decides a request
+// asked under p on its local store: the share of p, p being the limiter's
+// policy or that policy with another burst (Check.Burst), whose share is
+// ⌊Burst/r⌋. ok is false when the share is empty.
+func (l *Limiter) localPolicy(p Policy) (share Policy, ok bool) {
+	s := l.share()
+	if !s.ok || p.Burst == l.policy.Burst {
+		return s.policy, s.ok
+	}
+	share = s.policy
+	share.Burst = p.Burst / int64(s.replicas)
+	return share, share.Burst > 0
+}
+
+// failed is the decision of a request for n units of key, asked under p
+// (the limiter's policy, or it with another burst), that the store could
+// not decide: the one place where the failure mode is applied.
+func (l *Limiter) failed(ctx context.Context, p Policy, key string, n int64) Decision {
 	switch l.failure {
 	case FailOpen:
 		return Decision{Allowed: true, Limit: l.policy.Limit}
 	case FailLocal:
-		s := l.share()
-		if !s.ok {
+		share, ok := l.localPolicy(p)
+		if !ok {
 			return Decision{Limit: l.policy.Limit}
 		}
 		// The caller is still waiting (its context has not ended): it gets
 		// an answer whatever happens to that context meanwhile.
-		d, err := l.local.Take(context.WithoutCancel(ctx), s.policy, key, n)
+		d, err := l.local.Take(context.WithoutCancel(ctx), share, key, n)
 		if err != nil {
 			return Decision{Limit: l.policy.Limit} // the local store failed too: refuse
 		}
@@ -116,14 +131,14 @@ func failedAll(ctx context.Context, checks []Check, batch []Request, decisions [
 	refused := false
 	for i, c := range checks {
 		if c.Limiter.failure != FailLocal {
-			decisions[i] = c.Limiter.failed(ctx, c.Key, batch[i].Cost)
+			decisions[i] = c.Limiter.failed(ctx, batch[i].Policy, c.Key, batch[i].Cost)
 			refused = refused || !decisions[i].Allowed
 			continue
 		}
-		s := c.Limiter.share()
-		refused = refused || !s.ok // an empty share refuses
+		share, ok := c.Limiter.localPolicy(batch[i].Policy)
+		refused = refused || !ok // an empty share refuses
 		local = append(local, i)
-		reqs = append(reqs, Request{Policy: s.policy, Key: c.Key, Cost: batch[i].Cost})
+		reqs = append(reqs, Request{Policy: share, Key: c.Key, Cost: batch[i].Cost})
 	}
 	if len(local) == 0 {
 		return
@@ -139,7 +154,7 @@ func failedAll(ctx context.Context, checks []Check, batch []Request, decisions [
 			if refused {
 				reqs[j].Cost = 0 // peek
 			}
-			decisions[i] = checks[i].Limiter.failed(ctx, checks[i].Key, reqs[j].Cost)
+			decisions[i] = checks[i].Limiter.failed(ctx, batch[i].Policy, checks[i].Key, reqs[j].Cost)
 		}
 		return
 	}

@@ -173,3 +173,21 @@ func (p Policy) drain(k int64) time.Duration {
 	q, _ := bits.Div64(hi, lo, uint64(p.Limit))
 	return time.Duration(min(q, math.MaxInt64))
 }
+
+// withBurst returns p with burst b in place of its own, for Check.Burst: b
+// between 1 and p's capacity, on a bucket kind, and p named unless b is its
+// capacity (p itself is returned then).
+func (p Policy) withBurst(b int64) (Policy, error) {
+	switch c := p.Capacity(); {
+	case !p.Algorithm.IsBucket():
+		return Policy{}, fmt.Errorf("policy %q: burst %d: %s has no burst", p.Name, b, p.Algorithm)
+	case b < 1 || b > c:
+		return Policy{}, fmt.Errorf("policy %q: burst %d: must be between 1 and the policy's capacity %d", p.Name, b, c)
+	case b == c:
+		return p, nil
+	case p.Name == "":
+		return Policy{}, fmt.Errorf("policy (no Name) %v: burst %d: an unnamed policy shares its state only with identical ones; name it to decide it with another burst", p, b)
+	}
+	p.Burst = b
+	return p, nil
+}

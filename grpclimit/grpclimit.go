@@ -230,8 +230,8 @@ type route struct {
 
 // New returns an Interceptor. It fails, naming the culprit, on a malformed
 // method name, a negative cost or one a limit could never admit, a Limit
-// without a Limiter or Key, or two limits of one method with the same
-// policy name.
+// without a Limiter or Key, two limits of one method with the same policy
+// name, or an enforced leaky-bucket policy without a Name (WithMaxDelay).
 func New(opts ...Option) (*Interceptor, error) {
 	i := &Interceptor{methods: map[string]*route{}, maxDelay: DefaultMaxDelay, unavailable: time.Second}
 	for _, o := range opts {

@@ -60,7 +60,13 @@ const DefaultMaxDelay = decide.DefaultMaxDelay
 
 // WithMaxDelay sets the longest a call is held for a leaky-bucket policy
 // (DefaultMaxDelay unless set); a call that would wait longer is
-// refused and takes no place in the queue.
+// refused and takes no place in the queue. The bound is part of the one
+// store call that admits the call: with D the maximum, T = Period/Limit
+// and B the queue (Burst), a call of cost c is decided on the policy's
+// state as if its queue were min(B, ⌊D/T⌋ + c), so it is admitted iff its
+// queue delay is at most ⌊D/T⌋·T ≤ D (exactly D when D is a multiple of
+// T). The limit's policy must have a Name (New refuses one without,
+// unless its queue is no longer than the cost).
 func WithMaxDelay(d time.Duration) Option {
 	return func(i *Interceptor) error {
 		if d < 0 {

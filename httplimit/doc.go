@@ -59,8 +59,9 @@
 //
 // For a leaky-bucket policy an admitted request is held for its Delay
 // before the handler runs, so the handler sees a steady rate; a request
-// whose delay would exceed WithMaxDelay is refused, without taking a place
-// in the queue.
+// whose delay would exceed WithMaxDelay is refused in the same store call,
+// without taking a place in the queue (WithMaxDelay states the bound), and
+// the headers advertise the queue a request may take within it.
 //
 // # Shadow mode and failures
 //

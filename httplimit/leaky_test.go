@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -125,4 +126,92 @@ func TestLeakyRefusalAdvertisesNoneLeft(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 	})
+}
+
+// TestLeakyConcurrentNeverPastMaxDelay: requests arriving together on a
+// leaky-bucket route are never held past WithMaxDelay (here the default,
+// 10 s, on a queue of 30 draining 1 per second): the bound is part of the
+// one store call that admits them, so concurrent requests cannot all pass
+// it before any of them takes its place. 12 requests at once: 11 are held
+// for 0 to 10 s, the 12th is refused. (With a peek at the queue before the
+// take, some runs held a request 11 s.)
+func TestLeakyConcurrentNeverPastMaxDelay(t *testing.T) {
+	for run := range 200 {
+		synctest.Test(t, func(t *testing.T) {
+			store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
+			defer store.Close()
+			lim := newLimiter(t, store, sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+			start := time.Now()
+			var mu sync.Mutex
+			var longest time.Duration
+			app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				longest = max(longest, time.Since(start))
+				mu.Unlock()
+			})
+			h := newMiddleware(t, Global(Limit{Limiter: lim, Key: Header("X-API-Key")})).Handler(app)
+			codes := make([]int, 12)
+			var wg sync.WaitGroup
+			for i := range codes {
+				wg.Go(func() { codes[i] = send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k").Code })
+			}
+			wg.Wait()
+			if longest > DefaultMaxDelay {
+				t.Fatalf("run %d: a request was held %v, past the maximum %v (codes %v)", run, longest, DefaultMaxDelay, codes)
+			}
+			ok := 0
+			for _, c := range codes {
+				if c == http.StatusOK {
+					ok++
+				}
+			}
+			if ok != 11 {
+				t.Fatalf("run %d: %d requests admitted, want 11 (delays 0 to 10 s); codes %v", run, ok, codes)
+			}
+		})
+	}
+}
+
+// TestLeakyAdmissionAdvertisesWhatFits: an admitted request on a queue of
+// 30 draining 1 per second, with the default maximum delay of 10 s, says
+// that 10 more fit (delays 1 to 10 s), not the queue's 29 free places, 19
+// of which no request may take: r is what is left (package pace's
+// guarantee), and RateLimit-Policy's q is the 11 a request may find when
+// the key is idle.
+func TestLeakyAdmissionAdvertisesWhatFits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.WithClock(clock.Monotonic()), memstore.WithSweepInterval(0))
+		defer store.Close()
+		lim := newLimiter(t, store, sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+		h := newMiddleware(t, Global(Limit{Limiter: lim, Key: Header("X-API-Key")})).Handler(okHandler)
+		w := send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k")
+		if got, want := w.Header().Get("RateLimit"), `"lb";r=10;t=1`; got != want {
+			t.Errorf("first admission: RateLimit %q, want %q", got, want)
+		}
+		if got, want := w.Header().Get("RateLimit-Policy"), `"lb";q=11;w=11`; got != want {
+			t.Errorf("RateLimit-Policy %q, want %q", got, want)
+		}
+		held := make([]*httptest.ResponseRecorder, 10)
+		for i := range held { // delays 1 to 10 s
+			go func() { held[i] = send(h, "GET", "/", "192.0.2.1:1", "X-API-Key", "k") }()
+			synctest.Wait()
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if got, want := held[9].Header().Get("RateLimit"), `"lb";r=0;t=11`; held[9].Code != 200 || got != want {
+			t.Errorf("the admission held 10 s: %d, RateLimit %q; want 200, %q", held[9].Code, got, want)
+		}
+	})
+}
+
+// An enforced leaky-bucket limit whose Limiter's policy has no Name is
+// refused by New, naming it: the maximum delay is decided on the state of
+// a named policy, which Limit.Name (a header name) does not give it.
+func TestLeakyUnnamedRefused(t *testing.T) {
+	store, _ := newStore(t)
+	lim := newLimiter(t, store, sluice.Policy{Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+	_, err := New(Global(Limit{Limiter: lim, Key: Header("X-API-Key"), Name: "queue"}))
+	if err == nil || !strings.Contains(err.Error(), "Global limit 0: policy leaky-bucket 1/1s burst 30 has no Name") {
+		t.Fatalf("New: %v; want an error naming the unnamed leaky bucket", err)
+	}
 }

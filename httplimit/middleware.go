@@ -125,6 +125,9 @@ type route struct {
 
 type limit struct {
 	Limit
+	// policy is the Limiter's policy as the headers present it: named
+	// Limit.Name if set, and for an enforced leaky-bucket one with the
+	// Burst that fits within the maximum delay (decide.Capacity).
 	policy sluice.Policy
 	item   string // the RateLimit-Policy member
 }
@@ -138,7 +141,9 @@ func (routeMark) ServeHTTP(http.ResponseWriter, *http.Request) {}
 // New returns a Middleware. It fails, naming the culprit, on a bad route
 // pattern (or two that conflict), a negative cost or one no limit could
 // ever admit, a Limit without a Limiter or Key, a policy without a
-// printable Name, or two limits of one route with the same policy name.
+// printable Name, two limits of one route with the same policy name, or
+// an enforced leaky-bucket Limiter whose policy has no Name (Limit.Name
+// does not name its state: see WithMaxDelay).
 func New(opts ...Option) (*Middleware, error) {
 	c := config{maxDelay: DefaultMaxDelay, unavailable: DefaultUnavailableRetryAfter}
 	for _, o := range opts {
@@ -166,7 +171,7 @@ func New(opts ...Option) (*Middleware, error) {
 		// The Global limits alone first, so that a mistake in one is blamed
 		// on Global rather than on a route. Without Default, the requests no
 		// Route matches face them alone, at cost 1.
-		rt, err := compile("", routeSpec{cost: 1}, c.global)
+		rt, err := compile("", routeSpec{cost: 1}, c.global, c.maxDelay)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +179,7 @@ func New(opts ...Option) (*Middleware, error) {
 	}
 	routes := patterns{mux: m.mux, option: "Route"}
 	for _, s := range c.routes {
-		rt, err := compile("route "+strconv.Quote(s.pattern), s, c.global)
+		rt, err := compile("route "+strconv.Quote(s.pattern), s, c.global, c.maxDelay)
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +189,7 @@ func New(opts ...Option) (*Middleware, error) {
 		m.byPattern[s.pattern] = rt
 	}
 	if c.def != nil {
-		rt, err := compile("Default", *c.def, c.global)
+		rt, err := compile("Default", *c.def, c.global, c.maxDelay)
 		if err != nil {
 			return nil, err
 		}
@@ -229,8 +234,9 @@ func (p *patterns) describe(pattern, at string) string {
 }
 
 // compile compiles the limits of s (and the Global ones), named name in
-// errors ("" for the Global limits alone).
-func compile(name string, s routeSpec, global []Limit) (*route, error) {
+// errors ("" for the Global limits alone), for a front end that holds
+// leaky-bucket requests at most maxDelay.
+func compile(name string, s routeSpec, global []Limit, maxDelay time.Duration) (*route, error) {
 	all := append(append([]Limit(nil), global...), s.limits...)
 	specs := make([]decide.Spec, len(all))
 	for i, l := range all {
@@ -253,6 +259,10 @@ func compile(name string, s routeSpec, global []Limit) (*route, error) {
 				where = name + ": " + where
 			}
 			return nil, fmt.Errorf("httplimit: %s: %w", where, err)
+		}
+		if !l.Shadow && p.Algorithm == sluice.LeakyBucket {
+			// Its capacity is what an idle key admits within maxDelay.
+			p.Burst = decide.Capacity(p, maxDelay)
 		}
 		rt.limits = append(rt.limits, limit{Limit: l, policy: p, item: policyItem(p)})
 		if !l.Shadow {

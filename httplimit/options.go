@@ -98,7 +98,20 @@ func Global(limits ...Limit) Option {
 // WithMaxDelay sets the longest a request is held for a leaky-bucket
 // policy (DefaultMaxDelay unless set). A request whose queue delay would be
 // longer is refused with a Retry-After after which it would not be, and
-// takes no place in the queue.
+// takes no place in the queue. The bound is part of the one store call
+// that admits the request, so requests arriving together cannot all pass
+// it: with D the maximum, T = Period/Limit and B the queue (Burst), a
+// request of cost c is decided on the policy's state as if its queue were
+//
+//	min(B, ⌊D/T⌋ + c)
+//
+// and is admitted iff its queue delay is at most ⌊D/T⌋·T: exactly D when
+// D is a multiple of T (a delay of D is admitted, one a nanosecond longer
+// refused), otherwise less than one interval T shorter, never longer. For
+// such a policy RateLimit-Policy advertises q = min(B, ⌊D/T⌋ + 1), the
+// requests of cost 1 an idle key admits within D, and RateLimit's r is
+// what still fits within D. The limit's policy must have a Name (New
+// refuses one without, unless its queue is no longer than the cost).
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

@@ -347,3 +347,38 @@ func TestInFlightPolicy(t *testing.T) {
 		}
 	})
 }
+
+// A leaky-bucket queue behind httplimit's default maximum delay (10 s):
+// a queue of 30 draining 1 per second holds at most 11 requests that its
+// maximum lets through (delays 0 to 10 s). The middleware advertises that
+// (q=11, and after each admission r = what still fits), so 40 requests
+// from 16 goroutines sharing the Transport get no 429.
+func TestLeakyQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, served := limited(t, sluice.Policy{Name: "queue", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30})
+		var (
+			next   atomic.Int64
+			wg     sync.WaitGroup
+			counts [600]atomic.Int64
+		)
+		for range 16 {
+			wg.Go(func() {
+				for next.Add(1) <= 40 {
+					code, err := get(t.Context(), c)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					counts[code].Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := counts[http.StatusTooManyRequests].Load(); n != 0 {
+			t.Errorf("%d requests refused with 429, want 0", n)
+		}
+		if n := counts[http.StatusOK].Load(); n != 40 || served.Load() != 40 {
+			t.Errorf("%d requests answered 200 of %d served, want 40", n, served.Load())
+		}
+	})
+}

@@ -24,16 +24,23 @@
 //     error is never a reason to admit. (Limiters over different stores
 //     are refused when a front end is built: Order.)
 //   - A leaky-bucket request whose queue delay would pass the longest delay
-//     allowed is refused before it takes a place in the queue, its decision
-//     saying that nothing remains (the queue's free places are open to no
-//     request until its RetryAfter); an admitted one is held for its delay,
-//     and is Gone if its caller leaves meanwhile.
+//     allowed (Request.MaxDelay, or its deadline if that comes sooner) is
+//     refused in the same store call that would admit it, taking no place
+//     in the queue: the bound is the check's burst, B_c = min(B, ⌊D/T⌋ + c)
+//     for a request of cost c, D the bound and T = Period/Limit: admitted
+//     iff its queue delay is at most ⌊D/T⌋·T, so never a Delay past D, and
+//     exactly up to D when D is a multiple of T (the comment in leaky.go
+//     derives it from package model's rule). A request refused by its
+//     deadline alone is Gone at once. An admitted one is held for its
+//     delay, and is Gone if its caller leaves meanwhile. A leaky-bucket
+//     decision's Remaining is the requests of cost 1 that still fit within
+//     MaxDelay: min(B, ⌊MaxDelay/T⌋ + 1) − ⌈δ/T⌉, δ the queue delay after
+//     the request (none after a refusal by the maximum).
 package decide
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -83,11 +90,13 @@ type Request struct {
 	// Enforced is how many of Checks are enforced.
 	Enforced int
 	// MaxDelay is the longest an admitted request is held for a
-	// leaky-bucket policy; one whose delay would be longer is refused. Zero
-	// holds no request: every delay is too long.
+	// leaky-bucket policy; one whose delay would be longer is refused
+	// (B_c above). Zero holds no request: every delay is too long.
 	MaxDelay time.Duration
-	// Leaky says an enforced check may be leaky-bucket: its queue is peeked
-	// at first (a hint that spares the other requests the peek).
+	// Leaky says an enforced check may be leaky-bucket: Decide sets the
+	// Burst of those checks in Checks to B_c (a hint that spares the other
+	// requests the look). Order refuses a leaky-bucket policy without a
+	// Name that would need one.
 	Leaky bool
 	// Jitter, when positive, adds a random duration in [0, Jitter) to the
 	// Wait of a refusal that can succeed later, so that clients refused
@@ -102,8 +111,7 @@ type Verdict struct {
 	Outcome Outcome
 	// Decisions are the decisions of the enforced checks
 	// Request.Checks[Offset:Offset+len(Decisions)], on Admit and Refuse (and
-	// on Unavailable when the failure modes decided). A refusal of the
-	// leaky-bucket peek holds only the check that refused.
+	// on Unavailable when the failure modes decided).
 	Decisions []sluice.Decision
 	// Offset is the index in Request.Checks of Decisions[0].
 	Offset int
@@ -140,9 +148,20 @@ func (v *Verdict) Violated(checks []sluice.Check, k int) bool {
 	return false
 }
 
-// Decide decides q: the leaky-bucket peek, the batch, the failure modes,
-// and the hold for an admitted request's delay.
+// Decide decides q: the batch (with the leaky-bucket bound), the failure
+// modes, and the hold for an admitted request's delay.
 func Decide(ctx context.Context, q Request) Verdict {
+	v := decide(ctx, q)
+	if v.Outcome == Admit && v.Wait > 0 {
+		if err := line.Sleep(ctx, v.Wait); err != nil {
+			return Verdict{Outcome: Gone, Err: err}
+		}
+	}
+	return v
+}
+
+// decide is Decide but the hold.
+func decide(ctx context.Context, q Request) Verdict {
 	if err := ctx.Err(); err != nil {
 		return Verdict{Outcome: Gone, Err: err}
 	}
@@ -150,13 +169,11 @@ func Decide(ctx context.Context, q Request) Verdict {
 		return Verdict{Outcome: Admit}
 	}
 	enforced := q.Checks[:q.Enforced]
+	var bound time.Duration
+	var deadline bool
 	if q.Leaky {
-		if v, ok := peekQueues(ctx, enforced, q.MaxDelay); ok {
-			if q.Jitter > 0 {
-				v.Wait += rand.N(q.Jitter)
-			}
-			return v
-		}
+		bound, deadline = boundOf(ctx, q.MaxDelay)
+		bindLeaky(enforced, bound)
 	}
 	res, err := sluice.AllowAll(ctx, q.Checks...)
 	var shadow []sluice.Decision
@@ -168,15 +185,18 @@ func Decide(ctx context.Context, q Request) Verdict {
 			res, err = sluice.AllowAll(ctx, enforced...)
 		}
 	}
+	if q.Leaky && err == nil && len(res.Decisions) >= q.Enforced {
+		if gone := settleLeaky(enforced, res.Decisions[:q.Enforced], q.MaxDelay, deadline); gone != nil && ctx.Err() == nil {
+			return Verdict{Outcome: Gone, Err: gone, Shadow: shadow}
+		}
+	}
 	v := Classify(ctx, enforced, res, err)
 	v.Shadow = shadow
+	if q.Leaky && v.StoreFailed() {
+		heldTooLong(&v, bound, q.MaxDelay)
+	}
 	if v.Outcome == Refuse && !v.Impossible && q.Jitter > 0 {
 		v.Wait += rand.N(q.Jitter)
-	}
-	if v.Outcome == Admit && v.Wait > 0 {
-		if err := line.Sleep(ctx, v.Wait); err != nil {
-			return Verdict{Outcome: Gone, Err: err}
-		}
 	}
 	return v
 }
@@ -235,33 +255,4 @@ func allAllowed(ds []sluice.Decision) bool {
 		}
 	}
 	return true
-}
-
-// peekQueues peeks at the queue of each leaky-bucket check: a request whose
-// delay would pass maxDelay is refused, with the wait after which it would
-// not, and takes no place in the queue; one whose delay would pass its
-// context's deadline is Gone at once (as if it had waited for its deadline),
-// and takes no place either. ok is false when no queue refuses (a peek the
-// store fails is left to the batch, which fails too).
-func peekQueues(ctx context.Context, checks []sluice.Check, maxDelay time.Duration) (Verdict, bool) {
-	for k, c := range checks {
-		if c.Limiter.Policy().Algorithm != sluice.LeakyBucket {
-			continue
-		}
-		d, err := c.Limiter.AllowN(ctx, c.Key, 0)
-		if err != nil {
-			continue
-		}
-		if d.Delay <= maxDelay {
-			if !line.Fits(ctx, d.Delay) {
-				return Verdict{Outcome: Gone, Err: fmt.Errorf("decide: the queue delay %v of %q would pass the request's deadline: %w", d.Delay, c.Limiter.Policy().Name, context.DeadlineExceeded)}, true
-			}
-			continue
-		}
-		// Refused: none of the queue's free places is open to a request
-		// until the delay is back within maxDelay, RetryAfter from now.
-		d.Allowed, d.RetryAfter, d.Remaining = false, d.Delay-maxDelay, 0
-		return Verdict{Outcome: Refuse, Decisions: []sluice.Decision{d}, Offset: k, Wait: d.RetryAfter}, true
-	}
-	return Verdict{}, false
 }

@@ -27,7 +27,10 @@ type Spec struct {
 // returns their indexes in specs, the enforced ones first, and how many are
 // enforced. An error names the route (unless ""), the limit (as "Global
 // limit i" or "limit i", its index where it was given), the field and the
-// value.
+// value. An enforced leaky-bucket policy must have a Name unless its queue
+// is no longer than cost (no request ever waits there): Decide bounds a
+// request's delay under another burst, on the state that policies of one
+// Name share.
 func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, enforced int, err error) {
 	if route != "" {
 		route += ": "
@@ -60,6 +63,10 @@ func Order(route string, cost int64, nGlobal int, specs []Spec) (order []int, en
 		seen[p.Name] = i
 		if capacity := p.Capacity(); cost > capacity {
 			return nil, 0, fmt.Errorf("%s%s: cost %d exceeds the capacity %d of policy %q: no request could ever be admitted", route, name(i), cost, capacity, p.Name)
+		} else if p.Algorithm == sluice.LeakyBucket && p.Name == "" && !s.Shadow && cost < capacity {
+			// Its delay bound is decided under another burst (Decide), on
+			// the state that policies of one Name share.
+			return nil, 0, fmt.Errorf("%s%s: policy %v has no Name: a leaky-bucket request's longest delay is decided on the state of a named policy (set Policy.Name)", route, name(i), p)
 		}
 	}
 	// The enforced limits are decided in one AllowAll batch, all or

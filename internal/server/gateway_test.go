@@ -365,3 +365,40 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestGatewayLeakyAdvertisesWhatFits: a leaky-bucket rule in gateway mode
+// (a queue of 30 draining 1 per second, held at most the default 10 s)
+// advertises the 11 requests an idle key admits within the maximum delay
+// (q=11), and after an admission the 10 that still fit (r=10), not the
+// queue's 30 and 29, 19 of which no request may take (a pacing client
+// that trusted them was refused).
+func TestGatewayLeakyAdvertisesWhatFits(t *testing.T) {
+	h := start(t, map[string]string{"gateway.yaml": `domain: gateway
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: leaky-bucket, burst: 30, name: queue}
+`})
+	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer upstream.Close()
+	u, _ := url.Parse(upstream.URL)
+	ip, err := clientip.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httptest.NewServer(mustGateway(t, h.srv, u, GatewayDomain, ip))
+	defer gw.Close()
+	resp, err := http.Get(gw.URL + "/v1/trips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"queue";q=11;w=11`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	if got, want := resp.Header.Get("RateLimit"), `"queue";r=10;t=1`; got != want {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+}
