@@ -399,3 +399,34 @@ descriptors:
 		}
 	})
 }
+
+// TestResetFailureLogNamesRule: a reset the store fails is logged under the
+// rule's name, "domain/name", as every other store failure is (it was
+// logged under the rule's full key, "busy/busy.k", which no metric or
+// other line uses).
+func TestResetFailureLogNamesRule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged lockedBuffer
+		srv, err := New(deadStore{}, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(fstest.MapFS{"busy.yaml": {Data: []byte("domain: busy\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 100, name: busy}\n")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, jsonPost("/v1/reset", `{"domain":"busy","entries":[{"key":"k","value":"x"}]}`))
+		if rec.Code != http.StatusBadGateway {
+			t.Fatalf("reset on a dead store: %d %s, want 502", rec.Code, rec.Body)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if l := logged.String(); !strings.Contains(l, `rules="busy/busy: 1"`) {
+			t.Errorf("the store failure's line does not name the rule busy/busy:\n%s", l)
+		}
+	})
+}

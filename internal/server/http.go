@@ -506,7 +506,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		s.storeFailed(req.Domain, err, func() string { return rule.FullKey })
+		s.storeFailed(req.Domain, err, rule.Title)
 		writeError(w, http.StatusBadGateway, "reset %s: %v", rule.FullKey, err)
 		return
 	}
