@@ -290,8 +290,8 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		e.fail(exitFailure, prefix, "%v", err)
 		status = exitFailure
 	}
-	// From here /readyz answers 503 and gRPC health NOT_SERVING (RLQS
-	// streams end: their Envoys reconnect to another replica).
+	// From here /readyz answers 503 and gRPC health NOT_SERVING; every
+	// request, RLQS streams included, is still served until the drain.
 	srv.SetStopping()
 	hs.Shutdown()
 	if o.onStopping != nil {
@@ -327,6 +327,10 @@ func serve(ctx context.Context, e env, o serveOptions) int {
 		}
 	}
 	log.Info("shutting down: finishing in-flight requests", "timeout", o.shutdownTimeout)
+	// RLQS streams end now (their Envoys reconnect to another replica),
+	// and new ones are refused: they never end on their own, so the
+	// graceful stop below would wait for them until --shutdown-timeout.
+	srv.Drain()
 	stopWatch()
 	if o.onDraining != nil {
 		o.onDraining()

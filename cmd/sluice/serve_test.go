@@ -24,6 +24,7 @@ import (
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rls "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -724,6 +725,84 @@ func TestServeLameDuck(t *testing.T) {
 	if i < 0 || j < i || k < j {
 		t.Errorf("the log does not say lame duck, shutting down, stopped, in that order:\n%s", log)
 	}
+}
+
+// TestServeLameDuckServesRLQS: RLQS is served through the lame duck as RLS
+// is (README, Shutdown: "every request is still served"): a stream open at
+// SIGTERM stays open, and one opened in the lame duck (an Envoy
+// reconnecting through a Service that still routes to this pod) is
+// answered. Both end, UNAVAILABLE, when the drain begins, so the graceful
+// stop need not wait for them. On main SIGTERM drained RLQS at once: every
+// stream opened in the lame duck was refused UNAVAILABLE.
+func TestServeLameDuckServesRLQS(t *testing.T) {
+	sigs := make(chan os.Signal, 2)
+	lameDuckOver := make(chan time.Time)
+	r := startServe(t, serveOptions{
+		lameDuck: DefaultLameDuck,
+		signals:  sigs,
+		after:    func(time.Duration) <-chan time.Time { return lameDuckOver },
+	})
+	_, conn := rlsClient(t, r.grpcAddr)
+	client := rlqspb.NewRateLimitQuotaServiceClient(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// open opens a stream, reports a bucket and reads its assignment.
+	open := func() (rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient, error) {
+		st, err := client.StreamRateLimitQuotas(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.Send(&rlqspb.RateLimitQuotaUsageReports{Domain: "rider-api", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			{BucketId: &rlqspb.BucketId{Bucket: map[string]string{"rider_id": "r-1"}}, NumRequestsAllowed: 1},
+		}}); err != nil {
+			return nil, err
+		}
+		_, err = st.Recv()
+		return st, err
+	}
+	before, err := open()
+	if err != nil {
+		t.Fatalf("an RLQS stream before SIGTERM: %v", err)
+	}
+	beforeEnded := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := before.Recv(); err != nil {
+				beforeEnded <- err
+				return
+			}
+		}
+	}()
+	sigs <- syscall.SIGTERM
+	<-r.stopping
+	during, err := open()
+	if err != nil {
+		t.Fatalf("an RLQS stream opened in the lame duck: %v; want it served, as every request is until the lame duck ends", err)
+	}
+	select {
+	case err := <-beforeEnded:
+		t.Errorf("the RLQS stream open at SIGTERM ended in the lame duck: %v", err)
+	default:
+	}
+	close(lameDuckOver)
+	duringEnded := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := during.Recv(); err != nil {
+				duringEnded <- err
+				return
+			}
+		}
+	}()
+	for name, ended := range map[string]chan error{"open at SIGTERM": beforeEnded, "opened in the lame duck": duringEnded} {
+		if err := <-ended; status.Code(err) != codes.Unavailable || !strings.Contains(status.Convert(err).Message(), "shutting down") {
+			t.Errorf("the RLQS stream %s, at the drain: %v; want UNAVAILABLE, shutting down", name, err)
+		}
+	}
+	if code := <-r.done; code != exitOK {
+		t.Errorf("exit %d, want 0", code)
+	}
+	r.done <- exitOK // for startServe's cleanup
 }
 
 // TestServeInterruptSkipsLameDuck: SIGINT (a human's Ctrl-C) drains at

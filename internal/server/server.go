@@ -268,10 +268,17 @@ func (s *Server) ReloadDir(dir string) error {
 }
 
 // SetStopping marks the server as shutting down: /readyz fails from now on,
-// so load balancers stop sending new work while it still serves (sluice
-// serve's lame duck) and while in-flight requests finish, and RLQS streams
-// end (Envoys reconnect to another replica).
-func (s *Server) SetStopping() {
-	s.stopping.Store(true)
-	s.rlqs.Drain() // RLQS streams never end on their own
+// so load balancers stop sending new work, while every request, RLQS
+// streams included, is still served (sluice serve's lame duck). Drain ends
+// what is left when the shutdown stops accepting new work.
+func (s *Server) SetStopping() { s.stopping.Store(true) }
+
+// Drain begins the end of the service: it marks the server as stopping
+// (SetStopping), and ends RLQS streams and refuses new ones (Envoys
+// reconnect to another replica), so that a graceful stop of the gRPC
+// server need not wait for streams that never end on their own. Call it as
+// the server stops accepting new work, after the lame duck.
+func (s *Server) Drain() {
+	s.SetStopping()
+	s.rlqs.Drain()
 }
