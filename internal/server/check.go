@@ -121,14 +121,13 @@ func (s *Server) check(ctx context.Context, api, domain string, descs []descript
 	if !sn.cfg.HasDomain(domain) {
 		label = OtherValue
 	}
-	// fail counts the request's store failure once (the metric and the
-	// status count requests), however many of its calls failed, and names
-	// the rules of outs[idx] in the log, those of every call that failed.
-	failed := false
-	fail := func(err error, idx []int) {
-		s.storeFailedRules(label, err, !failed, s.ruleNames(label, outs, idx))
-		failed = true
-	}
+	// fail notes a failed store call on the rules of outs[idx]; the
+	// request's failures are counted once, when it is done (the metric,
+	// the status and the log count requests, and name each rule once),
+	// however many of its calls failed.
+	var failures storeFailures
+	defer s.storeFailedRules(label, &failures)
+	fail := func(err error, idx []int) { failures.add(err, s.ruleNames(label, outs, idx)) }
 	outs = make([]outcome, len(descs))
 	limiters := make([]*sluice.Limiter, len(descs))
 	replaced := map[string]bool{}
@@ -584,25 +583,45 @@ func clampU32(n int64) uint32 {
 // storeFailed counts a store failure of one request of domain (a domain
 // label) and logs it; rules names the rule whose call failed (its title).
 func (s *Server) storeFailed(domain string, err error, rules func() string) {
-	s.storeFailedRules(domain, err, true, []string{domain + "/" + rules()})
+	var f storeFailures
+	f.add(err, []string{domain + "/" + rules()})
+	s.storeFailedRules(domain, &f)
 }
 
-// storeFailedRules counts a store failure and logs it, at most once a
-// second (storeFailLog), so a dead store does not flood the log: the line
-// names every rule that failed since the last one, as "domain/name", with
-// the requests that failed on it, and the errors. first is set for a
-// request's first failure, which alone counts in the metric, the status
-// and the line's failures_since_last_log: the metric and the status count
-// requests. A later failure of the same request (another round, a shadow
-// rule) only adds its rules.
-func (s *Server) storeFailedRules(domain string, err error, first bool, rules []string) {
-	n := int64(0)
-	if first {
-		n = 1
-		s.metrics.storeErrors.WithLabelValues(domain).Inc()
-		s.health.failed(s.now(), err)
+// storeFailures is what store calls of one request failed: the rules, each
+// once, as "domain/name", with the error of its last failed call.
+type storeFailures struct {
+	rules []batchNote
+	err   error // the last failed call's; nil: none failed
+}
+
+// add notes a failed call (err) on rules.
+func (f *storeFailures) add(err error, rules []string) {
+	f.err = err
+	for _, r := range rules {
+		if i := slices.IndexFunc(f.rules, func(n batchNote) bool { return n.name == r }); i >= 0 {
+			f.rules[i].detail = err
+			continue
+		}
+		f.rules = append(f.rules, batchNote{name: r, detail: err})
 	}
-	s.storeFailLog.add(n, err, rules...)
+}
+
+// storeFailedRules counts a request whose store calls failed (f; nothing
+// when none did) and logs it, at most once a second (storeFailLog), so a
+// dead store does not flood the log: the line names every rule that failed
+// since the last one, as "domain/name", with the requests that failed on
+// it, and the errors. The metric, the status and the line's
+// failures_since_last_log count requests: a request counts once, however
+// many of its calls failed (another round, the charge of a refused
+// request, a shadow rule), and on each rule it failed on once.
+func (s *Server) storeFailedRules(domain string, f *storeFailures) {
+	if f.err == nil {
+		return
+	}
+	s.metrics.storeErrors.WithLabelValues(domain).Inc()
+	s.health.failed(s.now(), f.err)
+	s.storeFailLog.add(f.rules...)
 }
 
 // logStoreFailures is storeFailLog's line.

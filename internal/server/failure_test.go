@@ -400,6 +400,75 @@ descriptors:
 	})
 }
 
+// TestStoreFailureLogCountsRequests: the once-a-second store-failure line
+// counts requests, each rule's and its own (CHANGELOG: "as `domain/name:
+// requests`"), however many store calls a request made. A fail-closed
+// count_refused rule (Envoy's check-then-debit budgets) calls the store
+// twice per request on a dead store: the take, then the charge of the
+// refused hits. On main each call counted on the rule: the first request's
+// charge, failing after its take's line went out, made a line of its own a
+// second later, naming the rule once with failures_since_last_log=0, and
+// three requests in the next second logged the rule 6 times, failures 3.
+func TestStoreFailureLogCountsRequests(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged lockedBuffer
+		srv, err := New(deadStore{}, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(fstest.MapFS{"budget.yaml": {Data: []byte(`domain: budget
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 100, failure_mode: closed, count_refused: true, name: budget}
+`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+		r := rlsServer{s: srv}
+		ask := func() {
+			t.Helper()
+			resp, err := r.ShouldRateLimit(context.Background(), &rls.RateLimitRequest{Domain: "budget", Descriptors: []*rlcommon.RateLimitDescriptor{desc("k", "x")}})
+			if err != nil || resp.OverallCode != rls.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("a fail-closed rule on a dead store: %v %v, want OVER_LIMIT", resp, err)
+			}
+		}
+		ask() // logged at once
+		time.Sleep(1100 * time.Millisecond)
+		for range 3 {
+			ask() // the first logged at once, the others a second later
+		}
+		time.Sleep(1100 * time.Millisecond)
+		synctest.Wait()
+		var got []string
+		for _, l := range strings.Split(logged.String(), "\n") {
+			if strings.Contains(l, "store failed") {
+				i := strings.Index(l, "rules=")
+				j := strings.Index(l, " error=")
+				k := strings.Index(l, " failures_since_last_log=")
+				if i < 0 || j < i || k < j || !strings.Contains(l[j:k], "connection refused") {
+					t.Fatalf("a line without rules, error or count: %s", l)
+				}
+				got = append(got, l[i:j]+l[k:])
+			}
+		}
+		want := []string{
+			`rules="budget/budget: 1" failures_since_last_log=1`,
+			`rules="budget/budget: 1" failures_since_last_log=1`,
+			`rules="budget/budget: 2" failures_since_last_log=2`,
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("the lines say\n%s\nwant each rule's failed requests\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		var m dto.Metric
+		if err := srv.metrics.storeErrors.WithLabelValues("budget").Write(&m); err != nil || m.GetCounter().GetValue() != 4 {
+			t.Errorf("sluice_store_errors_total{domain=budget} %v (%v), want 4: one a request", m.GetCounter().GetValue(), err)
+		}
+	})
+}
+
 // TestResetFailureLogNamesRule: a reset the store fails is logged under the
 // rule's name, "domain/name", as every other store failure is (it was
 // logged under the rule's full key, "busy/busy.k", which no metric or

@@ -43,7 +43,7 @@ type batchLine struct {
 	// others counts the occurrences of names past the first
 	// logBatchNames.
 	others int64
-	// total counts the occurrences (add's n): a request counts once,
+	// total counts the occurrences (add's calls): a request counts once,
 	// however many names it has.
 	total int64
 }
@@ -56,14 +56,20 @@ type batchName struct {
 	detail any
 }
 
-// add counts n occurrences (0: names of an occurrence already counted)
-// that concern names, with detail, and logs a line if one is due.
-func (b *logBatch) add(n int64, detail any, names ...string) {
+// batchNote is a name one occurrence concerns, with its detail.
+type batchNote struct {
+	name   string
+	detail any
+}
+
+// add counts one occurrence that concerns names (each once: add them
+// deduplicated), and logs a line if one is due.
+func (b *logBatch) add(names ...batchNote) {
 	now := time.Now()
 	b.mu.Lock()
-	b.line.total += n
-	for _, name := range names {
-		b.line.note(name, detail)
+	b.line.total++
+	for _, nm := range names {
+		b.line.note(nm.name, nm.detail)
 	}
 	if wait := b.wait(now); wait > 0 {
 		if !b.scheduled {
@@ -84,7 +90,7 @@ func (b *logBatch) flush() {
 	now := time.Now()
 	b.mu.Lock()
 	b.scheduled = false
-	if b.line.total == 0 && len(b.line.names) == 0 {
+	if b.line.total == 0 {
 		b.mu.Unlock()
 		return
 	}

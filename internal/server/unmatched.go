@@ -108,7 +108,7 @@ func (s *Server) unmatched(label, domain string, descs []descriptor) {
 	u.Requests++
 	u.LastDomain, u.LastKeys, u.LastAt = labelValue(domain), keys, now.Unix()
 	v.mu.Unlock()
-	s.unmatchedLog.add(1, keys, labelValue(domain))
+	s.unmatchedLog.add(batchNote{name: labelValue(domain), detail: keys})
 }
 
 // logUnmatched is unmatchedLog's line: every domain (as sent, cut) that
