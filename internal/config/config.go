@@ -65,7 +65,9 @@
 // duplicate key or an invalid policy is an error naming the file, the line,
 // the field and the reason. What envoyproxy/ratelimit's YAML 1.1 reader
 // (yaml.v2) accepts loads with its meaning: yes, no, on, off, y and n
-// unquoted in a boolean field, "value:" and "rate_limit:" with nothing
+// unquoted in a boolean field, a float that is exactly a whole number
+// (1e3, 100.0) in a whole-number field (1.5, which yaml.v2 cuts to 1, is
+// an error), "value:" and "rate_limit:" with nothing
 // after them (the key alone; no limit at that level), and empty documents
 // after the first (a trailing "---"). A second document with anything in
 // it is an error: yaml.v2 would not read its domain.

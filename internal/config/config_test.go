@@ -4,8 +4,10 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -605,6 +607,78 @@ func TestSameFiles(t *testing.T) {
 	}
 }
 
+// TestWholeNumberWrittenAsFloat: a whole number written as a float
+// (1e3, 100.0) loads as that number in every whole-number field, as
+// envoyproxy/ratelimit's yaml.v2 decodes it into its integer fields
+// (README, "Coming from envoyproxy/ratelimit": "the same files load with
+// the same meaning"). On main the file did not load: "requests_per_unit:
+// want a whole number, got "1e3"". A float that is not a whole number
+// (1.5, which yaml.v2 would cut to 1) is refused (TestRangeErrors).
+func TestWholeNumberWrittenAsFloat(t *testing.T) {
+	const ints = `domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1000, algorithm: token-bucket, burst: 2500, unit_multiplier: 10, shards: 4, usage_thresholds: [50, 90]}
+  - key: b
+    rate_limit: {unit: month, requests_per_unit: 100, calendar: true, anchor_day: 15}
+  - key: c
+    rate_limit: {unit: year, requests_per_unit: 1, calendar: true, anchor_month: 4, anchor_day: 6}
+  - key: e
+    rate_limit: {algorithm: adaptive-concurrency, floor: 1, ceiling: 200}
+  - key: f
+    rate_limit: {algorithm: concurrency, requests_per_unit: 5}
+`
+	floats := strings.NewReplacer(
+		"1000,", "1e3,", "2500,", "2.5e3,", "10,", "10.0,", "4,", "4.0,", "[50, 90]", "[50.0, 9e1]",
+		"100,", "100.,", "15}", "1.50E1}", "1,", "+1.0,", "6}", "600e-2}",
+		"200}", "2e2}", "5}", "5.0}",
+	).Replace(ints)
+	want, err := Load(fstest.MapFS{"a.yaml": {Data: []byte(ints)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(fstest.MapFS{"a.yaml": {Data: []byte(floats)}})
+	if err != nil {
+		t.Fatalf("%v\nwant it loaded as\n%s", err, ints)
+	}
+	if len(got.Rules()) != len(want.Rules()) {
+		t.Fatalf("%d rules, want %d", len(got.Rules()), len(want.Rules()))
+	}
+	for i, r := range got.Rules() {
+		if !reflect.DeepEqual(r, want.Rules()[i]) {
+			t.Errorf("rule %d written with floats:\n%+v\nwant it as written with whole numbers:\n%+v", i, r, want.Rules()[i])
+		}
+	}
+
+	// wholeFloat's edges: exactly whole, or beyond 64 bits, or neither.
+	for _, tc := range []struct {
+		s           string
+		v           int64
+		whole, over bool
+	}{
+		{"1e3", 1000, true, false},
+		{"100.0", 100, true, false},
+		{"5.", 5, true, false},
+		{"+.5e1", 5, true, false},
+		{"12.50e1", 125, true, false},
+		{"-0.0e99999999999", 0, true, false},
+		{"9.223372036854775807e18", math.MaxInt64, true, false},
+		{"-9.223372036854775808E18", math.MinInt64, true, false},
+		{"9.223372036854775808e18", 0, false, true},
+		{"1e19", 0, false, true},
+		{"1e99999999999", 0, false, true},
+		{"1.25e1", 0, false, false},
+		{"100.00000000000000001", 0, false, false},
+		{"1e-99999999999", 0, false, false},
+		{".inf", 0, false, false},
+		{".nan", 0, false, false},
+	} {
+		if v, whole, over := wholeFloat(tc.s); v != tc.v || whole != tc.whole || over != tc.over {
+			t.Errorf("wholeFloat(%q) = %d, whole %v, over %v; want %d, %v, %v", tc.s, v, whole, over, tc.v, tc.whole, tc.over)
+		}
+	}
+}
+
 // TestRangeErrors: a whole number out of a field's range is named with the
 // field and the value as written, and the error says the field's real
 // range, in one line. On main requests_per_unit: 99999999999999999999 said
@@ -624,8 +698,22 @@ func TestRangeErrors(t *testing.T) {
 			"requests_per_unit: -1: must be between 0 and " + max + " (0 refuses every request)"},
 		{`{unit: hour, requests_per_unit: "x"}`,
 			`requests_per_unit: want a whole number, got "x"`},
-		{"{unit: hour, requests_per_unit: 1e3}",
-			`requests_per_unit: want a whole number, got "1e3"`},
+		{"{unit: hour, requests_per_unit: 1.5}",
+			`requests_per_unit: want a whole number, got "1.5"`},
+		{"{unit: hour, requests_per_unit: 1e30}",
+			"requests_per_unit: 1e30: must be between 0 and " + max + " (0 refuses every request)"},
+		{"{unit: hour, requests_per_unit: -1.0}",
+			"requests_per_unit: -1: must be between 0 and " + max + " (0 refuses every request)"},
+		{"{unit: hour, requests_per_unit: .inf}",
+			`requests_per_unit: want a whole number, got ".inf"`},
+		{"{unit: hour, requests_per_unit: 10, algorithm: token-bucket, burst: 2.5}",
+			`burst: want a whole number, got "2.5"`},
+		{"{unit: second, requests_per_unit: 1, shards: 1e-3}",
+			`shards: want a whole number, got "1e-3"`},
+		{"{algorithm: adaptive-concurrency, floor: 1, ceiling: 20.5}",
+			`ceiling: want a whole number, got "20.5"`},
+		{"{unit: hour, requests_per_unit: 10, usage_thresholds: [50.5]}",
+			`usage_thresholds[0]: want a whole number, got "50.5"`},
 		{"{unit: hour, requests_per_unit: 10, algorithm: token-bucket, burst: 99999999999999999999}",
 			"burst: 99999999999999999999: must be between 0 and " + max + " (0 means the limit)"},
 		{"{unit: hour, requests_per_unit: 10, algorithm: token-bucket, burst: -1}",
@@ -648,6 +736,8 @@ func TestRangeErrors(t *testing.T) {
 			`unit_multiplier: want a whole number, got "1.5"`},
 		{`{unit: month, requests_per_unit: 1, calendar: true, anchor_day: "x"}`,
 			`anchor_day: want a whole number, got "x"`},
+		{"{unit: year, requests_per_unit: 1, calendar: true, anchor_month: 4.5}",
+			`anchor_month: want a whole number, got "4.5"`},
 	} {
 		_, err := Load(fsOf("domain: d\ndescriptors:\n  - key: a\n    rate_limit: " + tc.limit + "\n"))
 		if err == nil {

@@ -3,7 +3,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -213,10 +215,13 @@ func emptyDocument(doc *yaml.Node) bool {
 }
 
 // wholeNumber decodes a whole number of 64 bits, reporting a value that is
-// not a whole number. A whole number beyond 64 bits (which YAML reads as a
-// float: 99999999999999999999) is not reported: over is set, for the
-// caller to say the field's range (inRange), naming the value as written
-// (n.Value), rather than "want a whole number".
+// not a whole number. A float that is exactly a whole number (1e3, 100.0)
+// is one, as yaml.v2 decodes it into envoyproxy/ratelimit's integer
+// fields; 1.5 is not (yaml.v2 would cut it to 1). A whole number beyond 64
+// bits (which YAML reads as a float: 99999999999999999999, 1e30) is not
+// reported: over is set, for the caller to say the field's range
+// (inRange), naming the value as written (n.Value), rather than "want a
+// whole number".
 func (p *parser) wholeNumber(n *yaml.Node, field string) (v int64, ok, over bool) {
 	n = p.deref(n)
 	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float") {
@@ -227,6 +232,11 @@ func (p *parser) wholeNumber(n *yaml.Node, field string) (v int64, ok, over bool
 			return v, true, false
 		}
 	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+		if v, whole, over := wholeFloat(n.Value); whole || over {
+			return v, whole, over
+		}
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		p.errorf(n, field, "want a whole number, got %s", kindName(n))
 		return 0, false, false
@@ -234,6 +244,58 @@ func (p *parser) wholeNumber(n *yaml.Node, field string) (v int64, ok, over bool
 	if err := n.Decode(&v); err != nil {
 		p.errorf(n, field, "%q is not a whole number of 64 bits", n.Value)
 		return 0, false, false
+	}
+	return v, true, false
+}
+
+// wholeFloat reads s, a float as YAML writes one in decimal
+// ([-+]?(.d+|d+(.d*)?)([eE][-+]?d+)?), exactly: whole when it is a whole
+// number of 64 bits (v), over when it is a whole number beyond them, and
+// neither when it is not a whole number (1.5, .inf, .nan). It does not
+// expand the exponent beyond 64 bits' 19 digits, so 1e1000000 costs no
+// more than 1e3.
+func wholeFloat(s string) (v int64, whole, over bool) {
+	mant, exp := s, "0"
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mant, exp = s[:i], s[i+1:]
+	}
+	sign := ""
+	if mant != "" && (mant[0] == '-' || mant[0] == '+') {
+		sign, mant = mant[:1], mant[1:]
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false, false
+	}
+	e, err := strconv.ParseInt(exp, 10, 32)
+	if err != nil {
+		if !errors.Is(err, strconv.ErrRange) {
+			return 0, false, false
+		}
+		e = math.MaxInt32 // huge; its sign below
+		if strings.HasPrefix(exp, "-") {
+			e = math.MinInt32
+		}
+	}
+	// digits × 10^e, with no leading or trailing zeros in digits.
+	e -= int64(len(frac))
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return 0, true, false // zero, whatever its exponent
+	}
+	t := strings.TrimRight(digits, "0")
+	e += int64(len(digits) - len(t))
+	digits = t
+	switch {
+	case e < 0:
+		return 0, false, false // a fraction
+	case int64(len(digits))+e > 19: // at least 10^19, beyond 64 bits
+		return 0, false, true
+	}
+	v, err = strconv.ParseInt(sign+digits+strings.Repeat("0", int(e)), 10, 64)
+	if err != nil {
+		return 0, false, true // 19 digits beyond 64 bits
 	}
 	return v, true, false
 }
