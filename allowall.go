@@ -5,6 +5,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/storeeq"
 )
@@ -19,17 +20,23 @@ type Check struct {
 	// Peek asks without taking, whatever Cost says: admitted iff a request
 	// of cost 1 would be, changing nothing (a cost-0 store request).
 	Peek bool
-	// Burst, when not 0, decides the check with this burst in place of its
-	// policy's, on the same per-key state: the request is admitted only if
-	// it fits in a bucket (for leaky-bucket, a queue) of Burst, as the
-	// policy itself would admit it with Policy.Burst = Burst. It must be
-	// between 1 and the policy's capacity, on a bucket kind, and the policy
-	// must have a Name unless Burst is its capacity (an unnamed policy
-	// shares state only with identical ones). When the store fails, a
-	// FailLocal check's local share is ⌊Burst/r⌋ in place of ⌊B/r⌋ (see
-	// Policy.Share). Front ends use it to bound a leaky-bucket request's
-	// delay in the same store call that admits it.
-	Burst int64
+	// MaxDelay, when not 0, admits a leaky-bucket check only if its queue
+	// delay would be at most MaxDelay (if negative: none), in the store
+	// call that decides it: with T = Period/Limit, B the queue and c the
+	// cost (1 for a peek), it is decided on its policy's state as if the
+	// queue were (exactly, with D = max(MaxDelay, 0))
+	//
+	//	B_c = min(B, ⌊D·Limit/Period⌋ + c)
+	//
+	// so admitted iff its queue delay δ fits B and δ ≤ ⌊D/T⌋·T: its Delay
+	// ⌈δ⌉ never passes D, and when D is no multiple of T a δ in
+	// (⌊D/T⌋·T, D], less than T short of D, is refused too. Its numbers
+	// are that queue's. When the store fails, a FailLocal check is bounded
+	// so on its local share, with the share's B and T (a refusal takes
+	// nothing). Other algorithms ignore it. It is an error on an unnamed
+	// leaky-bucket policy (whose state only identical ones share) unless
+	// B ≤ c.
+	MaxDelay time.Duration
 }
 
 // Result is the outcome of AllowAll. It is always consistent: Decisions
@@ -84,13 +91,11 @@ func AllowAll(ctx context.Context, checks ...Check) (Result, error) {
 		if c.Peek {
 			reqs[i].Cost = 0
 		}
-		if c.Burst != 0 {
-			p, err := c.Limiter.policy.withBurst(c.Burst)
-			if err != nil {
-				return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: %w", i, err)
-			}
-			reqs[i].Policy = p
+		p, err := c.Limiter.policy.within(c.MaxDelay, reqs[i].Cost)
+		if err != nil {
+			return res.refuse(checks, i), fmt.Errorf("sluice: AllowAll: check %d: %w", i, err)
 		}
+		reqs[i].Policy = p
 	}
 	err := store.TakeAll(ctx, reqs, res.Decisions)
 	for i, c := range checks {

@@ -39,7 +39,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, n int64) (Decision, er
 		if refuses(ctx, err) {
 			return Decision{Limit: l.policy.Limit}, err
 		}
-		return l.failed(ctx, l.policy, key, 0), err
+		return l.failed(ctx, 0, key, 0), err
 	}
 	return out[0], nil
 }

@@ -4,6 +4,7 @@ package sluice
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/storeeq"
 )
@@ -82,29 +83,27 @@ func (l *Limiter) share() *localShare {
 	return s
 }
 
-// localPolicy returns the policy a FailLocal limiter decides a request
-// asked under p on its local store: the share of p, p being the limiter's
-// policy or that policy with another burst (Check.Burst), whose share is
-// ⌊Burst/r⌋. ok is false when the share is empty.
-func (l *Limiter) localPolicy(p Policy) (share Policy, ok bool) {
-	s := l.share()
-	if !s.ok || p.Burst == l.policy.Burst {
-		return s.policy, s.ok
+// LocalShare returns the policy l decides on its local store while its
+// store fails (FailLocal): its policy's Share for the replica count its
+// ReplicaCounter reports now. ok is false when l does not fail local or
+// the share is empty (l then refuses).
+func (l *Limiter) LocalShare() (share Policy, ok bool) {
+	if l == nil || l.failure != FailLocal {
+		return Policy{}, false
 	}
-	share = s.policy
-	share.Burst = p.Burst / int64(s.replicas)
-	return share, share.Burst > 0
+	s := l.share()
+	return s.policy, s.ok
 }
 
-// failed is the decision of a request for n units of key, asked under p
-// (the limiter's policy, or it with another burst), that the store could
-// not decide: the one place where the failure mode is applied.
-func (l *Limiter) failed(ctx context.Context, p Policy, key string, n int64) Decision {
+// failed is the decision of a request for n units of key, with MaxDelay
+// maxDelay (Check.MaxDelay), that the store could not decide: the one place
+// where the failure mode is applied.
+func (l *Limiter) failed(ctx context.Context, maxDelay time.Duration, key string, n int64) Decision {
 	switch l.failure {
 	case FailOpen:
 		return Decision{Allowed: true, Limit: l.policy.Limit}
 	case FailLocal:
-		share, ok := l.localPolicy(p)
+		share, ok := l.localPolicy(maxDelay, n)
 		if !ok {
 			return Decision{Limit: l.policy.Limit}
 		}
@@ -119,6 +118,15 @@ func (l *Limiter) failed(ctx context.Context, p Policy, key string, n int64) Dec
 	return Decision{Limit: l.policy.Limit}
 }
 
+// localPolicy returns the policy on which a FailLocal limiter decides a
+// request of cost n with MaxDelay d locally: its share, bounded with the
+// share's own queue and interval. ok is false when the share is empty.
+func (l *Limiter) localPolicy(d time.Duration, n int64) (Policy, bool) {
+	share, ok := l.LocalShare()
+	share, err := share.within(d, n) // no error: the policy's own had none
+	return share, ok && err == nil
+}
+
 // failedAll fills decisions for a batch the store could not decide: each
 // check by its limiter's failure mode. The FailLocal checks are decided
 // together, all-or-nothing, on their local store, and only when no other
@@ -131,11 +139,11 @@ func failedAll(ctx context.Context, checks []Check, batch []Request, decisions [
 	refused := false
 	for i, c := range checks {
 		if c.Limiter.failure != FailLocal {
-			decisions[i] = c.Limiter.failed(ctx, batch[i].Policy, c.Key, batch[i].Cost)
+			decisions[i] = c.Limiter.failed(ctx, c.MaxDelay, c.Key, batch[i].Cost)
 			refused = refused || !decisions[i].Allowed
 			continue
 		}
-		share, ok := c.Limiter.localPolicy(batch[i].Policy)
+		share, ok := c.Limiter.localPolicy(c.MaxDelay, batch[i].Cost)
 		refused = refused || !ok // an empty share refuses
 		local = append(local, i)
 		reqs = append(reqs, Request{Policy: share, Key: c.Key, Cost: batch[i].Cost})
@@ -154,7 +162,7 @@ func failedAll(ctx context.Context, checks []Check, batch []Request, decisions [
 			if refused {
 				reqs[j].Cost = 0 // peek
 			}
-			decisions[i] = checks[i].Limiter.failed(ctx, batch[i].Policy, checks[i].Key, reqs[j].Cost)
+			decisions[i] = checks[i].Limiter.failed(ctx, checks[i].MaxDelay, checks[i].Key, reqs[j].Cost)
 		}
 		return
 	}

@@ -160,7 +160,7 @@ func (l *Limiter) finish(ctx context.Context, key string, n int64, d Decision, e
 		if refuses(ctx, err) {
 			return Decision{Limit: l.policy.Limit}, err
 		}
-		return l.failed(ctx, l.policy, key, n), err
+		return l.failed(ctx, 0, key, n), err
 	}
 	return d, nil
 }

@@ -4,11 +4,10 @@ package sluice
 
 import (
 	"fmt"
-	"math"
-	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice/calendar"
+	"github.com/sluicehq/sluice/internal/emission"
 )
 
 // Algorithm names a rate-limiting algorithm. The names are the ones used in
@@ -126,7 +125,7 @@ func (p Policy) Validate() error {
 	if p.Burst < 0 || p.Burst > MaxLimit {
 		return fmt.Errorf("sluice: policy %q: burst %d: must be between 1 and %d (0 means the limit)", p.Name, p.Burst, int64(MaxLimit))
 	}
-	if p.drain(p.Capacity()) > MaxPeriod {
+	if emission.Span(p.Capacity(), p.Limit, p.Period) > MaxPeriod {
 		return fmt.Errorf("sluice: policy %q: burst %d with limit %d per %v: a full bucket would take longer than %v to drain", p.Name, p.Capacity(), p.Limit, p.Period, MaxPeriod)
 	}
 	return nil
@@ -163,31 +162,16 @@ func (p Policy) validateCalendar() error {
 	return nil
 }
 
-// drain returns the time p's bucket takes to drain k ≥ 0 units,
-// ⌊k·Period/Limit⌋ (exact, in 128 bits), saturated at the largest Duration.
-func (p Policy) drain(k int64) time.Duration {
-	hi, lo := bits.Mul64(uint64(k), uint64(p.Period))
-	if hi >= uint64(p.Limit) {
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, uint64(p.Limit))
-	return time.Duration(min(q, math.MaxInt64))
-}
-
-// withBurst returns p with burst b in place of its own, for Check.Burst: b
-// between 1 and p's capacity, on a bucket kind, and p named unless b is its
-// capacity (p itself is returned then).
-func (p Policy) withBurst(b int64) (Policy, error) {
-	switch c := p.Capacity(); {
-	case !p.Algorithm.IsBucket():
-		return Policy{}, fmt.Errorf("policy %q: burst %d: %s has no burst", p.Name, b, p.Algorithm)
-	case b < 1 || b > c:
-		return Policy{}, fmt.Errorf("policy %q: burst %d: must be between 1 and the policy's capacity %d", p.Name, b, c)
-	case b == c:
+// within returns p as a check of cost c with MaxDelay d decides it
+// (Check.MaxDelay): for leaky-bucket, with the burst emission.Burst gives.
+func (p Policy) within(d time.Duration, c int64) (Policy, error) {
+	b, c := p.Capacity(), max(c, 1)
+	if d == 0 || p.Algorithm != LeakyBucket || c >= b {
 		return p, nil
-	case p.Name == "":
-		return Policy{}, fmt.Errorf("policy (no Name) %v: burst %d: an unnamed policy shares its state only with identical ones; name it to decide it with another burst", p, b)
 	}
-	p.Burst = b
+	if p.Name == "" {
+		return Policy{}, fmt.Errorf("policy (no Name) %v: MaxDelay %v: an unnamed policy shares its state only with identical ones; name it to bound its delay", p, d)
+	}
+	p.Burst = emission.Burst(b, p.Limit, p.Period, d, c)
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/emission"
 	"github.com/sluicehq/sluice/internal/line"
 )
 
@@ -86,7 +87,7 @@ func (l *Limiter) wait(ctx context.Context, key string, n int64) (Decision, erro
 		if l.policy.Algorithm == LeakyBucket {
 			// then its place in the queue, rounded down so that a
 			// wait that fits is never refused
-			need += l.policy.drain(max(l.policy.Capacity()-n, 0))
+			need += emission.Span(max(l.policy.Capacity()-n, 0), l.policy.Limit, l.policy.Period)
 		}
 		if !line.Fits(ctx, need) {
 			return Decision{Limit: l.policy.Limit}, fmt.Errorf("sluice: policy %q: key %q: waiting %v would exceed the context deadline", l.policy.Name, key, need)

@@ -65,8 +65,10 @@ const DefaultMaxDelay = decide.DefaultMaxDelay
 // and B the queue (Burst), a call of cost c is decided on the policy's
 // state as if its queue were min(B, ⌊D/T⌋ + c), so it is admitted iff its
 // queue delay is at most ⌊D/T⌋·T ≤ D (exactly D when D is a multiple of
-// T). The limit's policy must have a Name (New refuses one without,
-// unless its queue is no longer than the cost).
+// T). While the store fails, a limit that fails local (sluice.FailLocal)
+// is bounded so on its local share, with the share's T and queue. The
+// limit's policy must have a Name (New refuses one without, unless its
+// queue is no longer than the cost).
 func WithMaxDelay(d time.Duration) Option {
 	return func(i *Interceptor) error {
 		if d < 0 {

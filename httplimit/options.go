@@ -110,8 +110,11 @@ func Global(limits ...Limit) Option {
 // refused), otherwise less than one interval T shorter, never longer. For
 // such a policy RateLimit-Policy advertises q = min(B, ⌊D/T⌋ + 1), the
 // requests of cost 1 an idle key admits within D, and RateLimit's r is
-// what still fits within D. The limit's policy must have a Name (New
-// refuses one without, unless its queue is no longer than the cost).
+// what still fits within D. While the store fails, a limit that fails
+// local (sluice.FailLocal) is bounded so on its local share, with the
+// share's T and queue, and a refusal takes no place there either. The
+// limit's policy must have a Name (New refuses one without, unless its
+// queue is no longer than the cost).
 func WithMaxDelay(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 0 {

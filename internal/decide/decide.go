@@ -26,16 +26,18 @@
 //   - A leaky-bucket request whose queue delay would pass the longest delay
 //     allowed (Request.MaxDelay, or its deadline if that comes sooner) is
 //     refused in the same store call that would admit it, taking no place
-//     in the queue: the bound is the check's burst, B_c = min(B, ⌊D/T⌋ + c)
-//     for a request of cost c, D the bound and T = Period/Limit: admitted
-//     iff its queue delay is at most ⌊D/T⌋·T, so never a Delay past D, and
-//     exactly up to D when D is a multiple of T (the comment in leaky.go
-//     derives it from package model's rule). A request refused by its
-//     deadline alone is Gone at once. An admitted one is held for its
-//     delay, and is Gone if its caller leaves meanwhile. A leaky-bucket
-//     decision's Remaining is the requests of cost 1 that still fit within
-//     MaxDelay: min(B, ⌊MaxDelay/T⌋ + 1) − ⌈δ/T⌉, δ the queue delay after
-//     the request (none after a refusal by the maximum).
+//     in the queue: the bound is the check's sluice.Check.MaxDelay, which
+//     the policy that decides (the store's, or a local share's when the
+//     store fails) turns into the burst B_c = min(B, ⌊D/T⌋ + c) for a
+//     request of cost c, D the bound and T = Period/Limit: admitted iff
+//     its queue delay is at most ⌊D/T⌋·T, so never a Delay past D, and
+//     exactly up to D when D is a multiple of T (emission.Burst derives it
+//     from package model's rule). A request refused by its deadline alone
+//     is Gone at once. An admitted one is held for its delay, and is Gone
+//     if its caller leaves meanwhile. A leaky-bucket decision's Remaining
+//     is the requests of cost 1 that still fit within MaxDelay: min(B,
+//     ⌊MaxDelay/T⌋ + 1) − ⌈δ/T⌉, δ the queue delay after the request (none
+//     after a refusal by the maximum).
 package decide
 
 import (
@@ -93,10 +95,10 @@ type Request struct {
 	// leaky-bucket policy; one whose delay would be longer is refused
 	// (B_c above). Zero holds no request: every delay is too long.
 	MaxDelay time.Duration
-	// Leaky says an enforced check may be leaky-bucket: Decide sets the
-	// Burst of those checks in Checks to B_c (a hint that spares the other
-	// requests the look). Order refuses a leaky-bucket policy without a
-	// Name that would need one.
+	// Leaky says an enforced check may be leaky-bucket: Decide then sets
+	// the MaxDelay of the enforced checks in Checks to the bound (a hint
+	// that spares the other requests the deadline's look). Order refuses a
+	// leaky-bucket policy without a Name that would need one.
 	Leaky bool
 	// Jitter, when positive, adds a random duration in [0, Jitter) to the
 	// Wait of a refusal that can succeed later, so that clients refused
@@ -185,15 +187,18 @@ func decide(ctx context.Context, q Request) Verdict {
 			res, err = sluice.AllowAll(ctx, enforced...)
 		}
 	}
-	if q.Leaky && err == nil && len(res.Decisions) >= q.Enforced {
-		if gone := settleLeaky(enforced, res.Decisions[:q.Enforced], q.MaxDelay, deadline); gone != nil && ctx.Err() == nil {
-			return Verdict{Outcome: Gone, Err: gone, Shadow: shadow}
-		}
+	var gone error
+	// The decisions are the store's, or the failure modes' when it failed
+	// (those Classify reads, with the same tests).
+	decided := len(res.Decisions) >= q.Enforced && (err == nil || ctx.Err() == nil && !errors.Is(err, sluice.ErrStoreClosed))
+	if q.Leaky && decided {
+		gone = settleLeaky(enforced, res.Decisions[:q.Enforced], err != nil, bound, q.MaxDelay, deadline)
 	}
 	v := Classify(ctx, enforced, res, err)
 	v.Shadow = shadow
-	if q.Leaky && v.StoreFailed() {
-		heldTooLong(&v, bound, q.MaxDelay)
+	if gone != nil && v.Outcome == Refuse {
+		// Refused by its deadline alone.
+		return Verdict{Outcome: Gone, Err: gone, Shadow: shadow}
 	}
 	if v.Outcome == Refuse && !v.Impossible && q.Jitter > 0 {
 		v.Wait += rand.N(q.Jitter)

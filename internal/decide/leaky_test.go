@@ -36,7 +36,8 @@ type leakyScript struct {
 	steps    []leakyStep
 }
 
-// leakyScripts are the edges of the bound B_c = min(B, ⌊D/T⌋ + c).
+// leakyScripts are the edges of the bound B_c = min(B, ⌊D/T⌋ + c), which
+// Decide asks for with sluice.Check.MaxDelay.
 func leakyScripts() []leakyScript {
 	admit := func(n int, wait func(i int) time.Duration, left func(i int) int64) []leakyStep {
 		var s []leakyStep
@@ -263,6 +264,84 @@ func TestDecideLeakyLocalShare(t *testing.T) {
 	}
 }
 
+// TestDecideLeakyLocalRefusalTakesNoPlace: while the store fails, the
+// local share (3 per second over 2 replicas: 1 per second each, a queue of
+// 15) bounds the delay in the local call itself, with its own emission
+// interval: a request whose local delay would pass the maximum (10 s) is
+// refused and takes no place, so after its Retry-After the next one is
+// admitted, and r counts down what still fits within the maximum there.
+// (An outside review's test: the share used to admit it, and the refusal
+// after the fact left its place taken, so a busy key stayed refused for
+// the rest of the outage.)
+func TestDecideLeakyLocalRefusalTakesNoPlace(t *testing.T) {
+	clk := sluicetest.NewClock(time.Unix(0, 0))
+	local := memstore.New(memstore.WithClock(clk), memstore.WithSweepInterval(0))
+	defer local.Close()
+	l, err := sluice.NewLimiter(failing{local}, sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 3, Period: time.Second, Burst: 30},
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, sluice.FixedReplicas(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := Request{Checks: []sluice.Check{{Limiter: l, Key: "k", Cost: 1}}, Enforced: 1, MaxDelay: 10 * time.Second, Leaky: true}
+	for i := range 11 { // local delays 0 to 10 s
+		v := decide(context.Background(), q)
+		if v.Outcome != Admit {
+			t.Fatalf("request %d: %v; want admitted on the local share", i, v.Outcome)
+		}
+		if r := v.Decisions[0].Remaining; r != int64(10-i) {
+			t.Errorf("request %d: r=%d; want %d (what still fits within 10 s there)", i, r, 10-i)
+		}
+	}
+	v := decide(context.Background(), q)
+	if v.Outcome != Refuse || v.Wait != time.Second {
+		t.Fatalf("request 11 (a local delay of 11 s): %v wait %v; want refused, waiting 1s", v.Outcome, v.Wait)
+	}
+	clk.Advance(v.Wait)
+	if v2 := decide(context.Background(), q); v2.Outcome != Admit || v2.Wait != 10*time.Second {
+		t.Errorf("after the refusal's Retry-After (%v): %v, wait %v; want admitted with a delay of 10s (the refused request took no place in the queue)", v.Wait, v2.Outcome, v2.Wait)
+	}
+}
+
+// TestDecideLeakyLocalDeadline: on the local share too, a request whose
+// local delay is within the maximum but past its deadline is Gone at once
+// and takes no place; one past the maximum as well is refused, waiting for
+// the maximum (the share's delays: 1 per second).
+func TestDecideLeakyLocalDeadline(t *testing.T) {
+	clk := sluicetest.NewClock(time.Unix(0, 0))
+	local := memstore.New(memstore.WithClock(clk), memstore.WithSweepInterval(0))
+	defer local.Close()
+	l, err := sluice.NewLimiter(failing{local}, sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 3, Period: time.Second, Burst: 30},
+		sluice.WithFailureMode(sluice.FailLocal), sluice.WithLocalStore(local, sluice.FixedReplicas(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(timeout time.Duration) Verdict {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return decide(ctx, Request{Checks: []sluice.Check{{Limiter: l, Key: "k", Cost: 1}}, Enforced: 1, MaxDelay: 10 * time.Second, Leaky: true})
+	}
+	for i := range 4 { // local delays 0 to 3 s
+		if v := ask(time.Hour); v.Outcome != Admit || v.Wait != time.Duration(i)*time.Second {
+			t.Fatalf("request %d: %v wait %v", i, v.Outcome, v.Wait)
+		}
+	}
+	if v := ask(2 * time.Second); v.Outcome != Gone || !errors.Is(v.Err, context.DeadlineExceeded) {
+		t.Fatalf("a local delay of 4s with 2s left: %v (%v); want Gone, DeadlineExceeded", v.Outcome, v.Err)
+	}
+	if v := ask(time.Hour); v.Outcome != Admit || v.Wait != 4*time.Second {
+		t.Fatalf("after it: %v wait %v; want a delay of 4s (no place taken)", v.Outcome, v.Wait)
+	}
+	for range 6 { // local delays 5 to 10 s
+		ask(time.Hour)
+	}
+	if v := ask(2 * time.Second); v.Outcome != Refuse || v.Wait != time.Second {
+		t.Fatalf("a local delay of 11s with 2s left: %v wait %v; want refused, waiting 1s (for the maximum)", v.Outcome, v.Wait)
+	}
+	if v := ask(time.Hour); v.Outcome != Refuse || v.Wait != time.Second {
+		t.Fatalf("after it: %v wait %v; want refused, waiting 1s (no place taken)", v.Outcome, v.Wait)
+	}
+}
+
 // TestDecideLeakyDeadline: a request whose queue delay is within the
 // maximum but past its deadline is Gone at once and takes no place in the
 // queue; one past the maximum too is refused, waiting for the maximum, not
@@ -313,39 +392,24 @@ func TestDecideLeakyDeadline(t *testing.T) {
 	}
 }
 
-// burstWithin at its edges: B_c = min(B, ⌊D/T⌋ + c), and B for a cost
-// that only an empty queue admits, and for a bound past 2⁶⁴ intervals.
-func TestBurstWithin(t *testing.T) {
+// Capacity is B_1 = min(B, ⌊D/T⌋ + 1) for leaky-bucket, and the policy's
+// capacity otherwise.
+func TestCapacity(t *testing.T) {
 	p := sluice.Policy{Name: "lb", Algorithm: sluice.LeakyBucket, Limit: 1, Period: time.Second, Burst: 30}
-	huge := sluice.Policy{Name: "huge", Algorithm: sluice.LeakyBucket, Limit: sluice.MaxLimit, Period: time.Nanosecond, Burst: sluice.MaxLimit}
 	for _, c := range []struct {
 		p    sluice.Policy
 		d    time.Duration
-		cost int64
 		want int64
 	}{
-		{p, 10 * time.Second, 1, 11},
-		{p, 10*time.Second - 1, 1, 10},
-		{p, 10 * time.Second, 5, 15},
-		{p, 0, 1, 1},
-		{p, -time.Second, 1, 1},
-		{p, 29 * time.Second, 1, 30},
-		{p, time.Hour, 1, 30},
-		{p, 0, 30, 30},
-		{p, 0, 31, 30},
-		{huge, 1 << 62, 1, sluice.MaxLimit},
-		{huge, 1, 1, sluice.MaxLimit},
-		{huge, 0, 1, 1},
+		{p, 10 * time.Second, 11},
+		{p, 10*time.Second - 1, 10},
+		{p, 0, 1},
+		{p, time.Hour, 30},
+		{sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Second, Burst: 30}, 0, 30},
 	} {
-		if got := burstWithin(c.p, c.d, c.cost); got != c.want {
-			t.Errorf("burstWithin(%v, %v, %d) = %d; want %d", c.p, c.d, c.cost, got, c.want)
+		if got := Capacity(c.p, c.d); got != c.want {
+			t.Errorf("Capacity(%v, %v) = %d; want %d", c.p, c.d, got, c.want)
 		}
-	}
-	if got := Capacity(p, 10*time.Second); got != 11 {
-		t.Errorf("Capacity = %d; want 11", got)
-	}
-	if got := Capacity(sluice.Policy{Algorithm: sluice.TokenBucket, Limit: 1, Period: time.Second, Burst: 30}, 0); got != 30 {
-		t.Errorf("Capacity of a token bucket = %d; want its burst, 30", got)
 	}
 }
 
