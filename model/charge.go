@@ -35,8 +35,20 @@ import (
 // For sliding-log the returned state may share s.Log's backing array, as
 // with Take.
 func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
+	return m.charge(s, now, cost, m.policy.Burst)
+}
+
+// ChargeBurst is Charge under burst in place of the policy's Burst (0
+// means Limit), as TakeBurst is Take: the charge moves the TAT as Charge
+// does, and the peek after it is judged under burst.
+func (m *Model) ChargeBurst(s State, now, cost, burst int64) (State, sluice.Decision) {
+	return m.charge(s, now, cost, burst)
+}
+
+// charge is ChargeBurst; Charge passes the policy's own Burst.
+func (m *Model) charge(s State, now, cost, burst int64) (State, sluice.Decision) {
 	if cost <= 0 {
-		return m.Take(s, now, cost)
+		return m.take(s, now, cost, burst)
 	}
 	now = min(max(now, 0), MaxTime)
 	switch m.kind {
@@ -93,7 +105,7 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 		}
 		s.Time, s.Frac = tat.ns, tat.frac
 	}
-	_, d := m.Take(s, now, 0)
+	_, d := m.take(s, now, 0, burst)
 	return s, d
 }
 

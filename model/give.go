@@ -13,12 +13,24 @@ package model
 // holds at least units: the count goes down by units. Anything else gives
 // nothing back.
 func (m *Model) Give(s, stamp State, units int64) (State, bool) {
+	return m.give(s, stamp, units, m.policy.Burst)
+}
+
+// GiveBurst is Give under burst in place of the policy's Burst (0 means
+// Limit), as TakeBurst is Take: what the model of the same policy with
+// Burst = burst gives back.
+func (m *Model) GiveBurst(s, stamp State, units, burst int64) (State, bool) {
+	return m.give(s, stamp, units, burst)
+}
+
+// give is GiveBurst; Give passes the policy's own Burst.
+func (m *Model) give(s, stamp State, units, burst int64) (State, bool) {
 	if units <= 0 {
 		return s, false
 	}
 	switch {
 	case m.kind == bucketKind && !m.leaky:
-		if s.Time != stamp.Time || s.Frac != stamp.Frac || units > m.burst {
+		if s.Time != stamp.Time || s.Frac != stamp.Frac || units > m.capacity(burst).units {
 			return s, false
 		}
 		tat := rtime{s.Time, s.Frac}
