@@ -20,10 +20,9 @@ import (
 // new model, bumped the store's policy generation, so that every shard's
 // sweep bound was void, and retired the hot key: 3 to 6 allocations and
 // 0.47 to 0.65 µs a request where the policy's own burst costs none and
-// 0.06 to 0.24 µs: BenchmarkTakeBursts),
-// and a held key's decisions allocate nothing. Each decision is the model's
-// for the request's policy, on the key's one state. Another Limit still
-// recompiles it, as before.
+// 0.06 to 0.24 µs, BenchmarkTakeBursts), and a held key's decisions
+// allocate nothing. Each decision is the model's for the request's policy,
+// on the key's one state. Another Limit still recompiles it, as before.
 func TestBurstsShareTheCompiledPolicy(t *testing.T) {
 	for _, a := range []sluice.Algorithm{sluice.TokenBucket, sluice.GCRA, sluice.LeakyBucket} {
 		t.Run("alg="+string(a), func(t *testing.T) {
