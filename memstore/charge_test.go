@@ -25,3 +25,17 @@ func FuzzCharge(f *testing.F) {
 		storetest.Charges(t, storetest.Harness{Store: s, Clock: clock}, alg, ops)
 	})
 }
+
+// FuzzBurst: memstore agrees with the model when the requests of one named
+// bucket policy come with different bursts (storetest.Bursts), and holds
+// exactly the keys whose state has not expired.
+func FuzzBurst(f *testing.F) {
+	f.Add(uint8(2), []byte("\x00\x1c\x05\x00\x1c\x01\x00\x1c\x02\xc0\x11\x03\x00\x31\x2a\x08\x4f\x04"))
+	f.Add(uint8(0), []byte("\x00\x0c\x00\x00\x01\x02\x00\x05\x03\xa5\x21\x07\x00\x3d\xc9"))
+	f.Fuzz(func(t *testing.T, alg uint8, ops []byte) {
+		clock := sluicetest.NewClock(time.Unix(0, 0))
+		s := memstore.New(memstore.WithClock(clock))
+		defer s.Close()
+		storetest.Bursts(t, storetest.Harness{Store: s, Clock: clock, Len: func() int { s.Sweep(); return s.Len() }}, alg, ops)
+	})
+}

@@ -32,7 +32,7 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 	defer sh.mu.Unlock()
 	k := headOf(key)
 	var d sluice.Decision
-	if sh.take(c, s.seed, h, &k, key, cost, now, &d) != took { // pinned: never stale
+	if sh.take(c, s.seed, h, &k, key, cost, p.Burst, now, &d) != took { // pinned: never stale
 		return sluice.Decision{}, model.State{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
 	}
 	var st model.State
@@ -81,7 +81,7 @@ func (s *Store) Give(ctx context.Context, p sluice.Policy, key string, stamp mod
 	// A stamp is of c's grid (1/c.den ns): on another, the key was last
 	// written under other parameters of c's name, and nothing is given back
 	// (as on Redis). Nothing is written then either.
-	next, ok := c.model.Give(t.stateOn(e, c), stamp, units)
+	next, ok := c.model.GiveBurst(t.stateOn(e, c), stamp, units, p.Burst)
 	if !ok || t.kind == bucketKind && t.den != c.den {
 		return false, nil
 	}

@@ -205,7 +205,7 @@ func (x *logRows) get(e int) model.State {
 
 func (x *logRows) set(e int, s model.State) { x.r[e].setState(s.Count, s.Log) }
 
-func (x *logRows) take(c *compiled, e int, now, cost int64, d *sluice.Decision) (exp int64) {
+func (x *logRows) take(c *compiled, e int, now, cost, _ int64, d *sluice.Decision) (exp int64) {
 	exp = takeLog(c, &x.r[e], now, cost, d)
 	return exp
 }
@@ -237,7 +237,7 @@ func (x *logRows) publish(e int, w *hotWords) {
 	w.arr.Store(nil)
 }
 
-func (*logRows) judge(c *compiled, v hotView, now, cost int64) (d sluice.Decision, exp int64) {
+func (*logRows) judge(c *compiled, v hotView, now, cost, _ int64) (d sluice.Decision, exp int64) {
 	if v.arr != nil {
 		// Published entries are never written again (hot.go).
 		exp = c.model.JudgeSlidingLog(v.w0, unsafe.Slice(v.arr, v.w1), now, cost, &d)

@@ -128,8 +128,9 @@ func identity(p sluice.Policy) sluice.Policy {
 	return p
 }
 
-// lookup returns p's compiled form if the registry holds it with p's
-// parameters. It takes no lock and allocates nothing. The policy may be
+// lookup returns the compiled form that decides p (compiled.decides) if
+// the registry holds one: p's, or that of a policy that differs from p
+// only in Burst. It takes no lock and allocates nothing. The policy may be
 // dead by the time the caller uses it.
 func (r *registry) lookup(p sluice.Policy) *compiled {
 	if f := r.fast.Load(); f != nil {
@@ -138,17 +139,23 @@ func (r *registry) lookup(p sluice.Policy) *compiled {
 				return c
 			}
 		}
+		for _, c := range *f {
+			if c.decides(p) {
+				return c
+			}
+		}
 	}
 	if v, ok := r.m.Load(identity(p)); ok {
-		if c := v.(*policyTable).cur.Load(); c != nil && c.policy == p {
+		if c := v.(*policyTable).cur.Load(); c != nil && c.decides(p) {
 			return c
 		}
 	}
 	return nil
 }
 
-// compile returns the compiled form of p, creating its policy table or
-// recompiling its model when p's parameters changed. With pin, the policy
+// compile returns the compiled form that decides p, creating its policy
+// table or recompiling its model when p's parameters changed (other than
+// its Burst: see compiled.decides). With pin, the policy
 // is also acquired (release it with release). It fails for an invalid policy
 // or when the registry is full.
 func (r *registry) compile(p sluice.Policy, pin bool) (*compiled, error) {
@@ -204,7 +211,7 @@ func (r *registry) compileIf(p sluice.Policy, pin, create bool) (*compiled, erro
 	if pin {
 		pt.acquire()
 	}
-	if c := pt.cur.Load(); c != nil && c.policy == p {
+	if c := pt.cur.Load(); c != nil && c.decides(p) {
 		return c, nil // compiled meanwhile
 	} else if c != nil {
 		r.gen.Add(1) // the expiries of its keys may have moved

@@ -329,7 +329,7 @@ func TestDeadPolicyRetries(t *testing.T) {
 		t.Fatal("the policy with no keys left was not dropped")
 	}
 	var d sluice.Decision
-	if o := s.take(old, "b", 1, &d); o != stale {
+	if o := s.take(old, "b", 1, p.Burst, &d); o != stale {
 		t.Fatalf("a take on the dropped policy: outcome %d, want stale", o)
 	}
 	// The successor holds "b" once a take made on the dropped one retries.

@@ -15,6 +15,10 @@
 // its own. The models run in place on the row (see model.Model.TakeBucket
 // and its siblings), and a sluice.Limiter binds its policy once
 // (Store.Bind), so Limiter.Allow skips finding the policy's table.
+// Requests of one named bucket policy that differ only in Burst
+// (sluice.Check.Burst) share its compiled form: each is decided under its
+// own burst (model.Model.TakeBurst), which changes no table, so they cost
+// what the policy's own requests cost.
 //
 // A key asked for far over its limit is rejected without the shard's lock:
 // each shard publishes one such hot key as a copy of its row, kept equal to
@@ -110,6 +114,39 @@ type compiled struct {
 	kind   kind
 	den    int64
 	period int64
+}
+
+// decides reports whether c decides the requests of policy p, each under
+// p's Burst: p is c's policy, or a valid named policy of a bucket kind
+// that differs from it only in Burst. Those share c's table (the identity
+// is (Name, Algorithm)), and the burst is no part of what the table keeps:
+// a key's TAT, its grid (1/den ns) and its expiry are the same under every
+// burst, which only bounds what a request may take
+// (model.Model.TakeBurst). So requests of one policy with different bursts
+// (sluice.Check.Burst: a leaky-bucket request's maximum delay, a burst per
+// deadline) are decided by one compiled form, and none recompiles the
+// table; a request takes the burst along (the burst argument of the
+// takes), as a Redis script's arguments do.
+func (c *compiled) decides(p sluice.Policy) bool {
+	if c.policy == p {
+		return true
+	}
+	if c.kind != bucketKind || c.policy.Name == "" {
+		return false
+	}
+	q := p
+	q.Burst = c.policy.Burst
+	if q != c.policy {
+		return false
+	}
+	// A burst from 1 to c's capacity is valid since c's is (the time a
+	// full bucket takes to drain only grows with the burst): the bursts
+	// sluice.Check.Burst asks for. Validate judges any other.
+	b, most := p.Burst, c.policy.Burst
+	if most == 0 {
+		most = c.policy.Limit
+	}
+	return 1 <= b && b <= most || p.Validate() == nil
 }
 
 // Option configures a Store.
@@ -262,9 +299,10 @@ func (s *Store) now() int64 {
 
 func (s *Store) shardOf(h uint64) *shard { return &s.shards[h>>s.shift] }
 
-// compile returns the compiled form of p, creating its policy table or
-// recompiling its model when its parameters changed. It takes no lock and
-// allocates nothing when p is the policy its table last saw.
+// compile returns the compiled form that decides p (compiled.decides),
+// creating its policy table or recompiling its model when its parameters
+// changed. It takes no lock and allocates nothing when p is the policy its
+// table last saw, or differs from it only in Burst.
 func (s *Store) compile(p sluice.Policy) (*compiled, error) {
 	if c := s.reg.lookup(p); c != nil {
 		return c, nil
@@ -314,9 +352,10 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 	return d, s.decide(&p, c, key, cost, &d)
 }
 
-// decide is Take once the policy is compiled as c; it sets *d.
+// decide is Take once the policy is compiled as c (c.decides(*p)); it
+// sets *d.
 func (s *Store) decide(p *sluice.Policy, c *compiled, key string, cost int64, d *sluice.Decision) error {
-	o := s.take(c, key, cost, d)
+	o := s.take(c, key, cost, p.Burst, d)
 	if o == stale {
 		// c's policy was dropped for having no keys: pinned, the current
 		// one cannot be (registry.go).
@@ -324,7 +363,7 @@ func (s *Store) decide(p *sluice.Policy, c *compiled, key string, cost int64, d 
 		if c, err = s.reg.compile(*p, true); err != nil {
 			return fmt.Errorf("memstore: take %q: %w", key, err)
 		}
-		o = s.take(c, key, cost, d)
+		o = s.take(c, key, cost, p.Burst, d)
 		s.unpin(c)
 	}
 	if o != took {
@@ -347,18 +386,19 @@ func (s *Store) refused(ctx context.Context, key string, cost int64) error {
 	return fmt.Errorf("memstore: take %q: cost %d: must be >= 0", key, cost)
 }
 
-// take is Take once the policy is compiled: it sets *d unless the outcome
-// is stale.
-func (s *Store) take(c *compiled, key string, cost int64, d *sluice.Decision) outcome {
+// take is Take once the policy is compiled, for a request of the policy
+// with Burst = burst that c decides: it sets *d unless the outcome is
+// stale.
+func (s *Store) take(c *compiled, key string, cost, burst int64, d *sluice.Decision) outcome {
 	h := maphash.String(s.seed, key)
 	sh := s.shardOf(h)
 	now := s.now()
-	if he := sh.hot.Load(); he != nil && he.h == h && he.c == c && he.key == key && he.reject(now, cost, d) {
+	if he := sh.hot.Load(); he != nil && he.h == h && he.c == c && he.key == key && he.reject(now, cost, burst, d) {
 		return took // a hot key's rejection, decided without the lock (hot.go)
 	}
 	k := headOf(key)
 	sh.mu.Lock()
-	ok := sh.take(c, s.seed, h, &k, key, cost, now, d)
+	ok := sh.take(c, s.seed, h, &k, key, cost, burst, now, d)
 	sh.mu.Unlock()
 	return ok
 }

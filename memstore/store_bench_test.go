@@ -97,3 +97,87 @@ func BenchmarkMemoryKeyLength(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTakeBursts measures decisions on one held key of a named bucket
+// policy whose requests come with other bursts (sluice.Check.Burst: a
+// leaky-bucket request's maximum delay is decided as a smaller burst):
+// bursts=1 asks with the policy's own burst only, bursts=2 alternates it
+// with another, bursts=64 cycles through 64. via=take asks Store.Take,
+// via=takeall a one-request TakeAll (the path of sluice.AllowAll), and
+// via=limiter Limiter.Allow on one limiter per burst. load=admit has room
+// for every request; load=refuse starts from an empty bucket that refills
+// 100 per minute, so nearly every request is refused (a hot key).
+func BenchmarkTakeBursts(b *testing.B) {
+	ctx := context.Background()
+	for _, a := range []sluice.Algorithm{sluice.GCRA, sluice.LeakyBucket} {
+		for _, load := range []string{"admit", "refuse"} {
+			p := sluice.Policy{Name: "bench", Algorithm: a, Limit: 1 << 40, Period: time.Millisecond}
+			if load == "refuse" {
+				p.Limit, p.Period = 100, time.Minute
+			}
+			for _, via := range []string{"take", "takeall", "limiter"} {
+				for _, n := range []int{1, 2, 64} {
+					if via == "limiter" && n == 64 {
+						continue
+					}
+					b.Run(fmt.Sprintf("alg=%s/load=%s/via=%s/bursts=%d", a, load, via, n), func(b *testing.B) {
+						benchBursts(b, ctx, p, via, n)
+					})
+				}
+			}
+		}
+	}
+}
+
+func benchBursts(b *testing.B, ctx context.Context, p sluice.Policy, via string, n int) {
+	s := New()
+	defer s.Close()
+	const key = "user-42"
+	if _, err := s.Take(ctx, p, key, p.Capacity()); err != nil {
+		b.Fatal(err)
+	}
+	ps := make([]sluice.Policy, n)
+	for i := range ps {
+		ps[i] = p
+		if i > 0 {
+			ps[i].Burst = p.Capacity() - int64(i)
+		}
+	}
+	var take func(i int) error
+	switch via {
+	case "take":
+		take = func(i int) error {
+			_, err := s.Take(ctx, ps[i], key, 1)
+			return err
+		}
+	case "takeall":
+		reqs := make([][]sluice.Request, n)
+		for i := range reqs {
+			reqs[i] = []sluice.Request{{Policy: ps[i], Key: key, Cost: 1}}
+		}
+		out := make([]sluice.Decision, 1)
+		take = func(i int) error { return s.TakeAll(ctx, reqs[i], out) }
+	case "limiter":
+		ls := make([]*sluice.Limiter, n)
+		for i := range ls {
+			var err error
+			if ls[i], err = sluice.NewLimiter(s, ps[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		take = func(i int) error {
+			_, err := ls[i].Allow(ctx, key)
+			return err
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := take(i); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+}

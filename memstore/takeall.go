@@ -185,10 +185,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 		var next model.State
 		var d sluice.Decision
+		// w.c decides r.Policy under its Burst (compiled.decides).
 		if r.Force { // a charge: recorded past the limit, never refuses
-			next, d = w.c.model.Charge(o.st, now, r.Cost)
+			next, d = w.c.model.ChargeBurst(o.st, now, r.Cost, r.Policy.Burst)
 		} else {
-			next, d = w.c.model.Take(o.st, now, r.Cost)
+			next, d = w.c.model.TakeBurst(o.st, now, r.Cost, r.Policy.Burst)
 			refused = refused || !d.Allowed
 		}
 		o.st, o.last = next, w.c
@@ -211,7 +212,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 					st = t.stateOn(e, w.c)
 				}
 			}
-			_, out[i] = w.c.model.Take(st, now, 0)
+			_, out[i] = w.c.model.TakeBurst(st, now, 0, r.Policy.Burst)
 		}
 		return nil
 	}

@@ -82,19 +82,41 @@ func (m *Model) Charge(s State, now, cost int64) (State, sluice.Decision) {
 		log = append(log, LogEntry{At: at, Total: base + uint64(used+min(cost, math.MaxInt64-used))})
 		s = State{Count: int64(base), Log: log}
 	default:
-		tat := rtime{s.Time, s.Frac}
-		if t := (rtime{now, 0}); tat.less(t) {
-			tat = t
-		}
-		ns, frac := m.ChargeSpan(cost)
-		tat = m.add(tat, rtime{ns, frac})
-		if limit := (rtime{MaxTime + int64(sluice.MaxPeriod), 0}); limit.less(tat) {
-			tat = limit
-		}
-		s.Time, s.Frac = tat.ns, tat.frac
+		s.Time, s.Frac = m.chargeTAT(s.Time, s.Frac, now, cost)
 	}
 	_, d := m.Take(s, now, 0)
 	return s, d
+}
+
+// ChargeBurst is Charge under burst in place of the policy's Burst (0
+// means Limit), as TakeBurst is Take: the charge moves the TAT as Charge
+// does, and the peek after it is judged under burst.
+func (m *Model) ChargeBurst(s State, now, cost, burst int64) (State, sluice.Decision) {
+	if m.kind != bucketKind || burst == m.policy.Burst {
+		return m.Charge(s, now, cost) // the window kinds have no burst
+	}
+	if cost <= 0 {
+		return m.TakeBurst(s, now, cost, burst)
+	}
+	s.Time, s.Frac = m.chargeTAT(s.Time, s.Frac, min(max(now, 0), MaxTime), cost)
+	_, d := m.TakeBurst(s, now, 0, burst)
+	return s, d
+}
+
+// chargeTAT returns a bucket's TAT (ns, frac) after a charge of cost > 0
+// at now (clamped): max(TAT, now) moved by ChargeSpan(cost), capped at
+// MaxTime + sluice.MaxPeriod.
+func (m *Model) chargeTAT(ns, frac, now, cost int64) (int64, int64) {
+	tat := rtime{ns, frac}
+	if t := (rtime{now, 0}); tat.less(t) {
+		tat = t
+	}
+	span, spanFrac := m.ChargeSpan(cost)
+	tat = m.add(tat, rtime{span, spanFrac})
+	if limit := (rtime{MaxTime + int64(sluice.MaxPeriod), 0}); limit.less(tat) {
+		tat = limit
+	}
+	return tat.ns, tat.frac
 }
 
 // ChargeSpan returns, for the bucket kinds, how far a charge of units moves

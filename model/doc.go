@@ -8,7 +8,9 @@
 // and the state is a small fixed-size value (sliding-log aside). Stores run
 // it under their own atomicity and supply the time; the in-place variants
 // (TakeBucket, TakeFixedWindow, ...) let a store keep the state in its own
-// layout.
+// layout, and TakeBurst (with TakeBucketBurst, ChargeBurst and GiveBurst)
+// decides a request under another burst than the policy's, on the same
+// state, as the model of that burst would (sluice.Check.Burst).
 //
 // # Semantics
 //

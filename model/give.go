@@ -13,30 +13,46 @@ package model
 // holds at least units: the count goes down by units. Anything else gives
 // nothing back.
 func (m *Model) Give(s, stamp State, units int64) (State, bool) {
+	ok := m.give(&s, &stamp, units, m.full.units)
+	return s, ok
+}
+
+// GiveBurst is Give under burst in place of the policy's Burst (0 means
+// Limit), as TakeBurst is Take: what the model of the same policy with
+// Burst = burst gives back.
+func (m *Model) GiveBurst(s, stamp State, units, burst int64) (State, bool) {
+	ok := m.give(&s, &stamp, units, m.capacity(burst).units)
+	return s, ok
+}
+
+// give is Give on *s, in place, with the bucket's burst b. (Passing the
+// State by value through one more function cost Give about 6 ns.)
+func (m *Model) give(s, stamp *State, units, b int64) bool {
 	if units <= 0 {
-		return s, false
+		return false
 	}
 	switch {
 	case m.kind == bucketKind && !m.leaky:
-		if s.Time != stamp.Time || s.Frac != stamp.Frac || units > m.burst {
-			return s, false
+		if s.Time != stamp.Time || s.Frac != stamp.Frac || units > b {
+			return false
 		}
 		tat := rtime{s.Time, s.Frac}
 		back := m.dur(units)
 		if tat.less(back) {
-			return State{}, true
+			*s = State{}
+			return true
 		}
 		tat = m.sub(tat, back)
 		s.Time, s.Frac = tat.ns, tat.frac
-		return s, true
+		return true
 	case m.kind == fixedKind:
 		if s.Time != stamp.Time || s.Count < units {
-			return s, false
+			return false
 		}
 		s.Count -= units
-		return s, true
+		return true
 	}
-	return s, false
+	return false
 }
 
 // Drain returns the time units take to drain at the policy's rate

@@ -23,7 +23,18 @@ func (m *Model) TakeBucket(tat, frac *int64, now, cost int64, d *sluice.Decision
 	if cost < 0 {
 		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 	} else {
-		m.takeBucket(tat, frac, min(max(now, 0), MaxTime), cost, d)
+		m.takeBucket(tat, frac, min(max(now, 0), MaxTime), cost, m.full, d)
+	}
+	return rtime{*tat, *frac}.ceil()
+}
+
+// TakeBucketBurst is TakeBucket under burst in place of the policy's Burst
+// (0 means Limit), as TakeBurst is Take. The expiry does not depend on it.
+func (m *Model) TakeBucketBurst(tat, frac *int64, now, cost, burst int64, d *sluice.Decision) (expires int64) {
+	if cost < 0 {
+		*d = sluice.Decision{Limit: m.limit, Impossible: true}
+	} else {
+		m.takeBucket(tat, frac, min(max(now, 0), MaxTime), cost, m.capacity(burst), d)
 	}
 	return rtime{*tat, *frac}.ceil()
 }

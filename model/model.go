@@ -48,12 +48,11 @@ type Model struct {
 	kind   kind
 	leaky  bool // leaky-bucket: admitted requests get a Delay
 	limit  int64
-	burst  int64
 	period int64
 	// The emission interval Period/Limit is num/den nanoseconds, reduced.
 	num, den int64
-	burstDur rtime // burst × num/den
-	unit     rtime // num/den: the time one unit takes to drain
+	full     capacity // the policy's own: its Capacity() and the time it drains in
+	unit     rtime    // num/den: the time one unit takes to drain
 	// Division by num and by period without a division instruction.
 	numDiv, periodDiv divisor
 	// cal draws the windows for a policy with a Calendar; nil otherwise
@@ -66,10 +65,10 @@ func New(p sluice.Policy) (*Model, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{policy: p, kind: kindOf(p.Algorithm), leaky: p.Algorithm == sluice.LeakyBucket, limit: p.Limit, burst: p.Capacity(), period: int64(p.Period)}
+	m := &Model{policy: p, kind: kindOf(p.Algorithm), leaky: p.Algorithm == sluice.LeakyBucket, limit: p.Limit, period: int64(p.Period)}
 	g := gcd(m.period, m.limit)
 	m.num, m.den = m.period/g, m.limit/g
-	m.burstDur = m.dur(m.burst)
+	m.full = capacity{p.Capacity(), m.dur(p.Capacity())}
 	m.unit = m.dur(1)
 	m.numDiv, m.periodDiv = newDivisor(m.num), newDivisor(m.period)
 	m.cal = newCalendar(p.Calendar)
@@ -109,8 +108,65 @@ func (m *Model) Take(s State, now, cost int64) (State, sluice.Decision) {
 	case logKind:
 		return m.slidingLog(s, now, cost)
 	default:
-		return m.bucket(s, now, cost)
+		return m.bucket(s, now, cost, m.full)
 	}
+}
+
+// TakeBurst is Take under burst in place of the policy's Burst (0 means
+// Limit, as in sluice.Policy): the state and decision of the model of the
+// same policy with Burst = burst, on the same state, without making that
+// model. For the bucket kinds that is the capacity a request is judged
+// against (sluice.Check.Burst); the TAT, its grid and its expiry do not
+// depend on it, so policies that differ only in Burst share a key's state.
+// The window kinds have no burst and ignore it. burst must be one that
+// sluice.Policy.Validate accepts for the policy; otherwise the result is
+// unspecified.
+func (m *Model) TakeBurst(s State, now, cost, burst int64) (State, sluice.Decision) {
+	now = min(max(now, 0), MaxTime)
+	if cost < 0 {
+		return s, sluice.Decision{Limit: m.limit, Impossible: true}
+	}
+	// Take's dispatch, written out again: a call of Take (or of a shared
+	// body) from here would pass its results through one more frame, which
+	// cost a decision about 13 ns (BenchmarkModelTake).
+	switch m.kind {
+	case fixedKind:
+		return m.fixedWindow(s, now, cost)
+	case slidingKind:
+		return m.slidingWindow(s, now, cost)
+	case logKind:
+		return m.slidingLog(s, now, cost)
+	default:
+		return m.bucket(s, now, cost, m.capacity(burst))
+	}
+}
+
+// capacity is a bucket's capacity as its arithmetic uses it: the burst B
+// and the time B·T a full bucket takes to drain.
+type capacity struct {
+	units int64
+	span  rtime
+}
+
+// capacity returns the capacity of the policy with Burst = burst (0 means
+// Limit): the policy's own, precomputed, unless a bucket kind's burst
+// differs from it.
+func (m *Model) capacity(burst int64) capacity {
+	if burst == m.policy.Burst {
+		return m.full
+	}
+	return m.other(burst)
+}
+
+// other is capacity for a Burst other than the policy's.
+func (m *Model) other(burst int64) capacity {
+	if burst == 0 {
+		burst = m.limit
+	}
+	if burst == m.full.units || m.kind != bucketKind {
+		return m.full
+	}
+	return capacity{burst, m.dur(burst)}
 }
 
 // ExpiresAt returns the instant (nanoseconds since the epoch) from which s is
@@ -204,6 +260,6 @@ func (m *Model) IdleAfter() time.Duration {
 	case sluice.SlidingWindow:
 		return time.Duration(2 * m.period)
 	default:
-		return time.Duration(m.burstDur.ceil())
+		return time.Duration(m.full.span.ceil())
 	}
 }

@@ -46,6 +46,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Contract", func(t *testing.T) { testContract(t, newHarness) })
 	t.Run("Calendar", func(t *testing.T) { testCalendar(t, newHarness) })
 	t.Run("Charge", func(t *testing.T) { testCharge(t, newHarness) })
+	t.Run("Bursts", func(t *testing.T) { testBursts(t, newHarness) })
 }
 
 // rig drives one harness and keeps the model's view of the same requests.
