@@ -21,21 +21,15 @@ type Check struct {
 	// of cost 1 would be, changing nothing (a cost-0 store request).
 	Peek bool
 	// MaxDelay, when not 0, admits a leaky-bucket check only if its queue
-	// delay would be at most MaxDelay (if negative: none), in the store
-	// call that decides it: with T = Period/Limit, B the queue and c the
-	// cost (1 for a peek), it is decided on its policy's state as if the
-	// queue were (exactly, with D = max(MaxDelay, 0))
-	//
-	//	B_c = min(B, ⌊D·Limit/Period⌋ + c)
-	//
-	// so admitted iff its queue delay δ fits B and δ ≤ ⌊D/T⌋·T: its Delay
-	// ⌈δ⌉ never passes D, and when D is no multiple of T a δ in
-	// (⌊D/T⌋·T, D], less than T short of D, is refused too. Its numbers
-	// are that queue's. When the store fails, a FailLocal check is bounded
-	// so on its local share, with the share's B and T (a refusal takes
-	// nothing). Other algorithms ignore it. It is an error on an unnamed
-	// leaky-bucket policy (whose state only identical ones share) unless
-	// B ≤ c.
+	// delay would be at most MaxDelay (if negative: none), in the store call
+	// that decides it: with T = Period/Limit, B the queue and c the cost (1
+	// for a peek), the check is decided, exactly, as if the queue were
+	// B_c = min(B, ⌊max(MaxDelay, 0)/T⌋ + c). Its Delay never passes
+	// MaxDelay (a delay less than T short of it may be refused), and its
+	// numbers are that queue's. Under FailLocal the local share is bounded
+	// alike, with the share's B and T, so a refusal takes nothing there.
+	// Other algorithms ignore it. It is an error on an unnamed leaky-bucket
+	// policy (whose state only identical ones share) unless B ≤ c.
 	MaxDelay time.Duration
 }
 
