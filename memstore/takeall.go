@@ -185,11 +185,15 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 		var next model.State
 		var d sluice.Decision
-		// w.c decides r.Policy under its Burst (compiled.decides).
-		if r.Force { // a charge: recorded past the limit, never refuses
-			next, d = w.c.model.ChargeBurst(o.st, now, r.Cost, r.Policy.Burst)
-		} else {
-			next, d = w.c.model.TakeBurst(o.st, now, r.Cost, r.Policy.Burst)
+		// w.c decides r.Policy under its Burst or Limit (compiled.decides).
+		arg := w.c.arg(&r.Policy)
+		switch {
+		case r.Force && w.c.kind == bucketKind: // a charge: recorded past the limit, never refuses
+			next, d = w.c.model.ChargeBurst(o.st, now, r.Cost, arg)
+		case r.Force:
+			next, d = w.c.model.ChargeLimit(o.st, now, r.Cost, arg)
+		default:
+			next, d = w.c.takeState(o.st, now, r.Cost, arg)
 			refused = refused || !d.Allowed
 		}
 		o.st, o.last = next, w.c
@@ -212,7 +216,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 					st = t.stateOn(e, w.c)
 				}
 			}
-			_, out[i] = w.c.model.TakeBurst(st, now, 0, r.Policy.Burst)
+			_, out[i] = w.c.takeState(st, now, 0, w.c.arg(&r.Policy))
 		}
 		return nil
 	}
