@@ -204,7 +204,15 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 // takeAbsent is take of a key the store does not hold: its state is the
 // zero State.
 func (sh *shard) takeAbsent(c *compiled, seed maphash.Seed, h uint64, key string, cost, arg, now int64, d *sluice.Decision) outcome {
-	next, dec := c.takeState(model.State{}, now, cost, arg)
+	// The model's entry points are called directly: a shared helper
+	// would pass the State and Decision through one more frame.
+	var next model.State
+	var dec sluice.Decision
+	if c.kind == bucketKind {
+		next, dec = c.model.TakeBurst(model.State{}, now, cost, arg)
+	} else {
+		next, dec = c.model.TakeLimit(model.State{}, now, cost, arg)
+	}
 	*d = dec
 	exp := c.model.ExpiresAt(next)
 	if !dec.Allowed || cost == 0 || exp <= now {

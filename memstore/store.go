@@ -175,15 +175,6 @@ func (c *compiled) arg(p *sluice.Policy) int64 {
 	return p.Limit
 }
 
-// takeState is c's model's Take of a request of the policy that c decides
-// with Burst or Limit arg (see decides), on the state st.
-func (c *compiled) takeState(st model.State, now, cost, arg int64) (model.State, sluice.Decision) {
-	if c.kind == bucketKind {
-		return c.model.TakeBurst(st, now, cost, arg)
-	}
-	return c.model.TakeLimit(st, now, cost, arg)
-}
-
 // Option configures a Store.
 type Option func(*options)
 
