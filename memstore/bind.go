@@ -30,8 +30,8 @@ func (s *Store) Bind(p sluice.Policy) (sluice.BoundPolicy, error) {
 }
 
 // bound is a policy compiled once, on its first Take. Another policy of the
-// same name and algorithm with other parameters, other than its Burst (see
-// compiled.decides), recompiles the table (see sluice.Policy); Take
+// same name and algorithm with other parameters, other than a bucket's
+// Burst or a window's Limit (see compiled.decides), recompiles the table (see sluice.Policy); Take
 // notices and compiles p again, as Store.Take would.
 type bound struct {
 	s *Store

@@ -39,3 +39,18 @@ func FuzzBurst(f *testing.F) {
 		storetest.Bursts(t, storetest.Harness{Store: s, Clock: clock, Len: func() int { s.Sweep(); return s.Len() }}, alg, ops)
 	})
 }
+
+// FuzzLimit: memstore agrees with the model when the requests of one named
+// window policy come with different limits (storetest.Limits), and holds
+// exactly the keys whose state has not expired.
+func FuzzLimit(f *testing.F) {
+	f.Add(uint8(0), []byte("\x00\x1c\x05\x00\x1c\x01\x00\x1c\x02\xc0\x11\x03\x00\x31\x2a\x08\x4f\x04"))
+	f.Add(uint8(1), []byte("\x00\x0c\x00\x00\x01\x02\x00\x05\x03\xa5\x21\x07\x00\x3d\xc9"))
+	f.Add(uint8(2), []byte("\x00\x0f\x06\x00\x0f\x01\x00\x4f\x01\xc0\x21\x05\x00\x35\x2e"))
+	f.Fuzz(func(t *testing.T, alg uint8, ops []byte) {
+		clock := sluicetest.NewClock(time.Unix(0, 0))
+		s := memstore.New(memstore.WithClock(clock))
+		defer s.Close()
+		storetest.Limits(t, storetest.Harness{Store: s, Clock: clock, Len: func() int { s.Sweep(); return s.Len() }}, alg, ops)
+	})
+}

@@ -32,7 +32,7 @@ func (s *Store) TakeStamped(ctx context.Context, p sluice.Policy, key string, co
 	defer sh.mu.Unlock()
 	k := headOf(key)
 	var d sluice.Decision
-	if sh.take(c, s.seed, h, &k, key, cost, p.Burst, now, &d) != took { // pinned: never stale
+	if sh.take(c, s.seed, h, &k, key, cost, c.arg(&p), now, &d) != took { // pinned: never stale
 		return sluice.Decision{}, model.State{}, fmt.Errorf("memstore: take %q: %w", key, errFull)
 	}
 	var st model.State

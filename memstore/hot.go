@@ -109,11 +109,11 @@ func (he *hotKey) revive(t *table, e int) {
 // write copies the state of entry e of t into the words, while seq is odd.
 func (he *hotKey) write(t *table, e int) { t.rs.publish(e, &he.hotWords) }
 
-// reject decides a take of cost at now under burst (see compiled.decides)
-// on the copy, and reports whether it set *d to a rejection that leaves
-// the key as it is. false leaves *d unspecified: the caller decides under
-// the lock.
-func (he *hotKey) reject(now, cost, burst int64, d *sluice.Decision) bool {
+// reject decides a take of cost at now under arg, the request's Burst or
+// Limit (see compiled.decides), on the copy, and reports whether it set *d
+// to a rejection that leaves the key as it is. false leaves *d
+// unspecified: the caller decides under the lock.
+func (he *hotKey) reject(now, cost, arg int64, d *sluice.Decision) bool {
 	seq := he.seq.Load()
 	if seq&1 != 0 {
 		return false
@@ -122,7 +122,7 @@ func (he *hotKey) reject(now, cost, burst int64, d *sluice.Decision) bool {
 	if he.seq.Load() != seq {
 		return false
 	}
-	dec, exp := he.rs.judge(he.c, v, now, cost, burst)
+	dec, exp := he.rs.judge(he.c, v, now, cost, arg)
 	if dec.Allowed || exp <= now {
 		return false
 	}

@@ -37,8 +37,9 @@ func hotLive(s *Store, p sluice.Policy, key string) bool {
 // takes, batches, TakeStamped and Give, Reset, sweeps, and the named policy
 // reconfigured (its bucket fractions moved to the new grid at the first
 // admission under it, and until then read rounded up onto it: a refusal
-// or a peek writes nothing); for the bucket kinds, half the requests come
-// with a random burst of their own, which a copy judges as the lock does.
+// or a peek writes nothing; a window's period changed); half the requests
+// come with a random burst of their own (the bucket kinds) or limit of
+// their own (the window kinds), which a copy judges as the lock does.
 // (The clock does not step
 // back: the store forgets a key once its state has expired, which the
 // model's state, kept here, would not be after the clock stepped back.)
@@ -57,6 +58,10 @@ func TestHotKeyMatchesModel(t *testing.T) {
 			versions[1].Limit = p.Limit + 2
 			if p.Algorithm.IsBucket() {
 				versions[1].Burst = p.Burst + 1
+			} else {
+				// Another limit alone shares the compiled policy
+				// (compiled.decides): another period recompiles it.
+				versions[1].Period = 2 * p.Period
 			}
 			models := make([]*model.Model, len(versions))
 			for i, v := range versions {
@@ -99,11 +104,18 @@ func TestHotKeyMatchesModel(t *testing.T) {
 				if rng.IntN(4) != 0 {
 					key = keys[0] // one key hammered: it turns hot
 				}
-				// For the bucket kinds, half the requests come with another
-				// burst (sluice.Check.Burst): one table, one state, one grid.
+				// Half the requests come with another burst, for the bucket
+				// kinds (sluice.Check.Burst), or another limit, for the
+				// window kinds (sluice serve's limit overrides): one table,
+				// one state, one grid.
 				v, m := versions[cur], models[cur]
-				if p.Algorithm.IsBucket() && rng.IntN(2) == 0 {
+				switch {
+				case rng.IntN(2) != 0:
+				case p.Algorithm.IsBucket():
 					v.Burst = 1 + rng.Int64N(v.Burst)
+					m = must2(model.New(v))
+				default:
+					v.Limit = 1 + rng.Int64N(2*v.Limit)
 					m = must2(model.New(v))
 				}
 				switch r := rng.IntN(1000); {
@@ -286,14 +298,17 @@ func TestHotKeyRetired(t *testing.T) {
 				s, _ := newStore()
 				st := turnHot(t, s, p, "k")
 				// Room for more: a bucket's burst, a window's limit; and
-				// for a bucket another limit too, since policies that differ
-				// only in Burst share the compiled policy (compiled.decides).
+				// another limit for a bucket, another period for a window,
+				// since policies that differ only in a bucket's Burst or a
+				// window's Limit share the compiled policy
+				// (compiled.decides).
 				more := p
 				if p.Algorithm.IsBucket() {
 					more.Burst *= 10
 					more.Limit++
 				} else {
 					more.Limit *= 10
+					more.Period *= 2
 				}
 				m, mm := must2(model.New(p)), must2(model.New(more))
 				if p.Algorithm.IsBucket() {

@@ -155,13 +155,13 @@ func pruned(one [2]model.LogEntry, n int, cutoff int64) ([2]model.LogEntry, int)
 // expiry. A rejection writes nothing, except to make room in a full
 // spilled array (which changes no state): the row's cache line stays
 // clean, for another core to read without a transfer.
-func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 {
+func takeLog(c *compiled, r *logRow, now, cost, limit int64, d *sluice.Decision) int64 {
 	if sp := r.spill; sp != nil {
 		if cost > 0 {
 			sp.makeRoom(1)
 		}
 		base, live := sp.view()
-		log, exp := c.model.TakeSlidingLog(base, live, now, cost, d)
+		log, exp := c.model.TakeSlidingLogLimit(base, live, now, cost, limit, d)
 		if len(log) > len(live) { // admitted, appended in place
 			sp.admitted(live, now, c.period)
 		}
@@ -173,13 +173,13 @@ func takeLog(c *compiled, r *logRow, now, cost int64, d *sluice.Decision) int64 
 		// admission: decide on a pruned copy, and write it back only if
 		// the request is admitted. Pruning leaves room for the new entry.
 		one, m := pruned(r.one, n, now-c.period)
-		log, exp := c.model.TakeSlidingLog(0, one[:m:len(one)], now, cost, d)
+		log, exp := c.model.TakeSlidingLogLimit(0, one[:m:len(one)], now, cost, limit, d)
 		if len(log) > m {
 			r.one, r.n = one, uint32(len(log))
 		}
 		return exp
 	}
-	log, exp := c.model.TakeSlidingLog(0, r.one[:n:len(r.one)], now, cost, d)
+	log, exp := c.model.TakeSlidingLogLimit(0, r.one[:n:len(r.one)], now, cost, limit, d)
 	switch {
 	case len(log) == n:
 		// Nothing admitted: nothing written.
@@ -205,8 +205,8 @@ func (x *logRows) get(e int) model.State {
 
 func (x *logRows) set(e int, s model.State) { x.r[e].setState(s.Count, s.Log) }
 
-func (x *logRows) take(c *compiled, e int, now, cost, _ int64, d *sluice.Decision) (exp int64) {
-	exp = takeLog(c, &x.r[e], now, cost, d)
+func (x *logRows) take(c *compiled, e int, now, cost, limit int64, d *sluice.Decision) (exp int64) {
+	exp = takeLog(c, &x.r[e], now, cost, limit, d)
 	return exp
 }
 
@@ -237,13 +237,13 @@ func (x *logRows) publish(e int, w *hotWords) {
 	w.arr.Store(nil)
 }
 
-func (*logRows) judge(c *compiled, v hotView, now, cost, _ int64) (d sluice.Decision, exp int64) {
+func (*logRows) judge(c *compiled, v hotView, now, cost, limit int64) (d sluice.Decision, exp int64) {
 	if v.arr != nil {
 		// Published entries are never written again (hot.go).
-		exp = c.model.JudgeSlidingLog(v.w0, unsafe.Slice(v.arr, v.w1), now, cost, &d)
+		exp = c.model.JudgeSlidingLogLimit(v.w0, unsafe.Slice(v.arr, v.w1), now, cost, limit, &d)
 		return d, exp
 	}
 	one := [2]model.LogEntry{{At: v.w1, Total: uint64(v.w2)}, {At: v.w3, Total: uint64(v.w4)}}
-	exp = c.model.JudgeSlidingLog(0, one[:v.w0], now, cost, &d)
+	exp = c.model.JudgeSlidingLogLimit(0, one[:v.w0], now, cost, limit, &d)
 	return d, exp
 }

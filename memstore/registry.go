@@ -130,7 +130,7 @@ func identity(p sluice.Policy) sluice.Policy {
 
 // lookup returns the compiled form that decides p (compiled.decides) if
 // the registry holds one: p's, or that of a policy that differs from p
-// only in Burst. It takes no lock and allocates nothing. The policy may be
+// only in a bucket's Burst or a window's Limit. It takes no lock and allocates nothing. The policy may be
 // dead by the time the caller uses it.
 func (r *registry) lookup(p sluice.Policy) *compiled {
 	if f := r.fast.Load(); f != nil {
@@ -155,7 +155,7 @@ func (r *registry) lookup(p sluice.Policy) *compiled {
 
 // compile returns the compiled form that decides p, creating its policy
 // table or recompiling its model when p's parameters changed (other than
-// its Burst: see compiled.decides). With pin, the policy
+// a bucket's Burst or a window's Limit: see compiled.decides). With pin, the policy
 // is also acquired (release it with release). It fails for an invalid policy
 // or when the registry is full.
 func (r *registry) compile(p sluice.Policy, pin bool) (*compiled, error) {

@@ -38,21 +38,22 @@ type rowSet interface {
 	// set stores s as entry e's state; for the bucket kind s.Frac must be
 	// in units of 1/(the table's den).
 	set(e int, s model.State)
-	// take applies one request of cost at now, under burst (see
-	// compiled.decides; the window kinds have none), to entry e, running
+	// take applies one request of cost at now, under arg (the request's
+	// Burst for the bucket kinds, its Limit for the window kinds: see
+	// compiled.decides), to entry e, running
 	// c's model on the row in place, sets *d and returns the key's expiry. A
 	// pointer passed through an interface escapes: d must not point into
 	// the caller's stack, which would cost an allocation per decision
 	// (the shard passes its scratch decision, under its lock, to the
 	// layouts it does not call directly: see shard.takeInPlace).
-	take(c *compiled, e int, now, cost, burst int64, d *sluice.Decision) int64
+	take(c *compiled, e int, now, cost, arg int64, d *sluice.Decision) int64
 	// publish copies entry e's state into a hot key's words, while its
 	// seq is odd (hot.go).
 	publish(e int, w *hotWords)
 	// judge decides one request on a hot key's copy v, as take would on
 	// the row it copies, without writing anything, and returns the
 	// expiry. It reads no row.
-	judge(c *compiled, v hotView, now, cost, burst int64) (sluice.Decision, int64)
+	judge(c *compiled, v hotView, now, cost, arg int64) (sluice.Decision, int64)
 }
 
 // newRows returns empty rows of the layout for kind k with fractions in
@@ -218,10 +219,10 @@ func (x *narrowRows) set(e int, s model.State) {
 	r.time, r.frac = s.Time, uint32(s.Frac)
 }
 
-func (x *narrowRows) take(c *compiled, e int, now, cost, burst int64, d *sluice.Decision) (exp int64) {
+func (x *narrowRows) take(c *compiled, e int, now, cost, arg int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
 	tat, frac := r.time, int64(r.frac)
-	exp = c.model.TakeBucketBurst(&tat, &frac, now, cost, burst, d)
+	exp = c.model.TakeBucketBurst(&tat, &frac, now, cost, arg, d)
 	if d.Allowed && cost > 0 {
 		r.time, r.frac = tat, uint32(frac)
 	}
@@ -234,8 +235,8 @@ func (x *narrowRows) publish(e int, w *hotWords) {
 	w.w[1].Store(int64(r.frac))
 }
 
-func (*narrowRows) judge(c *compiled, v hotView, now, cost, burst int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeBucketBurst(&v.w0, &v.w1, now, cost, burst, &d)
+func (*narrowRows) judge(c *compiled, v hotView, now, cost, arg int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeBucketBurst(&v.w0, &v.w1, now, cost, arg, &d)
 	return d, exp
 }
 
@@ -252,9 +253,9 @@ func (x *wideRows) set(e int, s model.State) {
 	r.time, r.frac = s.Time, s.Frac
 }
 
-func (x *wideRows) take(c *compiled, e int, now, cost, burst int64, d *sluice.Decision) (exp int64) {
+func (x *wideRows) take(c *compiled, e int, now, cost, arg int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
-	exp = c.model.TakeBucketBurst(&r.time, &r.frac, now, cost, burst, d)
+	exp = c.model.TakeBucketBurst(&r.time, &r.frac, now, cost, arg, d)
 	return exp
 }
 
@@ -264,8 +265,8 @@ func (x *wideRows) publish(e int, w *hotWords) {
 	w.w[1].Store(r.frac)
 }
 
-func (*wideRows) judge(c *compiled, v hotView, now, cost, burst int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeBucketBurst(&v.w0, &v.w1, now, cost, burst, &d)
+func (*wideRows) judge(c *compiled, v hotView, now, cost, arg int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeBucketBurst(&v.w0, &v.w1, now, cost, arg, &d)
 	return d, exp
 }
 
@@ -282,9 +283,9 @@ func (x *fixedRows) set(e int, s model.State) {
 	r.time, r.count = s.Time, s.Count
 }
 
-func (x *fixedRows) take(c *compiled, e int, now, cost, _ int64, d *sluice.Decision) (exp int64) {
+func (x *fixedRows) take(c *compiled, e int, now, cost, limit int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
-	exp = c.model.TakeFixedWindow(&r.time, &r.count, now, cost, d)
+	exp = c.model.TakeFixedWindowLimit(&r.time, &r.count, now, cost, limit, d)
 	return exp
 }
 
@@ -294,8 +295,8 @@ func (x *fixedRows) publish(e int, w *hotWords) {
 	w.w[1].Store(r.count)
 }
 
-func (*fixedRows) judge(c *compiled, v hotView, now, cost, _ int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeFixedWindow(&v.w0, &v.w1, now, cost, &d)
+func (*fixedRows) judge(c *compiled, v hotView, now, cost, limit int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeFixedWindowLimit(&v.w0, &v.w1, now, cost, limit, &d)
 	return d, exp
 }
 
@@ -312,9 +313,9 @@ func (x *slidingRows) set(e int, s model.State) {
 	r.time, r.count, r.prev = s.Time, s.Count, s.Prev
 }
 
-func (x *slidingRows) take(c *compiled, e int, now, cost, _ int64, d *sluice.Decision) (exp int64) {
+func (x *slidingRows) take(c *compiled, e int, now, cost, limit int64, d *sluice.Decision) (exp int64) {
 	r := &x.r[e]
-	exp = c.model.TakeSlidingWindow(&r.time, &r.count, &r.prev, now, cost, d)
+	exp = c.model.TakeSlidingWindowLimit(&r.time, &r.count, &r.prev, now, cost, limit, d)
 	return exp
 }
 
@@ -325,8 +326,8 @@ func (x *slidingRows) publish(e int, w *hotWords) {
 	w.w[2].Store(r.prev)
 }
 
-func (*slidingRows) judge(c *compiled, v hotView, now, cost, _ int64) (d sluice.Decision, exp int64) {
-	exp = c.model.TakeSlidingWindow(&v.w0, &v.w1, &v.w2, now, cost, &d)
+func (*slidingRows) judge(c *compiled, v hotView, now, cost, limit int64) (d sluice.Decision, exp int64) {
+	exp = c.model.TakeSlidingWindowLimit(&v.w0, &v.w1, &v.w2, now, cost, limit, &d)
 	return d, exp
 }
 

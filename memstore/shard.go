@@ -166,9 +166,9 @@ const (
 	stale                // the policy is dead: compile it again and retry
 )
 
-// take applies one request, of the policy with Burst = burst that c
-// decides, and sets *d to its decision.
-func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key string, cost, burst, now int64, d *sluice.Decision) outcome {
+// take applies one request, of the policy that c decides with Burst (a
+// bucket kind) or Limit (a window kind) arg, and sets *d to its decision.
+func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key string, cost, arg, now int64, d *sluice.Decision) outcome {
 	t := sh.table(c.pt)
 	slot, e := -1, -1
 	if t == nil && c.pt.isDead() {
@@ -177,7 +177,7 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	if t != nil {
 		if he := sh.hotp; he != nil && he.t == t && he.c != c || t.den != c.den {
 			if t.den != c.den && t.kind == bucketKind {
-				return sh.takeOffGrid(c, seed, t, h, k, key, cost, burst, now, d)
+				return sh.takeOffGrid(c, seed, t, h, k, key, cost, arg, now, d)
 			}
 			sh.recompile(t, c)
 		}
@@ -186,7 +186,7 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 	if e >= 0 {
 		// A take that removes the key retires it (shard.remove); an
 		// admission of the hot key republishes it.
-		kept := sh.takeInPlace(c, t, slot, e, cost, burst, now, d)
+		kept := sh.takeInPlace(c, t, slot, e, cost, arg, now, d)
 		switch {
 		case !kept || cost == 0:
 		case d.Allowed:
@@ -198,13 +198,21 @@ func (sh *shard) take(c *compiled, seed maphash.Seed, h uint64, k *keyHead, key 
 		}
 		return took
 	}
-	return sh.takeAbsent(c, seed, h, key, cost, burst, now, d)
+	return sh.takeAbsent(c, seed, h, key, cost, arg, now, d)
 }
 
 // takeAbsent is take of a key the store does not hold: its state is the
 // zero State.
-func (sh *shard) takeAbsent(c *compiled, seed maphash.Seed, h uint64, key string, cost, burst, now int64, d *sluice.Decision) outcome {
-	next, dec := c.model.TakeBurst(model.State{}, now, cost, burst)
+func (sh *shard) takeAbsent(c *compiled, seed maphash.Seed, h uint64, key string, cost, arg, now int64, d *sluice.Decision) outcome {
+	// The model's entry points are called directly: a shared helper
+	// would pass the State and Decision through one more frame.
+	var next model.State
+	var dec sluice.Decision
+	if c.kind == bucketKind {
+		next, dec = c.model.TakeBurst(model.State{}, now, cost, arg)
+	} else {
+		next, dec = c.model.TakeLimit(model.State{}, now, cost, arg)
+	}
 	*d = dec
 	exp := c.model.ExpiresAt(next)
 	if !dec.Allowed || cost == 0 || exp <= now {
@@ -237,14 +245,14 @@ func (sh *shard) takeAbsent(c *compiled, seed maphash.Seed, h uint64, key string
 // admission: a refusal or a peek writes nothing, as on Redis. (Redis keeps
 // each key on the grid of its own last write; t keeps one grid for all its
 // rows, so an admission here also rounds up the TATs of t's other keys.)
-func (sh *shard) takeOffGrid(c *compiled, seed maphash.Seed, t *table, h uint64, k *keyHead, key string, cost, burst, now int64, d *sluice.Decision) outcome {
+func (sh *shard) takeOffGrid(c *compiled, seed maphash.Seed, t *table, h uint64, k *keyHead, key string, cost, arg, now int64, d *sluice.Decision) outcome {
 	slot, e := t.findHead(h, k, key)
 	if e < 0 {
-		return sh.takeAbsent(c, seed, h, key, cost, burst, now, d)
+		return sh.takeAbsent(c, seed, h, key, cost, arg, now, d)
 	}
 	st := t.get(e)
 	st.Time, st.Frac = convFrac(st.Time, st.Frac, t.den, c.den)
-	next, dec := c.model.TakeBurst(st, now, cost, burst)
+	next, dec := c.model.TakeBurst(st, now, cost, arg)
 	*d = dec
 	exp := c.model.ExpiresAt(next)
 	switch {
@@ -262,17 +270,17 @@ func (sh *shard) takeOffGrid(c *compiled, seed maphash.Seed, t *table, h uint64,
 // takeInPlace applies one request to entry e (at slot), running the model
 // on the row's fields in place. It reports whether the entry is kept: false
 // when its state expired, and it was removed.
-func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, burst, now int64, d *sluice.Decision) bool {
+func (sh *shard) takeInPlace(c *compiled, t *table, slot, e int, cost, arg, now int64, d *sluice.Decision) bool {
 	// The bucket layouts are called directly: no interface call, and the
 	// model writes the decision straight into *d.
 	var exp int64
 	switch rs := t.rs.(type) {
 	case *narrowRows:
-		exp = rs.take(c, e, now, cost, burst, d)
+		exp = rs.take(c, e, now, cost, arg, d)
 	case *wideRows:
-		exp = rs.take(c, e, now, cost, burst, d)
+		exp = rs.take(c, e, now, cost, arg, d)
 	default:
-		exp = rs.take(c, e, now, cost, burst, &sh.dec)
+		exp = rs.take(c, e, now, cost, arg, &sh.dec)
 		*d = sh.dec
 	}
 	switch {

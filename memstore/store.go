@@ -18,7 +18,9 @@
 // Requests of one named bucket policy that differ only in Burst
 // (sluice.Check.Burst) share its compiled form: each is decided under its
 // own burst (model.Model.TakeBurst), which changes no table, so they cost
-// what the policy's own requests cost.
+// what the policy's own requests cost; so do requests of one named window
+// policy that differ only in Limit (a descriptor's limit override in
+// sluice serve's RLS), each under its own limit (model.Model.TakeLimit).
 //
 // A key asked for far over its limit is rejected without the shard's lock:
 // each shard publishes one such hot key as a copy of its row, kept equal to
@@ -117,24 +119,38 @@ type compiled struct {
 }
 
 // decides reports whether c decides the requests of policy p, each under
-// p's Burst: p is c's policy, or a valid named policy of a bucket kind
-// that differs from it only in Burst. Those share c's table (the identity
-// is (Name, Algorithm)), and the burst is no part of what the table keeps:
-// a key's TAT, its grid (1/den ns) and its expiry are the same under every
-// burst, which only bounds what a request may take
-// (model.Model.TakeBurst). So requests of one policy with different bursts
-// (sluice.Check.Burst: a leaky-bucket request's maximum delay, a burst per
-// deadline) are decided by one compiled form, and none recompiles the
-// table; a request takes the burst along (the burst argument of the
-// takes), as a Redis script's arguments do.
+// p's own Burst or Limit (compiled.arg): p is c's policy, or a valid named
+// policy that differs from it only in Burst, for a bucket kind, or only in
+// Limit, for a window kind. Those share c's table (the identity is (Name,
+// Algorithm)), and that parameter is no part of what the table keeps: a
+// bucket key's TAT, its grid (1/den ns) and its expiry are the same under
+// every burst, which only bounds what a request may take
+// (model.Model.TakeBurst); a window key's start, counts or log and its
+// expiry are the same under every limit, which only bounds what a request
+// may take and what its decision reports (model.Model.TakeLimit). So
+// requests of one policy with different bursts (sluice.Check.Burst: a
+// leaky-bucket request's maximum delay, a burst per deadline), or of one
+// window policy with different limits (a descriptor's limit override in
+// sluice serve's RLS, which shares the count of the rule it overrides) are
+// decided by one compiled form, and none recompiles the table; a request
+// takes its burst or limit along (the arg argument of the takes), as a
+// Redis script's arguments do. (A bucket's Limit is its grid: another one
+// recompiles.)
 func (c *compiled) decides(p sluice.Policy) bool {
 	if c.policy == p {
 		return true
 	}
-	if c.kind != bucketKind || c.policy.Name == "" {
+	if c.policy.Name == "" {
 		return false
 	}
 	q := p
+	if c.kind != bucketKind {
+		// Any Limit from 1 to sluice.MaxLimit is valid since c's policy,
+		// equal to p but for it, is: the window kinds check nothing else
+		// against the limit.
+		q.Limit = c.policy.Limit
+		return q == c.policy && 1 <= p.Limit && p.Limit <= sluice.MaxLimit
+	}
 	q.Burst = c.policy.Burst
 	if q != c.policy {
 		return false
@@ -147,6 +163,16 @@ func (c *compiled) decides(p sluice.Policy) bool {
 		most = c.policy.Limit
 	}
 	return 1 <= b && b <= most || p.Validate() == nil
+}
+
+// arg returns what a request of p, which c decides, takes along to its
+// decision: p's Burst for the bucket kinds, its Limit for the window kinds
+// (see decides).
+func (c *compiled) arg(p *sluice.Policy) int64 {
+	if c.kind == bucketKind {
+		return p.Burst
+	}
+	return p.Limit
 }
 
 // Option configures a Store.
@@ -355,7 +381,7 @@ func (s *Store) Take(ctx context.Context, p sluice.Policy, key string, cost int6
 // decide is Take once the policy is compiled as c (c.decides(*p)); it
 // sets *d.
 func (s *Store) decide(p *sluice.Policy, c *compiled, key string, cost int64, d *sluice.Decision) error {
-	o := s.take(c, key, cost, p.Burst, d)
+	o := s.take(c, key, cost, c.arg(p), d)
 	if o == stale {
 		// c's policy was dropped for having no keys: pinned, the current
 		// one cannot be (registry.go).
@@ -363,7 +389,7 @@ func (s *Store) decide(p *sluice.Policy, c *compiled, key string, cost int64, d 
 		if c, err = s.reg.compile(*p, true); err != nil {
 			return fmt.Errorf("memstore: take %q: %w", key, err)
 		}
-		o = s.take(c, key, cost, p.Burst, d)
+		o = s.take(c, key, cost, c.arg(p), d)
 		s.unpin(c)
 	}
 	if o != took {
@@ -387,18 +413,18 @@ func (s *Store) refused(ctx context.Context, key string, cost int64) error {
 }
 
 // take is Take once the policy is compiled, for a request of the policy
-// with Burst = burst that c decides: it sets *d unless the outcome is
-// stale.
-func (s *Store) take(c *compiled, key string, cost, burst int64, d *sluice.Decision) outcome {
+// that c decides with Burst or Limit arg (compiled.arg): it sets *d unless
+// the outcome is stale.
+func (s *Store) take(c *compiled, key string, cost, arg int64, d *sluice.Decision) outcome {
 	h := maphash.String(s.seed, key)
 	sh := s.shardOf(h)
 	now := s.now()
-	if he := sh.hot.Load(); he != nil && he.h == h && he.c == c && he.key == key && he.reject(now, cost, burst, d) {
+	if he := sh.hot.Load(); he != nil && he.h == h && he.c == c && he.key == key && he.reject(now, cost, arg, d) {
 		return took // a hot key's rejection, decided without the lock (hot.go)
 	}
 	k := headOf(key)
 	sh.mu.Lock()
-	ok := sh.take(c, s.seed, h, &k, key, cost, burst, now, d)
+	ok := sh.take(c, s.seed, h, &k, key, cost, arg, now, d)
 	sh.mu.Unlock()
 	return ok
 }

@@ -130,18 +130,26 @@ func BenchmarkTakeBursts(b *testing.B) {
 }
 
 func benchBursts(b *testing.B, ctx context.Context, p sluice.Policy, via string, n int) {
-	s := New()
-	defer s.Close()
-	const key = "user-42"
-	if _, err := s.Take(ctx, p, key, p.Capacity()); err != nil {
-		b.Fatal(err)
-	}
 	ps := make([]sluice.Policy, n)
 	for i := range ps {
 		ps[i] = p
 		if i > 0 {
 			ps[i].Burst = p.Capacity() - int64(i)
 		}
+	}
+	benchPolicies(b, ctx, ps, via)
+}
+
+// benchPolicies measures decisions on one held key, cycling through the
+// policies ps (of one name), asked via Store.Take, TakeAll or a Limiter
+// per policy. The key is first filled up under ps[0].
+func benchPolicies(b *testing.B, ctx context.Context, ps []sluice.Policy, via string) {
+	s := New()
+	defer s.Close()
+	const key = "user-42"
+	n := len(ps)
+	if _, err := s.Take(ctx, ps[0], key, ps[0].Capacity()); err != nil {
+		b.Fatal(err)
 	}
 	var take func(i int) error
 	switch via {
@@ -178,6 +186,41 @@ func benchBursts(b *testing.B, ctx context.Context, p sluice.Policy, via string,
 		}
 		if i++; i == n {
 			i = 0
+		}
+	}
+}
+
+// BenchmarkTakeLimits measures decisions on one held key of a named
+// fixed-window policy whose requests come with other limits (sluice
+// serve's RLS: a descriptor's limit override shares the count of the rule
+// it overrides, under its own limit): limits=1 asks with the policy's own
+// limit only, limits=2 alternates it with another, limits=64 cycles
+// through 64. via=take asks Store.Take, via=takeall a one-request TakeAll
+// (the path of sluice.AllowAll and of the RLS), and via=limiter
+// Limiter.Allow on one limiter per limit. load=admit has room for every
+// request; load=refuse starts from a full window of a minute, so every
+// request is refused (a hot key).
+func BenchmarkTakeLimits(b *testing.B) {
+	ctx := context.Background()
+	for _, load := range []string{"admit", "refuse"} {
+		p := sluice.Policy{Name: "bench", Algorithm: sluice.FixedWindow, Limit: 1 << 40, Period: time.Millisecond}
+		if load == "refuse" {
+			p.Limit, p.Period = 100, time.Minute
+		}
+		for _, via := range []string{"take", "takeall", "limiter"} {
+			for _, n := range []int{1, 2, 64} {
+				if via == "limiter" && n == 64 {
+					continue
+				}
+				b.Run(fmt.Sprintf("alg=%s/load=%s/via=%s/limits=%d", p.Algorithm, load, via, n), func(b *testing.B) {
+					ps := make([]sluice.Policy, n)
+					for i := range ps {
+						ps[i] = p
+						ps[i].Limit = p.Limit - int64(i)
+					}
+					benchPolicies(b, ctx, ps, via)
+				})
+			}
 		}
 	}
 }

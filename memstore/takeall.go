@@ -185,11 +185,20 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 		var next model.State
 		var d sluice.Decision
-		// w.c decides r.Policy under its Burst (compiled.decides).
-		if r.Force { // a charge: recorded past the limit, never refuses
+		// w.c decides r.Policy under its Burst or Limit (compiled.decides).
+		// The model's entry points are called directly: a shared helper
+		// would pass the State and Decision through one more frame.
+		bucket := w.c.kind == bucketKind
+		switch {
+		case r.Force && bucket: // a charge: recorded past the limit, never refuses
 			next, d = w.c.model.ChargeBurst(o.st, now, r.Cost, r.Policy.Burst)
-		} else {
+		case r.Force:
+			next, d = w.c.model.ChargeLimit(o.st, now, r.Cost, r.Policy.Limit)
+		case bucket:
 			next, d = w.c.model.TakeBurst(o.st, now, r.Cost, r.Policy.Burst)
+			refused = refused || !d.Allowed
+		default:
+			next, d = w.c.model.TakeLimit(o.st, now, r.Cost, r.Policy.Limit)
 			refused = refused || !d.Allowed
 		}
 		o.st, o.last = next, w.c
@@ -212,7 +221,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 					st = t.stateOn(e, w.c)
 				}
 			}
-			_, out[i] = w.c.model.TakeBurst(st, now, 0, r.Policy.Burst)
+			if w.c.kind == bucketKind {
+				_, out[i] = w.c.model.TakeBurst(st, now, 0, r.Policy.Burst)
+			} else {
+				_, out[i] = w.c.model.TakeLimit(st, now, 0, r.Policy.Limit)
+			}
 		}
 		return nil
 	}

@@ -10,7 +10,9 @@
 // (TakeBucket, TakeFixedWindow, ...) let a store keep the state in its own
 // layout, and TakeBurst (with TakeBucketBurst, ChargeBurst and GiveBurst)
 // decides a request under another burst than the policy's, on the same
-// state, as the model of that burst would (sluice.Check.Burst).
+// state, as the model of that burst would (sluice.Check.Burst); TakeLimit
+// (with ChargeLimit and the in-place TakeFixedWindowLimit, ...) does the
+// same for a window kind's Limit.
 //
 // # Semantics
 //

@@ -45,7 +45,7 @@ func (m *Model) TakeFixedWindow(start, count *int64, now, cost int64, d *sluice.
 	if cost < 0 {
 		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 	} else {
-		m.takeFixed(start, count, min(max(now, 0), MaxTime), cost, d)
+		m.takeFixed(start, count, min(max(now, 0), MaxTime), cost, m.limit, d)
 	}
 	return m.fixedExpiry(*start, *count)
 }
@@ -56,7 +56,7 @@ func (m *Model) TakeSlidingWindow(start, count, prev *int64, now, cost int64, d 
 	if cost < 0 {
 		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 	} else {
-		m.takeSliding(start, count, prev, min(max(now, 0), MaxTime), cost, d)
+		m.takeSliding(start, count, prev, min(max(now, 0), MaxTime), cost, m.limit, d)
 	}
 	return m.slidingExpiry(*start, *count, *prev)
 }
@@ -77,7 +77,7 @@ func (m *Model) TakeSlidingLog(base int64, log []LogEntry, now, cost int64, d *s
 		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 		return log, m.ExpiresAt(State{Count: base, Log: log})
 	}
-	return m.takeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, d)
+	return m.takeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, m.limit, d)
 }
 
 // JudgeSlidingLog sets *d to the decision TakeSlidingLog would make on the
@@ -91,6 +91,6 @@ func (m *Model) JudgeSlidingLog(base int64, log []LogEntry, now, cost int64, d *
 		*d = sluice.Decision{Limit: m.limit, Impossible: true}
 		return m.ExpiresAt(State{Count: base, Log: log})
 	}
-	_, _, expires = m.judgeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, d)
+	_, _, expires = m.judgeLog(uint64(base), log, min(max(now, 0), MaxTime), cost, m.limit, d)
 	return expires
 }

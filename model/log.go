@@ -11,13 +11,13 @@ import (
 // slidingLog admits iff the units admitted in (t−P, t] plus c are at most
 // Limit: an entry exactly P old has left. An admission returns the log
 // without the entries that have left, their units folded into Count.
-func (m *Model) slidingLog(s State, now, cost int64) (State, sluice.Decision) {
+func (m *Model) slidingLog(s State, now, cost, limit int64) (State, sluice.Decision) {
 	var d sluice.Decision
 	base, log := uint64(s.Count), s.Log
 	if k := firstAfter(log, now-m.period); k > 0 {
 		base, log = log[k-1].Total, log[k:]
 	}
-	log, _ = m.takeLog(base, log, now, cost, &d)
+	log, _ = m.takeLog(base, log, now, cost, limit, &d)
 	if !d.Allowed || cost == 0 {
 		return s, d
 	}
@@ -30,8 +30,8 @@ func (m *Model) slidingLog(s State, now, cost int64) (State, sluice.Decision) {
 // log has room, as append does), else log itself; and ExpiresAt of the
 // state base and the returned log make. It sets *d to the decision. now is
 // clamped already.
-func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *sluice.Decision) ([]LogEntry, int64) {
-	total, at, expires := m.judgeLog(base, log, now, cost, d)
+func (m *Model) takeLog(base uint64, log []LogEntry, now, cost, limit int64, d *sluice.Decision) ([]LogEntry, int64) {
+	total, at, expires := m.judgeLog(base, log, now, cost, limit, d)
 	if !d.Allowed || cost == 0 {
 		return log, expires
 	}
@@ -42,8 +42,8 @@ func (m *Model) takeLog(base uint64, log []LogEntry, now, cost int64, d *sluice.
 // and writes nothing else. For a rejection or a peek, expires is ExpiresAt
 // of the state as given; for an admission with cost > 0, it is that of the
 // state the entry {at, total} appended to log makes.
-func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *sluice.Decision) (total uint64, at, expires int64) {
-	*d = sluice.Decision{Limit: m.limit}
+func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost, limit int64, d *sluice.Decision) (total uint64, at, expires int64) {
+	*d = sluice.Decision{Limit: limit}
 	// Entries still inside the window: At > now − P.
 	k := firstAfter(log, now-m.period)
 	if k > 0 {
@@ -58,19 +58,19 @@ func (m *Model) judgeLog(base uint64, log []LogEntry, now, cost int64, d *sluice
 	if n := len(log); n > 0 {
 		expires = log[n-1].At + m.period
 	}
-	d.Remaining = max(0, m.limit-used) // used > limit: charged, or written under a larger limit
+	d.Remaining = max(0, limit-used) // used > limit: charged, or written under a larger limit
 	switch {
-	case cost > m.limit:
+	case cost > limit:
 		d.Impossible = true
-		d.Debt = max(0, used-m.limit)
+		d.Debt = max(0, used-limit)
 		return 0, 0, expires
-	case max(cost, 1) > m.limit-used: // not used+cost: at MaxLimit that overflows; a peek is judged as cost 1
-		d.Debt = max(0, used-m.limit)
+	case max(cost, 1) > limit-used: // not used+cost: at MaxLimit that overflows; a peek is judged as cost 1
+		d.Debt = max(0, used-limit)
 		// The request fits once enough of the oldest entries have left:
 		// the first j with Total(last) − Total(j) ≤ Limit − cost leaves at
 		// At(j) + P.
 		last := live[len(live)-1].Total
-		j := firstWithin(live, last, m.limit-max(cost, 1))
+		j := firstWithin(live, last, limit-max(cost, 1))
 		d.RetryAfter = time.Duration(live[j].At + m.period - now)
 		return 0, 0, expires
 	}

@@ -102,11 +102,11 @@ func (m *Model) Take(s State, now, cost int64) (State, sluice.Decision) {
 	}
 	switch m.kind {
 	case fixedKind:
-		return m.fixedWindow(s, now, cost)
+		return m.fixedWindow(s, now, cost, m.limit)
 	case slidingKind:
-		return m.slidingWindow(s, now, cost)
+		return m.slidingWindow(s, now, cost, m.limit)
 	case logKind:
-		return m.slidingLog(s, now, cost)
+		return m.slidingLog(s, now, cost, m.limit)
 	default:
 		return m.bucket(s, now, cost, m.full)
 	}
@@ -131,11 +131,11 @@ func (m *Model) TakeBurst(s State, now, cost, burst int64) (State, sluice.Decisi
 	// cost a decision about 13 ns (BenchmarkModelTake).
 	switch m.kind {
 	case fixedKind:
-		return m.fixedWindow(s, now, cost)
+		return m.fixedWindow(s, now, cost, m.limit)
 	case slidingKind:
-		return m.slidingWindow(s, now, cost)
+		return m.slidingWindow(s, now, cost, m.limit)
 	case logKind:
-		return m.slidingLog(s, now, cost)
+		return m.slidingLog(s, now, cost, m.limit)
 	default:
 		return m.bucket(s, now, cost, m.capacity(burst))
 	}

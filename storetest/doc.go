@@ -65,6 +65,13 @@
 //     debt, and charges raced from many goroutines adding up exactly.
 //     Charges is the same as a fuzz body over any sequence of takes,
 //     charges and batches of both.
+//   - Bursts/<algorithm>/...: requests of one named bucket policy whose
+//     Burst changes from request to request (sluice.Check.Burst), and
+//     Limits/<algorithm>/...: requests of one named window policy whose
+//     Limit does (sluice serve's limit overrides): takes, peeks, charges
+//     and batches on one state per key, each decided as the model of the
+//     request's own policy decides it. Bursts and Limits are the same as
+//     fuzz bodies.
 //
 // # TakeAll
 //

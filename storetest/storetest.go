@@ -47,6 +47,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	t.Run("Calendar", func(t *testing.T) { testCalendar(t, newHarness) })
 	t.Run("Charge", func(t *testing.T) { testCharge(t, newHarness) })
 	t.Run("Bursts", func(t *testing.T) { testBursts(t, newHarness) })
+	t.Run("Limits", func(t *testing.T) { testLimits(t, newHarness) })
 }
 
 // rig drives one harness and keeps the model's view of the same requests.
